@@ -1,0 +1,77 @@
+"""kiln's error tree. Every error kiln raises on purpose derives from KilnError.
+
+KilnError
+├── ConfigError            invalid configuration or option (names field, value, rule)
+├── ValidationError        bad input to enqueue or an admin call (names the problem)
+│   └── UnknownKindError   no handler is registered for a kind
+├── StoreError             the database failed; ``operation`` names the store call
+│   ├── UnreachableError   cannot connect
+│   └── NotMigratedError   the schema is missing or older than this kiln
+├── CronError              a malformed cron expression
+└── Shutdown               raised inside a job that the server cancelled on shutdown
+
+Retry, snooze and cancel are outcomes (see kiln._outcomes), not errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KilnError(Exception):
+    """Root of every error kiln raises."""
+
+
+class ConfigError(KilnError, ValueError):
+    def __init__(self, field: str, value: Any, rule: str) -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        super().__init__(f"invalid {field}={value!r}: {rule}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, self.value, self.rule))
+
+
+class ValidationError(KilnError, ValueError):
+    """Bad input; nothing was written."""
+
+
+class UnknownKindError(ValidationError):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        super().__init__(f"unknown job kind {kind!r}: no handler is registered for it")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind,))
+
+
+class StoreError(KilnError):
+    def __init__(self, operation: str, message: str) -> None:
+        self.operation = operation
+        super().__init__(f"{operation}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.operation, str(self).split(": ", 1)[-1]))
+
+
+class UnreachableError(StoreError):
+    """The database cannot be reached."""
+
+
+class NotMigratedError(StoreError):
+    """The schema is missing or older than this version of kiln: run `kiln migrate`."""
+
+
+class CronError(KilnError, ValueError):
+    def __init__(self, expression: str, reason: str) -> None:
+        self.expression = expression
+        self.reason = reason
+        super().__init__(f"malformed schedule {expression!r}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.expression, self.reason))
+
+
+class Shutdown(KilnError):
+    """Raised into a job the server cancelled on shutdown; the job is handed back."""

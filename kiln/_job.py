@@ -1,0 +1,221 @@
+"""The job record, its states and the values that cross the store boundary.
+
+Owns plain data only: no I/O, no SQL, no scheduling decisions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+JSON = Any
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its lifecycle (see docs/adr/0002-store-contract.md)."""
+
+    AWAITING = "awaiting"  # waits for its dependencies to complete
+    PENDING = "pending"  # waits for rate-limit admission
+    SCHEDULED = "scheduled"  # run_at in the future (delay, retry backoff, snooze)
+    AVAILABLE = "available"  # claimable now
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"  # out of attempts, or failed permanently
+    CANCELLED = "cancelled"
+
+
+ALL_STATES: tuple[JobState, ...] = tuple(JobState)
+FINISHED_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+
+
+class Outcome(enum.StrEnum):
+    """What happened to one attempt; the store applies it with fencing."""
+
+    COMPLETED = "completed"
+    RETRY = "retry"  # failed attempt, scheduled again after backoff
+    FAILED = "failed"  # failed for good
+    SNOOZED = "snoozed"  # run again later without using an attempt
+    CANCELLED = "cancelled"  # cancelled permanently by the handler
+    HANDED_BACK = "handed_back"  # shutdown: back to the queue without using an attempt
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttemptError:
+    """The error of one failed attempt, kept on the job."""
+
+    attempt: int
+    at: float  # unix seconds
+    error: str
+    traceback: str = ""
+    server_id: str | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> AttemptError:
+        return cls(
+            attempt=int(data.get("attempt", 0)),
+            at=float(data.get("at", 0.0)),
+            error=str(data.get("error", "")),
+            traceback=str(data.get("traceback", "")),
+            server_id=data.get("server_id"),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most ``rate`` admissions per ``per`` seconds, plus ``burst``.
+
+    Invariant kept by every store: no window of length ``per`` admits more than
+    ``rate + burst`` jobs of one key.
+    """
+
+    rate: int
+    per: float = 1.0
+    burst: int = 0
+
+    def __post_init__(self) -> None:
+        from kiln._errors import ConfigError
+
+        if self.rate < 1:
+            raise ConfigError("rate", self.rate, "rate must be at least 1")
+        if self.per <= 0:
+            raise ConfigError("per", self.per, "per must be a positive duration")
+        if self.burst < 0:
+            raise ConfigError("burst", self.burst, "burst must not be negative")
+
+
+@dataclasses.dataclass(slots=True)
+class NewJob:
+    """A job to insert. The store picks the first state from its fields."""
+
+    kind: str
+    args: JSON
+    queue: str = "default"
+    priority: int = 0
+    run_at: datetime | None = None  # None: now, by the database clock
+    delay: float = 0.0  # seconds after the database's now; ignored when run_at is set
+    max_attempts: int = 25
+    timeout: float | None = None  # seconds; None: the kind's or server's default
+    backoff: JSON = None  # a serialisable policy spec, see kiln._retry
+    metadata: dict[str, JSON] = dataclasses.field(default_factory=dict)
+    rate_key: str | None = None
+    rate_limit: RateLimit | None = None
+    depends_on: Sequence[int] = ()
+
+
+@dataclasses.dataclass(slots=True)
+class JobRow:
+    """A job as the store holds it."""
+
+    id: int
+    queue: str
+    kind: str
+    state: JobState
+    args: JSON
+    params: dict[str, JSON]
+    metadata: dict[str, JSON]
+    priority: int
+    run_at: datetime
+    attempt: int
+    max_attempts: int
+    timeout: float | None
+    backoff: JSON
+    errors: list[AttemptError]
+    created_at: datetime
+    admitted_at: datetime | None
+    attempted_at: datetime | None
+    finished_at: datetime | None
+    server_id: str | None
+    rate_key: str | None
+    rescues: int
+    depends_on: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def last_error(self) -> AttemptError | None:
+        return self.errors[-1] if self.errors else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobResult:
+    """The outcome of one attempt, applied only while the job is still running
+    under ``server_id`` and ``attempt`` (fencing)."""
+
+    job_id: int
+    server_id: str
+    attempt: int
+    outcome: Outcome
+    run_at_delay: float = 0.0  # for RETRY and SNOOZED: seconds after the database's now
+    error: AttemptError | None = None
+    rescued: bool = False  # the result was written by a rescuer, not the server itself
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Selects jobs for listing and bulk admin operations."""
+
+    states: tuple[JobState, ...] = ()
+    queue: str | None = None
+    kind: str | None = None
+    error_contains: str | None = None
+    ids: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """A registered server, as the servers table holds it."""
+
+    id: str
+    host: str
+    pid: int
+    queues: dict[str, int]
+    kinds: list[str]
+    version: str
+    started_at: datetime
+    heartbeat_at: datetime | None = None
+    heartbeat_age: float | None = None  # seconds, by the database clock
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RescueCandidate:
+    """A running job whose server has been silent for longer than dead_after."""
+
+    job: JobRow
+    dead_server_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Admission:
+    """One admitted rate-limited job."""
+
+    job_id: int
+    queue: str
+    kind: str
+    delay: float  # seconds from created to admitted, by the database clock
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AdmitResult:
+    admitted: list[Admission]
+    next_at: float | None  # seconds from now until more can be admitted, None if nothing pending
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StateCount:
+    queue: str
+    state: JobState
+    count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    count: int
+    detail: dict[str, JSON]

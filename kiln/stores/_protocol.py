@@ -1,0 +1,139 @@
+"""The Store protocol: every database operation kiln performs, at the domain level.
+
+Core code never writes SQL; it calls these methods. Each store implements them
+with one named query per dialect and declares what it can do in ``capabilities``.
+The conformance suite in tests/stores runs every method against every store.
+
+Time: every timestamp is taken from the database clock. Durations passed in are
+seconds (float).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from kiln._job import (
+    AdmitResult,
+    AuditEntry,
+    JobFilter,
+    JobResult,
+    JobRow,
+    JobState,
+    NewJob,
+    RateLimit,
+    RescueCandidate,
+    ServerInfo,
+    StateCount,
+)
+
+NotifyCallback = Callable[[str, str], None]  # (channel, payload)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Capabilities:
+    listen_notify: bool  # the store wakes servers itself (PostgreSQL LISTEN/NOTIFY)
+    skip_locked: bool  # claims skip rows locked by other claimers
+    time_precision: float  # seconds
+    multi_host: bool  # several hosts may share the database
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    released: dict[str, int]  # queue -> jobs made available
+    next_at: float | None  # seconds until the next scheduled job is due, if any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApplyResult:
+    applied: int  # results that matched a running job under the same server and attempt
+    released: dict[str, int]  # queue -> dependents made available by completions
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A job store. Methods named noun_verb; all of them async unless they end in _sync."""
+
+    capabilities: Capabilities
+    url: str
+
+    # lifecycle
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def migrate(self) -> list[int]:
+        """Apply missing migrations; return the versions applied."""
+    async def schema_check(self) -> None:
+        """Raise NotMigratedError unless the schema is at this kiln's version."""
+    async def now(self) -> datetime: ...
+
+    # notifications (stores with listen_notify; others are woken through a Bus)
+    async def listen(self, callback: NotifyCallback) -> None: ...
+    def listening(self) -> bool: ...
+
+    # jobs: insert and claim
+    async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]: ...
+    def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]: ...
+    async def job_claim(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+    ) -> list[JobRow]: ...
+    async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult: ...
+    async def job_param_set(
+        self, job_id: int, server_id: str, attempt: int, name: str, value: Any
+    ) -> bool: ...
+    async def jobs_release_due(self) -> ReleaseResult: ...
+
+    # jobs: admin
+    async def job_get(self, job_id: int) -> JobRow | None: ...
+    async def job_list(
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+    ) -> list[JobRow]: ...
+    async def job_count(self, filter: JobFilter) -> int: ...
+    async def jobs_requeue(self, filter: JobFilter) -> int: ...
+    async def jobs_cancel(self, filter: JobFilter) -> int: ...
+    async def jobs_delete(self, filter: JobFilter) -> int: ...
+    async def job_dependents(self, job_id: int) -> list[int]: ...
+    async def job_counts(self) -> list[StateCount]: ...
+    async def queue_oldest_available(self) -> dict[str, float]: ...
+    async def job_throughput(self, since_seconds: float) -> dict[str, int]: ...
+
+    # servers, leader, rescue, sweep, prune
+    async def server_register(self, info: ServerInfo) -> None: ...
+    async def server_heartbeat(self, server_id: str) -> bool:
+        """Report alive; False when the registration is gone (the server must rejoin)."""
+    async def server_deregister(self, server_id: str) -> None: ...
+    async def server_list(self) -> list[ServerInfo]: ...
+    async def leader_elect(self, server_id: str, ttl: float) -> bool:
+        """Take or renew the lease; True while this server holds it."""
+    async def leader_resign(self, server_id: str) -> None: ...
+    async def leader_get(self) -> str | None: ...
+    async def jobs_rescue_candidates(
+        self, dead_after: float, limit: int
+    ) -> list[RescueCandidate]: ...
+    async def servers_sweep(self, dead_for: float) -> int: ...
+    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int: ...
+
+    # rate limits
+    async def rate_limit_declare(self, key: str, limit: RateLimit) -> None: ...
+    async def rate_keys_pending(self) -> list[str]: ...
+    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult: ...
+    async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]: ...
+
+    # recurring jobs
+    async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
+        """Insert ``job`` unless slot ``slot`` of ``name`` was already enqueued."""
+    async def cron_last_slot(self, name: str) -> datetime | None: ...
+
+    # audit
+    async def audit_record(
+        self, actor: str, action: str, count: int, detail: dict[str, Any]
+    ) -> None: ...
+    async def audit_list(self, limit: int = 50) -> list[AuditEntry]: ...
+
+    # query accounting for the idle-cost measurement
+    def query_count(self) -> int: ...
+
+
+StoreFactory = Callable[[str], Awaitable[Store]]
+CLAIMABLE = JobState.AVAILABLE

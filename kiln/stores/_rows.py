@@ -1,0 +1,82 @@
+"""Conversions shared by the stores: JSON columns, timestamps, first states.
+
+Owns no SQL and no connections.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from kiln._job import AttemptError, JobResult, JobState, NewJob, Outcome
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | bytearray):
+        return json.loads(value)
+    return value  # drivers that decode JSON themselves
+
+
+def ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def ts_required(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def epoch(value: datetime) -> float:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def errors_from(value: Any) -> list[AttemptError]:
+    return [AttemptError.from_json(item) for item in (loads(value) or [])]
+
+
+def first_state(job: NewJob, run_at: float, now: float, deps_unmet: bool) -> JobState:
+    """The state a new (or released) job starts in."""
+    if deps_unmet:
+        return JobState.AWAITING
+    if job.rate_key is not None:
+        return JobState.PENDING
+    if run_at > now:
+        return JobState.SCHEDULED
+    return JobState.AVAILABLE
+
+
+def run_at_of(job: NewJob, now: float) -> float:
+    if job.run_at is not None:
+        return epoch(job.run_at)
+    return now + max(job.delay, 0.0)
+
+
+def next_state(result: JobResult) -> JobState:
+    """The state a result moves a running job to (delay 0 retries go straight back)."""
+    outcome = result.outcome
+    if outcome is Outcome.COMPLETED:
+        return JobState.COMPLETED
+    if outcome is Outcome.FAILED:
+        return JobState.FAILED
+    if outcome is Outcome.CANCELLED:
+        return JobState.CANCELLED
+    if outcome is Outcome.HANDED_BACK:
+        return JobState.AVAILABLE
+    return JobState.SCHEDULED if result.run_at_delay > 0 else JobState.AVAILABLE
+
+
+def attempt_delta(result: JobResult) -> int:
+    """Snoozes and hand-backs give the attempt back."""
+    return -1 if result.outcome in (Outcome.SNOOZED, Outcome.HANDED_BACK) else 0
+
+
+def rescues_after(result: JobResult, rescues: int) -> int:
+    return rescues + 1 if result.rescued else 0

@@ -1,0 +1,613 @@
+"""SQLite statements, one function per store operation, run on a sqlite3.Connection.
+
+Write operations are called through ``write`` which wraps them in BEGIN IMMEDIATE,
+so the write lock is taken before anything is read and "now" is read after it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from kiln._job import (
+    Admission,
+    AdmitResult,
+    AuditEntry,
+    JobFilter,
+    JobResult,
+    JobRow,
+    JobState,
+    NewJob,
+    Outcome,
+    RateLimit,
+    RescueCandidate,
+    ServerInfo,
+    StateCount,
+)
+from kiln.stores import _migrations
+from kiln.stores._protocol import ApplyResult, ReleaseResult
+from kiln.stores._rows import (
+    attempt_delta,
+    dumps,
+    epoch,
+    errors_from,
+    first_state,
+    loads,
+    next_state,
+    rescues_after,
+    run_at_of,
+    ts,
+    ts_required,
+)
+
+T = TypeVar("T")
+RESCUE_REASON = "rescued: the server running this job stopped sending heartbeats"
+
+
+def write(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn, *args)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+# schema ------------------------------------------------------------------------------
+def schema_version(conn: sqlite3.Connection) -> int:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='kiln_migrations'"
+    ).fetchone()
+    if not exists:
+        return 0
+    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM kiln_migrations").fetchone()
+    return int(row[0])
+
+
+def migrate(conn: sqlite3.Connection, versions: list[tuple[int, str]]) -> list[int]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS kiln_migrations "
+            "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        have = schema_version(conn)
+        applied: list[int] = []
+        for version, sql in versions:
+            if version <= have:
+                continue
+            for statement in _migrations.split_statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO kiln_migrations (version, applied_at) VALUES (?, ?)",
+                (version, time.time()),
+            )
+            applied.append(version)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return applied
+
+
+# rows --------------------------------------------------------------------------------
+def row_to_job(row: sqlite3.Row, depends_on: list[int] | None = None) -> JobRow:
+    return JobRow(
+        id=row["id"],
+        queue=row["queue"],
+        kind=row["kind"],
+        state=JobState(row["state"]),
+        args=loads(row["args"]),
+        params=loads(row["params"]) or {},
+        metadata=loads(row["metadata"]) or {},
+        priority=row["priority"],
+        run_at=ts_required(row["run_at"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        timeout=row["timeout"],
+        backoff=loads(row["backoff"]),
+        errors=errors_from(row["errors"]),
+        created_at=ts_required(row["created_at"]),
+        admitted_at=ts(row["admitted_at"]),
+        attempted_at=ts(row["attempted_at"]),
+        finished_at=ts(row["finished_at"]),
+        server_id=row["server_id"],
+        rate_key=row["rate_key"],
+        rescues=row["rescues"],
+        depends_on=depends_on or [],
+    )
+
+
+def _where(f: JobFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.states:
+        clauses.append(f"state IN ({','.join('?' * len(f.states))})")
+        params.extend(s.value for s in f.states)
+    if f.queue is not None:
+        clauses.append("queue = ?")
+        params.append(f.queue)
+    if f.kind is not None:
+        clauses.append("kind = ?")
+        params.append(f.kind)
+    if f.error_contains:
+        clauses.append("instr(lower(errors), lower(?)) > 0")
+        params.append(f.error_contains)
+    if f.ids:
+        clauses.append(f"id IN ({','.join('?' * len(f.ids))})")
+        params.extend(f.ids)
+    return (" AND ".join(clauses) or "1=1"), params
+
+
+# insert ------------------------------------------------------------------------------
+def _unmet(conn: sqlite3.Connection, deps: Sequence[int]) -> bool:
+    if not deps:
+        return False
+    marks = ",".join("?" * len(deps))
+    row = conn.execute(
+        f"SELECT 1 FROM kiln_jobs WHERE id IN ({marks}) AND state != 'completed' LIMIT 1",
+        list(deps),
+    ).fetchone()
+    return row is not None
+
+
+def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
+    now = time.time()
+    ids: list[int] = []
+    for job in jobs:
+        run_at = run_at_of(job, now)
+        if job.rate_limit is not None and job.rate_key is not None:
+            rate_limit_declare(conn, job.rate_key, job.rate_limit)
+        state = first_state(job, run_at, now, _unmet(conn, job.depends_on))
+        cur = conn.execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
+            " max_attempts, timeout, backoff, created_at, rate_key)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                job.queue, job.kind, state.value, dumps(job.args), dumps(job.metadata),
+                job.priority, run_at, job.max_attempts, job.timeout,
+                None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
+            ),
+        )
+        job_id = int(cur.fetchone()[0])
+        if job.depends_on:
+            conn.executemany(
+                "INSERT OR IGNORE INTO kiln_job_deps (job_id, dep_id) VALUES (?, ?)",
+                [(job_id, dep) for dep in job.depends_on],
+            )
+        ids.append(job_id)
+    return ids
+
+
+# claim and results -------------------------------------------------------------------
+def claim(
+    conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str
+) -> list[JobRow]:
+    if not kinds or limit <= 0:
+        return []
+    now = time.time()
+    marks = ",".join("?" * len(kinds))
+    rows = conn.execute(
+        "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
+        " server_id = ? WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
+        f" AND queue = ? AND kind IN ({marks}) ORDER BY priority, run_at, id LIMIT ?)"
+        " RETURNING *",
+        [now, server_id, queue, *kinds, limit],
+    ).fetchall()
+    jobs = [row_to_job(row) for row in rows]
+    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+    return jobs
+
+
+def _release_dependents(conn: sqlite3.Connection, dep_ids: Sequence[int], now: float) -> dict[str, int]:
+    """Move awaiting dependents of ``dep_ids`` whose dependencies are all done."""
+    released: dict[str, int] = {}
+    if not dep_ids:
+        return released
+    marks = ",".join("?" * len(dep_ids))
+    rows = conn.execute(
+        "SELECT j.id, j.queue, j.rate_key, j.run_at FROM kiln_jobs j WHERE j.state = 'awaiting'"
+        f" AND j.id IN (SELECT job_id FROM kiln_job_deps WHERE dep_id IN ({marks}))"
+        " AND NOT EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+        "  WHERE d.job_id = j.id AND o.state != 'completed')",
+        list(dep_ids),
+    ).fetchall()
+    for row in rows:
+        if row["rate_key"] is not None:
+            state = JobState.PENDING
+        elif row["run_at"] > now:
+            state = JobState.SCHEDULED
+        else:
+            state = JobState.AVAILABLE
+        conn.execute(
+            "UPDATE kiln_jobs SET state = ?, run_at = MAX(run_at, ?) WHERE id = ?",
+            (state.value, now, row["id"]),
+        )
+        if state is JobState.AVAILABLE:
+            released[row["queue"]] = released.get(row["queue"], 0) + 1
+    return released
+
+
+def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> ApplyResult:
+    now = time.time()
+    applied = 0
+    completed: list[int] = []
+    released: dict[str, int] = {}
+    for r in results:
+        state = next_state(r)
+        finished = now if state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED) else None
+        error = None if r.error is None else dumps(r.error.to_json())
+        cur = conn.execute(
+            "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = ?,"
+            " finished_at = ?, rescues = CASE WHEN ? THEN rescues + 1 ELSE 0 END,"
+            " errors = CASE WHEN ? IS NULL THEN errors ELSE json_insert(errors, '$[#]', json(?)) END,"
+            " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN server_id ELSE NULL END"
+            " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
+            " RETURNING queue",
+            (
+                state.value, attempt_delta(r), now + max(r.run_at_delay, 0.0), finished,
+                r.rescued, error, error, state.value, r.job_id, r.server_id, r.attempt,
+            ),
+        ).fetchone()
+        if cur is None:
+            continue
+        applied += 1
+        if state is JobState.AVAILABLE:
+            released[cur["queue"]] = released.get(cur["queue"], 0) + 1
+        if r.outcome is Outcome.COMPLETED:
+            completed.append(r.job_id)
+    for queue, n in _release_dependents(conn, completed, now).items():
+        released[queue] = released.get(queue, 0) + n
+    return ApplyResult(applied=applied, released=released)
+
+
+def param_set(
+    conn: sqlite3.Connection, job_id: int, server_id: str, attempt: int, name: str, value: Any
+) -> bool:
+    cur = conn.execute(
+        "UPDATE kiln_jobs SET params = json_set(params, '$.' || json_quote(?), json(?))"
+        " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?",
+        (name, dumps(value), job_id, server_id, attempt),
+    )
+    return cur.rowcount == 1
+
+
+def release_due(conn: sqlite3.Connection) -> ReleaseResult:
+    now = time.time()
+    rows = conn.execute(
+        "UPDATE kiln_jobs SET state = 'available' WHERE state = 'scheduled' AND run_at <= ?"
+        " RETURNING queue",
+        (now,),
+    ).fetchall()
+    released: dict[str, int] = {}
+    for row in rows:
+        released[row[0]] = released.get(row[0], 0) + 1
+    nxt = conn.execute(
+        "SELECT MIN(run_at) FROM kiln_jobs WHERE state = 'scheduled'"
+    ).fetchone()[0]
+    return ReleaseResult(released=released, next_at=None if nxt is None else max(nxt - now, 0.0))
+
+
+# admin -------------------------------------------------------------------------------
+def _deps_of(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    rows = conn.execute(
+        "SELECT dep_id FROM kiln_job_deps WHERE job_id = ? ORDER BY dep_id", (job_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def get(conn: sqlite3.Connection, job_id: int) -> JobRow | None:
+    row = conn.execute("SELECT * FROM kiln_jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None else row_to_job(row, _deps_of(conn, job_id))
+
+
+def list_jobs(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None
+) -> list[JobRow]:
+    where, params = _where(f)
+    if before_id is not None:
+        where += " AND id < ?"
+        params.append(before_id)
+    rows = conn.execute(
+        f"SELECT * FROM kiln_jobs WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit]
+    ).fetchall()
+    return [row_to_job(r) for r in rows]
+
+
+def count(conn: sqlite3.Connection, f: JobFilter) -> int:
+    where, params = _where(f)
+    return int(conn.execute(f"SELECT COUNT(*) FROM kiln_jobs WHERE {where}", params).fetchone()[0])
+
+
+REQUEUEABLE = ("failed", "cancelled", "completed", "scheduled", "available")
+CANCELLABLE = ("awaiting", "pending", "scheduled", "available", "running")
+DELETABLE = ("awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed")
+
+
+def _restrict(f: JobFilter, allowed: Sequence[str]) -> tuple[str, list[Any]]:
+    where, params = _where(f)
+    marks = ",".join("?" * len(allowed))
+    return f"{where} AND state IN ({marks})", [*params, *allowed]
+
+
+def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
+    where, params = _restrict(f, REQUEUEABLE)
+    now = time.time()
+    cur = conn.execute(
+        "UPDATE kiln_jobs SET state = CASE WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+        " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL, admitted_at = NULL,"
+        f" server_id = NULL WHERE {where}",
+        [now, *params],
+    )
+    return cur.rowcount
+
+
+def cancel(conn: sqlite3.Connection, f: JobFilter) -> int:
+    where, params = _restrict(f, CANCELLABLE)
+    cur = conn.execute(
+        f"UPDATE kiln_jobs SET state = 'cancelled', finished_at = ? WHERE {where}",
+        [time.time(), *params],
+    )
+    return cur.rowcount
+
+
+def delete(conn: sqlite3.Connection, f: JobFilter) -> int:
+    where, params = _restrict(f, DELETABLE)
+    ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM kiln_jobs WHERE {where}", params)]
+    if not ids:
+        return 0
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", chunk)
+        _release_dependents(conn, chunk, time.time())
+        conn.execute(f"DELETE FROM kiln_job_deps WHERE dep_id IN ({marks})", chunk)
+    return len(ids)
+
+
+def dependents(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    rows = conn.execute(
+        "SELECT job_id FROM kiln_job_deps WHERE dep_id = ? ORDER BY job_id", (job_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def state_counts(conn: sqlite3.Connection) -> list[StateCount]:
+    rows = conn.execute(
+        "SELECT queue, state, COUNT(*) FROM kiln_jobs GROUP BY state, queue"
+    ).fetchall()
+    return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
+
+
+def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT queue, MIN(run_at) FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+    ).fetchall()
+    return {r[0]: max(now - r[1], 0.0) for r in rows}
+
+
+def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= ? GROUP BY state",
+        (time.time() - since,),
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+# servers and leader ------------------------------------------------------------------
+def server_register(conn: sqlite3.Connection, info: ServerInfo) -> None:
+    now = time.time()
+    conn.execute(
+        "INSERT OR REPLACE INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
+        " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (info.id, info.host, info.pid, dumps(info.queues), dumps(info.kinds), info.version,
+         epoch(info.started_at), now),
+    )
+
+
+def server_heartbeat(conn: sqlite3.Connection, server_id: str) -> bool:
+    cur = conn.execute(
+        "UPDATE kiln_servers SET heartbeat_at = ? WHERE id = ?", (time.time(), server_id)
+    )
+    return cur.rowcount == 1
+
+
+def server_deregister(conn: sqlite3.Connection, server_id: str) -> None:
+    conn.execute("DELETE FROM kiln_servers WHERE id = ?", (server_id,))
+    conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
+
+
+def server_list(conn: sqlite3.Connection) -> list[ServerInfo]:
+    now = time.time()
+    rows = conn.execute("SELECT * FROM kiln_servers ORDER BY started_at").fetchall()
+    return [
+        ServerInfo(
+            id=r["id"], host=r["host"], pid=r["pid"], queues=loads(r["queues"]),
+            kinds=loads(r["kinds"]), version=r["version"], started_at=ts_required(r["started_at"]),
+            heartbeat_at=ts(r["heartbeat_at"]), heartbeat_age=max(now - r["heartbeat_at"], 0.0),
+        )
+        for r in rows
+    ]
+
+
+def leader_elect(conn: sqlite3.Connection, server_id: str, ttl: float) -> bool:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO kiln_leader (name, server_id, expires_at) VALUES ('default', ?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET server_id = excluded.server_id,"
+        " expires_at = excluded.expires_at"
+        " WHERE kiln_leader.server_id = excluded.server_id OR kiln_leader.expires_at < ?",
+        (server_id, now + ttl, now),
+    )
+    row = conn.execute("SELECT server_id FROM kiln_leader WHERE name = 'default'").fetchone()
+    return row is not None and row[0] == server_id
+
+
+def leader_resign(conn: sqlite3.Connection, server_id: str) -> None:
+    conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
+
+
+def leader_get(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute(
+        "SELECT server_id FROM kiln_leader WHERE name = 'default' AND expires_at >= ?",
+        (time.time(),),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def rescue_candidates(
+    conn: sqlite3.Connection, dead_after: float, limit: int
+) -> list[RescueCandidate]:
+    cutoff = time.time() - dead_after
+    rows = conn.execute(
+        "SELECT j.* FROM kiln_jobs j LEFT JOIN kiln_servers s ON s.id = j.server_id"
+        " WHERE j.state = 'running' AND (s.id IS NULL OR s.heartbeat_at < ?)"
+        " AND j.attempted_at < ? ORDER BY j.id LIMIT ?",
+        (cutoff, cutoff, limit),
+    ).fetchall()
+    return [RescueCandidate(job=row_to_job(r), dead_server_id=r["server_id"]) for r in rows]
+
+
+def sweep(conn: sqlite3.Connection, dead_for: float) -> int:
+    cur = conn.execute(
+        "DELETE FROM kiln_servers WHERE heartbeat_at < ?", (time.time() - dead_for,)
+    )
+    return cur.rowcount
+
+
+def prune(conn: sqlite3.Connection, state: JobState, older_than: float, limit: int) -> int:
+    cutoff = time.time() - older_than
+    ids = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT id FROM kiln_jobs WHERE state = ? AND finished_at < ? LIMIT ?",
+            (state.value, cutoff, limit),
+        )
+    ]
+    if not ids:
+        return 0
+    marks = ",".join("?" * len(ids))
+    conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", ids)
+    return len(ids)
+
+
+# rate limits -------------------------------------------------------------------------
+def rate_limit_declare(conn: sqlite3.Connection, key: str, limit: RateLimit) -> None:
+    conn.execute(
+        "INSERT INTO kiln_rate_limits (key, rate, per, burst, tokens, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET rate = excluded.rate,"
+        " per = excluded.per, burst = excluded.burst"
+        " WHERE rate != excluded.rate OR per != excluded.per OR burst != excluded.burst",
+        (key, limit.rate, limit.per, limit.burst, float(max(limit.burst, 1)), time.time()),
+    )
+
+
+def rate_keys_pending(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT DISTINCT rate_key FROM kiln_jobs WHERE state = 'pending' AND run_at <= ?",
+        (time.time(),),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def admit(conn: sqlite3.Connection, key: str, max_batch: int) -> AdmitResult:
+    from kiln.stores._admission import plan
+
+    limit_row = conn.execute(
+        "SELECT rate, per, burst, tokens, updated_at FROM kiln_rate_limits WHERE key = ?", (key,)
+    ).fetchone()
+    now = time.time()  # read after BEGIN IMMEDIATE took the lock
+    if limit_row is None:
+        return AdmitResult(admitted=[], next_at=None)
+    limit = RateLimit(rate=limit_row[0], per=limit_row[1], burst=limit_row[2])
+    in_window = int(
+        conn.execute(
+            "SELECT COUNT(*) FROM kiln_jobs WHERE rate_key = ? AND admitted_at > ?",
+            (key, now - limit.per),
+        ).fetchone()[0]
+    )
+    oldest_in_window = conn.execute(
+        "SELECT admitted_at FROM kiln_jobs WHERE rate_key = ? AND admitted_at > ?"
+        " ORDER BY admitted_at LIMIT 1",
+        (key, now - limit.per),
+    ).fetchone()
+    pending = conn.execute(
+        "SELECT id, queue, kind, created_at FROM kiln_jobs WHERE rate_key = ? AND state = 'pending'"
+        " AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?",
+        (key, now, max_batch),
+    ).fetchall()
+    decision = plan(
+        limit, limit_row[3], limit_row[4], now, in_window, len(pending),
+        None if oldest_in_window is None else oldest_in_window[0],
+    )
+    chosen = pending[: decision.admit]
+    if chosen:
+        marks = ",".join("?" * len(chosen))
+        conn.execute(
+            f"UPDATE kiln_jobs SET state = 'available', admitted_at = ?, run_at = ? WHERE id IN ({marks})",
+            [now, now, *[r[0] for r in chosen]],
+        )
+    conn.execute(
+        "UPDATE kiln_rate_limits SET tokens = ?, updated_at = ? WHERE key = ?",
+        (decision.tokens, now, key),
+    )
+    admitted = [
+        Admission(job_id=r[0], queue=r[1], kind=r[2], delay=max(now - r[3], 0.0)) for r in chosen
+    ]
+    more = len(pending) > len(chosen) or conn.execute(
+        "SELECT 1 FROM kiln_jobs WHERE rate_key = ? AND state = 'pending' LIMIT 1", (key,)
+    ).fetchone() is not None
+    return AdmitResult(admitted=admitted, next_at=decision.next_at if more else None)
+
+
+def rate_limit_list(conn: sqlite3.Connection) -> list[tuple[str, RateLimit, int]]:
+    rows = conn.execute(
+        "SELECT r.key, r.rate, r.per, r.burst, (SELECT COUNT(*) FROM kiln_jobs j"
+        " WHERE j.rate_key = r.key AND j.state = 'pending') FROM kiln_rate_limits r ORDER BY r.key"
+    ).fetchall()
+    return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in rows]
+
+
+# recurring jobs and audit --------------------------------------------------------------
+def cron_enqueue(conn: sqlite3.Connection, name: str, slot: datetime, job: NewJob) -> int | None:
+    at = epoch(slot)
+    cur = conn.execute(
+        "INSERT INTO kiln_cron (name, last_slot) VALUES (?, ?) ON CONFLICT (name) DO UPDATE"
+        " SET last_slot = excluded.last_slot WHERE kiln_cron.last_slot < excluded.last_slot",
+        (name, at),
+    )
+    if cur.rowcount != 1:
+        return None
+    return insert_jobs(conn, [job])[0]
+
+
+def cron_last_slot(conn: sqlite3.Connection, name: str) -> datetime | None:
+    row = conn.execute("SELECT last_slot FROM kiln_cron WHERE name = ?", (name,)).fetchone()
+    return None if row is None else ts(row[0])
+
+
+def audit_record(
+    conn: sqlite3.Connection, actor: str, action: str, n: int, detail: dict[str, Any]
+) -> None:
+    conn.execute(
+        "INSERT INTO kiln_audit (at, actor, action, count, detail) VALUES (?, ?, ?, ?, ?)",
+        (time.time(), actor, action, n, dumps(detail)),
+    )
+
+
+def audit_list(conn: sqlite3.Connection, limit: int) -> list[AuditEntry]:
+    rows = conn.execute("SELECT * FROM kiln_audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+    return [
+        AuditEntry(id=r["id"], at=ts_required(r["at"]), actor=r["actor"], action=r["action"],
+                   count=r["count"], detail=loads(r["detail"]) or {})
+        for r in rows
+    ]

@@ -1,0 +1,296 @@
+"""SQLiteStore: the embedded default, safe for several worker processes on one host.
+
+WAL journal, short write transactions taken with BEGIN IMMEDIATE, and a busy
+timeout so concurrent processes wait for the write lock instead of failing.
+All statements run on one connection in one dedicated thread per store.
+The database clock of an embedded database is its host's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from kiln._errors import NotMigratedError, StoreError, UnreachableError
+from kiln._job import (
+    AdmitResult,
+    AuditEntry,
+    JobFilter,
+    JobResult,
+    JobRow,
+    JobState,
+    NewJob,
+    RateLimit,
+    RescueCandidate,
+    ServerInfo,
+    StateCount,
+)
+from kiln.stores import _migrations
+from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
+from kiln.stores.sqlite import _ops
+
+T = TypeVar("T")
+_PACKAGE = "kiln.stores.sqlite"
+
+
+def connect(path: str, *, timeout: float = 30.0) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(
+            path, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise UnreachableError("connect", f"cannot open SQLite database {path!r}: {exc}") from exc
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+    conn.execute("PRAGMA foreign_keys=OFF")
+    return conn
+
+
+class SQLiteStore:
+    """A Store over one SQLite file (``sqlite:///path.db``)."""
+
+    capabilities = Capabilities(
+        listen_notify=False, skip_locked=False, time_precision=1e-6, multi_host=False
+    )
+
+    def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._sync_local = threading.local()
+        self._queries = 0
+
+    # lifecycle -----------------------------------------------------------------
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="kiln-sqlite"
+        )
+        loop = asyncio.get_running_loop()
+        self._conn = await loop.run_in_executor(
+            self._executor, lambda: connect(self.path, timeout=self._busy_timeout)
+        )
+
+    async def close(self) -> None:
+        conn, executor = self._conn, self._executor
+        self._conn = self._executor = None
+        if conn is not None and executor is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
+            executor.shutdown(wait=True)
+
+    async def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None or self._executor is None:
+            await self.open()
+        conn, executor = self._conn, self._executor
+        assert conn is not None and executor is not None
+
+        def call() -> T:
+            self._queries += 1
+            try:
+                return fn(conn)
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if "no such table" in str(exc):
+                    raise NotMigratedError(
+                        operation, f"the kiln schema is missing: run `kiln migrate` ({exc})"
+                    ) from exc
+                raise StoreError(operation, str(exc)) from exc
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+    def query_count(self) -> int:
+        return self._queries
+
+    async def migrate(self) -> list[int]:
+        return await self._run("migrate", lambda c: _ops.migrate(c, _migrations.load(_PACKAGE)))
+
+    async def schema_check(self) -> None:
+        want = _migrations.latest(_PACKAGE)
+        have = await self._run("schema_check", _ops.schema_version)
+        if have < want:
+            raise NotMigratedError(
+                "schema_check",
+                f"database {self.path!r} is at schema {have}, kiln needs {want}: "
+                "run `kiln migrate`",
+            )
+
+    async def now(self) -> datetime:
+        from kiln.stores._rows import ts_required
+
+        return ts_required(time.time())
+
+    async def listen(self, callback: NotifyCallback) -> None:
+        raise NotImplementedError("SQLite has no notifications: use a Bus")
+
+    def listening(self) -> bool:
+        return False
+
+    # jobs ------------------------------------------------------------------------
+    async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        if conn is not None:
+            return self.job_insert_many_sync(jobs, conn)
+        return await self._run("job_insert", lambda c: _ops.write(c, _ops.insert_jobs, jobs))
+
+    def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        if conn is not None:
+            if not isinstance(conn, sqlite3.Connection):
+                raise TypeError("SQLiteStore joins only a sqlite3.Connection's transaction")
+            return _ops.insert_jobs(conn, jobs)  # the caller owns the transaction
+        own = getattr(self._sync_local, "conn", None)
+        if own is None:
+            own = connect(self.path, timeout=self._busy_timeout)
+            self._sync_local.conn = own
+        try:
+            return _ops.write(own, _ops.insert_jobs, jobs)
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise NotMigratedError("job_insert", "the kiln schema is missing") from exc
+            raise StoreError("job_insert", str(exc)) from exc
+
+    async def job_claim(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+    ) -> list[JobRow]:
+        return await self._run(
+            "job_claim", lambda c: _ops.write(c, _ops.claim, queue, list(kinds), limit, server_id)
+        )
+
+    async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
+        return await self._run(
+            "job_results_apply", lambda c: _ops.write(c, _ops.apply_results, results)
+        )
+
+    async def job_param_set(
+        self, job_id: int, server_id: str, attempt: int, name: str, value: Any
+    ) -> bool:
+        return await self._run(
+            "job_param_set",
+            lambda c: _ops.write(c, _ops.param_set, job_id, server_id, attempt, name, value),
+        )
+
+    async def jobs_release_due(self) -> ReleaseResult:
+        return await self._run("jobs_release_due", lambda c: _ops.write(c, _ops.release_due))
+
+    async def job_get(self, job_id: int) -> JobRow | None:
+        return await self._run("job_get", lambda c: _ops.get(c, job_id))
+
+    async def job_list(
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+    ) -> list[JobRow]:
+        return await self._run("job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id))
+
+    async def job_count(self, filter: JobFilter) -> int:
+        return await self._run("job_count", lambda c: _ops.count(c, filter))
+
+    async def jobs_requeue(self, filter: JobFilter) -> int:
+        return await self._run("jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter))
+
+    async def jobs_cancel(self, filter: JobFilter) -> int:
+        return await self._run("jobs_cancel", lambda c: _ops.write(c, _ops.cancel, filter))
+
+    async def jobs_delete(self, filter: JobFilter) -> int:
+        return await self._run("jobs_delete", lambda c: _ops.write(c, _ops.delete, filter))
+
+    async def job_dependents(self, job_id: int) -> list[int]:
+        return await self._run("job_dependents", lambda c: _ops.dependents(c, job_id))
+
+    async def job_counts(self) -> list[StateCount]:
+        return await self._run("job_counts", _ops.state_counts)
+
+    async def queue_oldest_available(self) -> dict[str, float]:
+        return await self._run("queue_oldest_available", _ops.oldest_available)
+
+    async def job_throughput(self, since_seconds: float) -> dict[str, int]:
+        return await self._run("job_throughput", lambda c: _ops.throughput(c, since_seconds))
+
+    # servers, leader, maintenance ------------------------------------------------
+    async def server_register(self, info: ServerInfo) -> None:
+        await self._run("server_register", lambda c: _ops.write(c, _ops.server_register, info))
+
+    async def server_heartbeat(self, server_id: str) -> bool:
+        return await self._run(
+            "server_heartbeat", lambda c: _ops.write(c, _ops.server_heartbeat, server_id)
+        )
+
+    async def server_deregister(self, server_id: str) -> None:
+        await self._run(
+            "server_deregister", lambda c: _ops.write(c, _ops.server_deregister, server_id)
+        )
+
+    async def server_list(self) -> list[ServerInfo]:
+        return await self._run("server_list", _ops.server_list)
+
+    async def leader_elect(self, server_id: str, ttl: float) -> bool:
+        return await self._run(
+            "leader_elect", lambda c: _ops.write(c, _ops.leader_elect, server_id, ttl)
+        )
+
+    async def leader_resign(self, server_id: str) -> None:
+        await self._run("leader_resign", lambda c: _ops.write(c, _ops.leader_resign, server_id))
+
+    async def leader_get(self) -> str | None:
+        return await self._run("leader_get", _ops.leader_get)
+
+    async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
+        return await self._run(
+            "jobs_rescue_candidates", lambda c: _ops.rescue_candidates(c, dead_after, limit)
+        )
+
+    async def servers_sweep(self, dead_for: float) -> int:
+        return await self._run("servers_sweep", lambda c: _ops.write(c, _ops.sweep, dead_for))
+
+    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
+        return await self._run(
+            "jobs_prune", lambda c: _ops.write(c, _ops.prune, state, older_than, limit)
+        )
+
+    # rate limits -----------------------------------------------------------------
+    async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
+        await self._run(
+            "rate_limit_declare", lambda c: _ops.write(c, _ops.rate_limit_declare, key, limit)
+        )
+
+    async def rate_keys_pending(self) -> list[str]:
+        return await self._run("rate_keys_pending", _ops.rate_keys_pending)
+
+    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
+        return await self._run("jobs_admit", lambda c: _ops.write(c, _ops.admit, key, max_batch))
+
+    async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
+        return await self._run("rate_limit_list", _ops.rate_limit_list)
+
+    # recurring jobs ----------------------------------------------------------------
+    async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
+        return await self._run(
+            "cron_enqueue", lambda c: _ops.write(c, _ops.cron_enqueue, name, slot, job)
+        )
+
+    async def cron_last_slot(self, name: str) -> datetime | None:
+        return await self._run("cron_last_slot", lambda c: _ops.cron_last_slot(c, name))
+
+    # audit -------------------------------------------------------------------------
+    async def audit_record(
+        self, actor: str, action: str, count: int, detail: dict[str, Any]
+    ) -> None:
+        await self._run(
+            "audit_record",
+            lambda c: _ops.write(c, _ops.audit_record, actor, action, count, detail),
+        )
+
+    async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
+        return await self._run("audit_list", lambda c: _ops.audit_list(c, limit))

@@ -1,0 +1,97 @@
+"""Database fixtures: ``store_url`` and ``store`` parametrised over every backend."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pytest
+
+from kiln.stores import Store, store_from_url
+
+POSTGRES_URL = os.environ.get(
+    "KILN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+MYSQL_URL = os.environ.get("KILN_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+BACKENDS = ["sqlite", "postgres"] + (["mysql"] if os.environ.get("KILN_MYSQL", "0") == "1" else [])
+
+
+def _unavailable(backend: str, reason: str) -> None:
+    message = f"{backend} is not reachable: {reason}"
+    if IN_CI:
+        pytest.fail(f"{message} (CI=true: the {backend} suite must run)")
+    pytest.skip(message)
+
+
+def _postgres_schema_url() -> Iterator[str]:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - dev extra installs it
+        _unavailable("postgres", str(exc))
+        raise
+    schema = f"kiln_t_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+    except psycopg.OperationalError as exc:
+        _unavailable("postgres", str(exc))
+    parts = urlsplit(POSTGRES_URL)
+    query = dict(parse_qsl(parts.query))
+    query["options"] = f"-csearch_path={schema}"
+    yield urlunsplit(parts._replace(query=urlencode(query)))
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _mysql_database_url() -> Iterator[str]:
+    import pymysql  # the sync driver, only for creating and dropping test databases
+
+    parts = urlsplit(MYSQL_URL)
+    name = f"kiln_t_{uuid.uuid4().hex[:12]}"
+    try:
+        conn = pymysql.connect(
+            host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+            user=parts.username or "root", password=parts.password or "", connect_timeout=5,
+        )
+    except pymysql.err.OperationalError as exc:
+        _unavailable("mysql", str(exc))
+        raise
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    yield urlunsplit(parts._replace(path=f"/{name}"))
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {name}")
+    conn.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty, isolated database of each backend."""
+    backend = request.param
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'kiln.db'}"
+    elif backend == "postgres":
+        yield from _postgres_schema_url()
+    else:
+        yield from _mysql_database_url()
+
+
+@pytest.fixture
+def backend(store_url: str) -> str:
+    return urlsplit(store_url).scheme
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[Store]:
+    """An open, migrated store on each backend."""
+    s = store_from_url(store_url)
+    await s.open()
+    await s.migrate()
+    try:
+        yield s
+    finally:
+        await s.close()
