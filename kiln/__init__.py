@@ -1,0 +1,97 @@
+"""kiln: a durable job runner for Python that operators can see into."""
+
+from kiln._app import App
+from kiln._bus import Bus, InProcessBus
+from kiln._client import Client, filter_of
+from kiln._config import ServerConfig
+from kiln._cron import Recurring
+from kiln._errors import (
+    ConfigError,
+    CronError,
+    KilnError,
+    NotMigratedError,
+    Shutdown,
+    StoreError,
+    UnknownKindError,
+    UnreachableError,
+    ValidationError,
+)
+from kiln._events import (
+    ClaimQueried,
+    Event,
+    EventHub,
+    Fenced,
+    Heartbeat,
+    JobClaimed,
+    JobFinished,
+    JobRescued,
+    JobsAdmitted,
+    JobsEnqueued,
+    JobsReleased,
+    JobStarted,
+    LeaderChanged,
+    MaintenanceRan,
+    NotifierChanged,
+    StoreFailed,
+)
+from kiln._handle import FencedError, Job
+from kiln._health import Health
+from kiln._job import AttemptError, JobFilter, JobRow, JobState, NewJob, Outcome, RateLimit
+from kiln._outcomes import Cancel, Snooze
+from kiln._retry import Constant, Custom, Exponential, retry_window
+from kiln._server import Server
+from kiln._version import VERSION
+
+__version__ = VERSION
+
+__all__ = [
+    "App",
+    "AttemptError",
+    "Bus",
+    "Cancel",
+    "ClaimQueried",
+    "Client",
+    "ConfigError",
+    "Constant",
+    "CronError",
+    "Custom",
+    "Event",
+    "EventHub",
+    "Exponential",
+    "Fenced",
+    "FencedError",
+    "Health",
+    "Heartbeat",
+    "InProcessBus",
+    "Job",
+    "JobClaimed",
+    "JobFilter",
+    "JobFinished",
+    "JobRescued",
+    "JobRow",
+    "JobStarted",
+    "JobState",
+    "JobsAdmitted",
+    "JobsEnqueued",
+    "JobsReleased",
+    "KilnError",
+    "LeaderChanged",
+    "MaintenanceRan",
+    "NewJob",
+    "NotMigratedError",
+    "NotifierChanged",
+    "Outcome",
+    "RateLimit",
+    "Recurring",
+    "Server",
+    "ServerConfig",
+    "Shutdown",
+    "Snooze",
+    "StoreError",
+    "StoreFailed",
+    "UnknownKindError",
+    "UnreachableError",
+    "ValidationError",
+    "filter_of",
+    "retry_window",
+]

@@ -37,7 +37,6 @@ from kiln.stores._rows import (
     first_state,
     loads,
     next_state,
-    rescues_after,
     run_at_of,
     ts,
     ts_required,

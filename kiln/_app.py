@@ -1,0 +1,174 @@
+"""App: the user's entry point. Declares job kinds, recurring jobs and middleware,
+and hands out clients and servers bound to one database URL.
+
+It assembles; it does not implement. Sync calls (``enqueue``, ``migrate``) work from
+any thread; async ones (``aenqueue``) from any event loop, each loop with its own store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from kiln._bus import Bus
+from kiln._client import Client, EnqueueHook
+from kiln._config import ServerConfig
+from kiln._cron import Recurring
+from kiln._errors import ConfigError
+from kiln._events import EventHub
+from kiln._executor import Middleware
+from kiln._kinds import Handler, Kind, make_kind
+from kiln._portal import Portal
+from kiln._server import Server
+from kiln.stores import Store, store_from_url
+
+F = TypeVar("F", bound=Handler)
+DEFAULT_URL = "sqlite:///kiln.db"
+
+
+def database_url(url: str | None = None) -> str:
+    return url or os.environ.get("KILN_DATABASE_URL") or DEFAULT_URL
+
+
+class App:
+    def __init__(
+        self,
+        database_url_: str | None = None,
+        *,
+        bus: Bus | None = None,
+        known_kinds_only: bool = True,
+        **store_options: Any,
+    ) -> None:
+        self.url = database_url(database_url_)
+        self._store_options = store_options
+        self._sync_store = store_from_url(self.url, **store_options)  # validates the URL now
+        self.bus = bus
+        self.known_kinds_only = known_kinds_only
+        self.kinds: dict[str, Kind] = {}
+        self.recurring: list[Recurring] = []
+        self.middleware: list[Middleware] = []
+        self.events = EventHub()  # client-side events (enqueued)
+        self.enqueue_hooks: list[EnqueueHook] = []
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._portal = Portal()
+        self._lock = threading.Lock()
+
+    # declarations ------------------------------------------------------------------
+    def job(self, kind: str, **options: Any) -> Callable[[F], F]:
+        """Register the decorated function as the handler of ``kind``."""
+
+        def register(fn: F) -> F:
+            self.register(kind, fn, **options)
+            return fn
+
+        return register
+
+    def register(self, kind: str, handler: Handler, **options: Any) -> Kind:
+        if kind in self.kinds:
+            raise ConfigError("kind", kind, "this kind already has a handler")
+        spec = make_kind(kind, handler, **options)
+        self.kinds[kind] = spec
+        return spec
+
+    def schedule(
+        self, name: str, kind: str, args: Any = None, *, cron: str | None = None,
+        every: float | None = None, timezone: str = "UTC", **options: Any,
+    ) -> Recurring:
+        """Enqueue ``kind`` on every slot of a cron expression or interval."""
+        if any(r.name == name for r in self.recurring):
+            raise ConfigError("name", name, "a recurring job with this name exists")
+        item = Recurring(name=name, kind=kind, args={} if args is None else args, cron=cron,
+                         every=every, timezone=timezone, options=options)
+        self.recurring.append(item)
+        return item
+
+    def use(self, middleware: Middleware) -> Middleware:
+        """Wrap every job execution of this app's servers."""
+        self.middleware.append(middleware)
+        return middleware
+
+    # clients -----------------------------------------------------------------------
+    def _known(self) -> Mapping[str, Kind] | None:
+        return self.kinds if (self.known_kinds_only and self.kinds) else None
+
+    def client(self) -> Client:
+        """The async client of the running event loop (one store per loop)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = Client(
+                    store_from_url(self.url, **self._store_options), self._known(),
+                    bus=self.bus, events=self.events, hooks=self.enqueue_hooks,
+                )
+                self._clients[loop] = client
+        return client
+
+    def sync_client(self) -> Client:
+        return Client(self._sync_store, self._known(), bus=self.bus, events=self.events,
+                      hooks=self.enqueue_hooks)
+
+    def enqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+        """Insert one job from sync code; with ``conn`` it joins that transaction."""
+        return self.sync_client().enqueue_sync(kind, args, conn=conn, **options)
+
+    def enqueue_many(
+        self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
+    ) -> list[int]:
+        client = self.sync_client()
+        return client.insert_many_sync([client.build(*_spec(j)[:2], **_spec(j)[2]) for j in jobs], conn)
+
+    async def aenqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+        return await self.client().enqueue(kind, args, conn=conn, **options)
+
+    async def aenqueue_many(
+        self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
+    ) -> list[int]:
+        client = self.client()
+        return await client.insert_many(
+            [client.build(*_spec(j)[:2], **_spec(j)[2]) for j in jobs], conn
+        )
+
+    # schema ------------------------------------------------------------------------
+    def migrate(self) -> list[int]:
+        """Create or upgrade kiln's tables; returns the versions applied."""
+        return self._portal.run(self.amigrate())
+
+    async def amigrate(self) -> list[int]:
+        store = store_from_url(self.url, **self._store_options)
+        await store.open()
+        try:
+            return await store.migrate()
+        finally:
+            await store.close()
+
+    def new_store(self) -> Store:
+        return store_from_url(self.url, **self._store_options)
+
+    # servers -----------------------------------------------------------------------
+    def server(
+        self,
+        queues: Mapping[str, int] | None = None,
+        config: ServerConfig | None = None,
+        *,
+        events: EventHub | None = None,
+    ) -> Server:
+        """A server with its own store; default: every queue the kinds name, 10 each."""
+        if queues is None:
+            queues = {k.queue: 10 for k in self.kinds.values()} or {"default": 10}
+        return Server(
+            self.new_store(), self.kinds, queues, config, bus=self.bus,
+            middleware=self.middleware, recurring=self.recurring, events=events,
+        )
+
+
+def _spec(item: tuple[Any, ...]) -> tuple[str, Any, dict[str, Any]]:
+    if len(item) == 2:
+        return item[0], item[1], {}
+    return item[0], item[1], dict(item[2])

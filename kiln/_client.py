@@ -1,0 +1,249 @@
+"""Client: enqueue jobs and administer them, from async code (and sync inserts).
+
+Assembles option handling, validation and enqueue hooks around a Store. One Client
+is bound to one Store, hence to one event loop; App hands out the right one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kiln import _validate as v
+from kiln._bus import Bus
+from kiln._errors import UnknownKindError, ValidationError
+from kiln._events import EventHub, JobsEnqueued
+from kiln._job import JobFilter, JobRow, JobState, NewJob, RateLimit, StateCount
+from kiln._kinds import Kind
+from kiln._retry import as_backoff, backoff_to_json
+from kiln.stores import Store
+
+EnqueueFinisher = Callable[[int | None, BaseException | None], None]
+EnqueueHook = Callable[[NewJob], EnqueueFinisher | None]
+
+OPTIONS = frozenset(
+    {"queue", "priority", "delay", "run_at", "max_attempts", "timeout", "backoff", "metadata",
+     "rate_key", "rate_limit", "depends_on"}
+)
+
+
+def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options: Any) -> NewJob:
+    """Validate and turn enqueue arguments into a NewJob; raise before anything is written."""
+    v.check_name("kind", kind)
+    unknown = set(options) - OPTIONS
+    if unknown:
+        raise ValidationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
+    spec = known.get(kind) if known else None
+    if known and spec is None:
+        raise UnknownKindError(kind)
+    v.check_json("args", args)
+    queue = options.get("queue") or (spec.queue if spec else "default")
+    v.check_name("queue", queue)
+    metadata = dict(options.get("metadata") or {})
+    v.check_json("metadata", metadata)
+    run_at = options.get("run_at")
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise ValidationError(f"run_at must be a datetime, got {run_at!r}")
+    if run_at is not None and run_at.tzinfo is None:
+        run_at = run_at.replace(tzinfo=UTC)
+    backoff = as_backoff(options.get("backoff"))
+    timeout = options.get("timeout", spec.timeout if spec else None)
+    rate_limit: RateLimit | None = options.get("rate_limit", spec.rate_limit if spec else None)
+    rate_key = options.get("rate_key", spec.rate_key if spec else None)
+    if rate_limit is not None and rate_key is None:
+        rate_key = kind
+    if rate_key is not None:
+        v.check_name("rate_key", rate_key)
+    depends_on = tuple(options.get("depends_on") or ())
+    if any(isinstance(d, bool) or not isinstance(d, int) for d in depends_on):
+        raise ValidationError(f"depends_on must hold job ids, got {list(depends_on)!r}")
+    return NewJob(
+        kind=kind,
+        args=args,
+        queue=queue,
+        priority=v.check_priority(options.get("priority", spec.priority if spec else 0)),
+        run_at=run_at,
+        delay=v.check_delay(options.get("delay", 0.0)),
+        max_attempts=v.check_max_attempts(
+            options.get("max_attempts", spec.max_attempts if spec else 25)
+        ),
+        timeout=None if timeout is None else v.check_timeout(timeout),
+        backoff=backoff_to_json(backoff) if backoff is not None else None,
+        metadata=metadata,
+        rate_key=rate_key,
+        rate_limit=rate_limit,
+        depends_on=depends_on,
+    )
+
+
+def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
+    """What to announce on a Bus after an insert: queues, and when delayed jobs are due."""
+    payloads: set[str] = set()
+    now = time.time()
+    for job in jobs:
+        due = job.run_at.timestamp() if job.run_at is not None else now + job.delay
+        if due > now:
+            payloads.add(f"scheduled:{due:.6f}")
+        else:
+            payloads.add(job.queue)
+    return payloads
+
+
+def filter_of(
+    ids: Iterable[int] = (),
+    state: JobState | str | Sequence[JobState | str] | None = None,
+    queue: str | None = None,
+    kind: str | None = None,
+    error: str | None = None,
+) -> JobFilter:
+    states: tuple[JobState, ...] = ()
+    if state is not None:
+        raw = [state] if isinstance(state, str | JobState) else list(state)
+        try:
+            states = tuple(JobState(s) for s in raw)
+        except ValueError as exc:
+            valid = ", ".join(s.value for s in JobState)
+            raise ValidationError(f"unknown state in {raw!r}: use one of {valid}") from exc
+    id_list = tuple(ids)
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in id_list):
+        raise ValidationError(f"job ids must be whole numbers, got {list(id_list)!r}")
+    return JobFilter(states=states, queue=queue, kind=kind, error_contains=error, ids=id_list)
+
+
+class Client:
+    """Enqueue and admin over one Store. Async methods; ``enqueue_sync`` for sync code."""
+
+    def __init__(
+        self,
+        store: Store,
+        kinds: Mapping[str, Kind] | None = None,
+        *,
+        bus: Bus | None = None,
+        events: EventHub | None = None,
+        hooks: list[EnqueueHook] | None = None,
+    ) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.bus = bus if not store.capabilities.listen_notify else None
+        self.events = events or EventHub()
+        self._hooks: list[EnqueueHook] = hooks if hooks is not None else []
+
+    def add_enqueue_hook(self, hook: EnqueueHook) -> None:
+        """Call ``hook(job)`` before each insert; it may return a finisher(id, error)."""
+        self._hooks.append(hook)
+
+    def build(self, kind: str, args: Any = None, **options: Any) -> NewJob:
+        return build_job(kind, {} if args is None else args, self.kinds, **options)
+
+    def _before(self, jobs: Sequence[NewJob]) -> list[tuple[int, EnqueueFinisher]]:
+        finishers: list[tuple[int, EnqueueFinisher]] = []
+        for hook in self._hooks:
+            for index, job in enumerate(jobs):
+                fin = hook(job)
+                if fin is not None:
+                    finishers.append((index, fin))
+        return finishers
+
+    def _after(
+        self,
+        jobs: Sequence[NewJob],
+        ids: Sequence[int] | None,
+        finishers: list[tuple[int, EnqueueFinisher]],
+        error: BaseException | None,
+    ) -> None:
+        for index, fin in finishers:
+            fin(ids[index] if ids else None, error)
+        if ids and self.bus is not None:
+            for payload in _wake_payloads(jobs):
+                self.bus.publish_sync(payload)
+        if ids and self.events.active:
+            counts: dict[tuple[str, str], int] = {}
+            for job in jobs:
+                counts[(job.queue, job.kind)] = counts.get((job.queue, job.kind), 0) + 1
+            for (queue, kind), n in counts.items():
+                self.events.emit(JobsEnqueued(queue=queue, kind=kind, count=n))
+
+    async def insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        finishers = self._before(jobs) if self._hooks else []
+        try:
+            ids = await self.store.job_insert_many(jobs, conn)
+        except BaseException as exc:
+            self._after(jobs, None, finishers, exc)
+            raise
+        self._after(jobs, ids, finishers, None)
+        return ids
+
+    def insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        finishers = self._before(jobs) if self._hooks else []
+        try:
+            ids = self.store.job_insert_many_sync(jobs, conn)
+        except BaseException as exc:
+            self._after(jobs, None, finishers, exc)
+            raise
+        self._after(jobs, ids, finishers, None)
+        return ids
+
+    async def enqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+        return (await self.insert_many([self.build(kind, args, **options)], conn))[0]
+
+    def enqueue_sync(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+        return self.insert_many_sync([self.build(kind, args, **options)], conn)[0]
+
+    async def enqueue_chain(self, steps: Sequence[tuple[str, Any]], **options: Any) -> list[int]:
+        """Enqueue jobs that run one after another: each depends on the one before."""
+        ids: list[int] = []
+        for kind, args in steps:
+            extra = dict(options)
+            if ids:
+                extra["depends_on"] = [ids[-1]]
+            ids.append(await self.enqueue(kind, args, **extra))
+        return ids
+
+    async def enqueue_fan_in(
+        self, parts: Sequence[tuple[str, Any]], then: tuple[str, Any], **options: Any
+    ) -> tuple[list[int], int]:
+        """Enqueue ``parts`` and one job that runs after all of them complete."""
+        ids = await self.insert_many([self.build(k, a, **options) for k, a in parts])
+        final = await self.enqueue(then[0], then[1], depends_on=ids, **options)
+        return ids, final
+
+    # admin ---------------------------------------------------------------------
+    async def get(self, job_id: int) -> JobRow | None:
+        return await self.store.job_get(job_id)
+
+    async def list(self, filter: JobFilter, limit: int = 50, before_id: int | None = None) -> list[JobRow]:
+        if not 1 <= limit <= 1000:
+            raise ValidationError(f"limit must be between 1 and 1000, got {limit}")
+        return await self.store.job_list(filter, limit, before_id)
+
+    async def count(self, filter: JobFilter) -> int:
+        return await self.store.job_count(filter)
+
+    async def requeue(self, filter: JobFilter, actor: str = "api") -> int:
+        """Requeue matching jobs with a full retry budget; returns how many."""
+        n = await self.store.jobs_requeue(filter)
+        await self._audit(actor, "requeue", n, filter)
+        return n
+
+    async def cancel(self, filter: JobFilter, actor: str = "api") -> int:
+        n = await self.store.jobs_cancel(filter)
+        await self._audit(actor, "cancel", n, filter)
+        return n
+
+    async def delete(self, filter: JobFilter, actor: str = "api") -> int:
+        n = await self.store.jobs_delete(filter)
+        await self._audit(actor, "delete", n, filter)
+        return n
+
+    async def _audit(self, actor: str, action: str, n: int, f: JobFilter) -> None:
+        detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None)}
+        detail["states"] = [s.value for s in f.states]
+        detail["ids"] = list(f.ids)[:100]
+        detail["at"] = time.time()
+        await self.store.audit_record(actor, action, n, detail)
+
+    async def counts(self) -> list[StateCount]:
+        return await self.store.job_counts()

@@ -1,0 +1,27 @@
+"""ServerContext: what a server shares with its background services."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from kiln._config import ServerConfig
+from kiln._events import EventHub
+from kiln._kinds import Kind
+from kiln.stores import Store
+
+if TYPE_CHECKING:
+    from kiln._cron import Recurring
+
+
+@dataclasses.dataclass
+class ServerContext:
+    store: Store
+    config: ServerConfig
+    events: EventHub
+    kinds: Mapping[str, Kind]
+    server_id: Callable[[], str]
+    leader_since: Callable[[], float | None]  # monotonic time the lease was gained
+    wake: Callable[[dict[str, int]], None]  # queue -> jobs that became available
+    recurring: list[Recurring] = dataclasses.field(default_factory=list)

@@ -1,0 +1,82 @@
+"""Recurring jobs: a schedule (cron expression or interval) and the job it enqueues."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from kiln._errors import CronError
+
+SHORTCUTS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Recurring:
+    """Enqueue ``kind`` with ``args`` on every slot of the schedule."""
+
+    name: str
+    kind: str
+    args: Any
+    cron: str | None = None
+    every: float | None = None  # seconds
+    timezone: str = "UTC"
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.cron is None) == (self.every is None):
+            raise CronError(str(self.cron or self.every), "give exactly one of cron or every")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise CronError(str(self.cron), f"unknown time zone {self.timezone!r}") from exc
+        if self.every is not None and not self.every > 0:
+            raise CronError(str(self.every), "an interval must be a positive number of seconds")
+        if self.cron is not None:
+            validate_cron(self.cron)
+
+    def slot_at_or_before(self, now: datetime) -> datetime:
+        """The latest slot not after ``now`` (UTC-aware)."""
+        if self.every is not None:
+            epoch = now.timestamp()
+            return datetime.fromtimestamp(epoch - epoch % self.every, now.tzinfo)
+        from croniter import croniter
+
+        local = now.astimezone(ZoneInfo(self.timezone))
+        # croniter's get_prev from just after now: now itself counts when it is a slot
+        it = croniter(expand(self.cron or ""), local + timedelta(microseconds=1))
+        prev: datetime = it.get_prev(datetime)
+        return prev.astimezone(now.tzinfo)
+
+    def next_slot_after(self, when: datetime) -> datetime:
+        if self.every is not None:
+            return self.slot_at_or_before(when) + timedelta(seconds=self.every)
+        from croniter import croniter
+
+        local = when.astimezone(ZoneInfo(self.timezone))
+        nxt: datetime = croniter(expand(self.cron or ""), local).get_next(datetime)
+        return nxt.astimezone(when.tzinfo)
+
+
+def expand(expression: str) -> str:
+    return SHORTCUTS.get(expression.strip().lower(), expression.strip())
+
+
+def validate_cron(expression: str) -> None:
+    from croniter import croniter
+
+    text = expand(expression)
+    fields = text.split()
+    if len(fields) != 5:
+        raise CronError(expression, f"expected five fields or a shortcut, got {len(fields)} fields")
+    if not croniter.is_valid(text):
+        raise CronError(expression, "a field is out of range or not cron syntax")

@@ -1,0 +1,121 @@
+"""Elector: holds or seeks the one leader lease, and starts the leader's services.
+
+The lease lasts leader_ttl by the database clock and is renewed every leader_ttl/3.
+The holder counts its lease from the moment it sent the renewal (monotonic clock), so
+it gives up its duties before the lease can have expired in the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+
+from kiln._errors import KilnError
+from kiln._events import EventHub, LeaderChanged, StoreFailed
+from kiln._service import Service
+from kiln.stores import Store
+
+log = logging.getLogger("kiln.elector")
+
+
+class Elector:
+    name = "elector"
+
+    def __init__(
+        self,
+        store: Store,
+        server_id: Callable[[], str],
+        ttl: float,
+        events: EventHub,
+        services: Sequence[Service],
+        may_lead: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._server_id = server_id
+        self._ttl = ttl
+        self._events = events
+        self._services = list(services)
+        self._may_lead = may_lead
+        self._lease_until = 0.0
+        self.is_leader = False
+        self.leader_since: float | None = None  # monotonic
+        self.changes = 0
+        self._task: asyncio.Task[None] | None = None
+        self._held_as = ""
+
+    def add_service(self, service: Service) -> None:
+        self._services.append(service)
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="kiln-elector")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.is_leader:
+            held = self._held_as
+            await self._lose()
+            with contextlib.suppress(KilnError, OSError, TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await self._store.leader_resign(held)
+
+    async def _gain(self) -> None:
+        self.is_leader = True
+        self._held_as = self._server_id()
+        self.leader_since = time.monotonic()
+        self.changes += 1
+        log.info("server %s became leader", self._held_as)
+        self._events.emit(LeaderChanged(server_id=self._held_as, is_leader=True))
+        for service in self._services:
+            await service.start()
+
+    async def _lose(self) -> None:
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        self.leader_since = None
+        self.changes += 1
+        for service in reversed(self._services):
+            await service.stop()
+        log.info("server %s is no longer leader", self._held_as)
+        self._events.emit(LeaderChanged(server_id=self._held_as, is_leader=False))
+
+    async def _attempt(self) -> None:
+        sent = time.monotonic()
+        try:
+            async with asyncio.timeout(self._ttl / 3):
+                held = await self._store.leader_elect(self._server_id(), self._ttl)
+        except (KilnError, OSError, TimeoutError) as exc:
+            self._events.emit(StoreFailed(operation="leader_elect", error=exc))
+            return
+        if held:
+            self._lease_until = sent + self._ttl
+            if self.is_leader and self._held_as != self._server_id():
+                await self._lose()  # rejoined under a new id: start over
+            if not self.is_leader:
+                await self._gain()
+        elif self.is_leader:
+            await self._lose()
+
+    async def _loop(self) -> None:
+        renew = self._ttl / 3
+        while True:
+            if self._may_lead():
+                await self._attempt()
+            elif self.is_leader:
+                await self._lose()
+            deadline = time.monotonic() + renew * random.uniform(0.8, 1.0)
+            while time.monotonic() < deadline:
+                await asyncio.sleep(min(0.1, renew / 10))
+                # the lease runs out in the database at lease_until at the latest
+                if self.is_leader and time.monotonic() > self._lease_until - min(1.0, renew / 2):
+                    await self._lose()
+                    break

@@ -1,0 +1,203 @@
+"""Typed events and the hub that delivers them: the seam between kiln and kilnotel.
+
+The core emits an event for everything that happens; anyone may subscribe.
+Isolation: a subscriber is called inline on the server's event loop, inside a
+try/except; an exception is logged (once per subscriber and event type) and counted
+in ``EventHub.errors``, never propagated. Inline subscribers must be quick (a metric
+update). Slow work belongs in a queued subscriber (``subscribe(fn, queued=True)``):
+events go through a bounded queue to a task of its own; when the queue is full the
+event is dropped and counted in ``EventHub.dropped``, so a stuck subscriber costs
+memory bounded by ``queue_size`` and never stalls job processing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kiln._job import JobRow, Outcome
+
+log = logging.getLogger("kiln.events")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every event."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobsEnqueued(Event):
+    queue: str
+    kind: str
+    count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobClaimed(Event):
+    job: JobRow
+    latency: float  # seconds from ready (run_at) to claimed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimQueried(Event):
+    queue: str
+    duration: float  # seconds the claim round trip took
+    claimed: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobStarted(Event):
+    job: JobRow
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobFinished(Event):
+    """One attempt ended. ``outcome`` tells how (retry, failed for good, snoozed, ...)."""
+
+    job: JobRow
+    outcome: Outcome
+    duration: float
+    error: BaseException | None = None
+    retry_in: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobRescued(Event):
+    job: JobRow
+    dead_server_id: str
+    outcome: Outcome  # RETRY or FAILED (out of attempts)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobsAdmitted(Event):
+    key: str
+    queue: str
+    kind: str
+    delays: tuple[float, ...]  # created to admitted, seconds, one per job
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobsReleased(Event):
+    queue: str
+    count: int
+    reason: str  # "scheduled", "dependencies", "requeue"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderChanged(Event):
+    server_id: str
+    is_leader: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Heartbeat(Event):
+    server_id: str
+    ok: bool
+    age: float  # seconds since the last confirmed heartbeat
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fenced(Event):
+    server_id: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NotifierChanged(Event):
+    up: bool
+    source: str  # "listen" or a bus name
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoreFailed(Event):
+    operation: str
+    error: BaseException
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MaintenanceRan(Event):
+    service: str  # "rescuer", "pruner", "sweeper", "cron", "admitter"
+    counts: dict[str, int]
+
+
+Subscriber = Callable[[Event], Any]
+
+
+class EventHub:
+    """Delivers events to subscribers; never lets one break the emitter."""
+
+    def __init__(self, queue_size: int = 10_000) -> None:
+        self._inline: list[Subscriber] = []
+        self._queued: list[tuple[Subscriber, asyncio.Queue[Event]]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._queue_size = queue_size
+        self._warned: set[tuple[int, type[Event]]] = set()
+        self.errors = 0
+        self.dropped = 0
+
+    def subscribe(self, fn: Subscriber, *, queued: bool = False) -> Callable[[], None]:
+        """Call ``fn(event)`` for every event; returns a function that unsubscribes."""
+        if not queued:
+            self._inline.append(fn)
+            return lambda: self._inline.remove(fn) if fn in self._inline else None
+        queue: asyncio.Queue[Event] = asyncio.Queue(self._queue_size)
+        entry = (fn, queue)
+        self._queued.append(entry)
+        with contextlib.suppress(RuntimeError):  # no loop yet: started by start()
+            self._tasks.append(asyncio.get_running_loop().create_task(self._drain(entry)))
+        return lambda: self._queued.remove(entry) if entry in self._queued else None
+
+    @property
+    def active(self) -> bool:
+        return bool(self._inline or self._queued)
+
+    def emit(self, event: Event) -> None:
+        for fn in self._inline:
+            try:
+                fn(event)
+            except Exception:
+                self._failed(fn, event)
+        for _fn, queue in self._queued:
+            try:
+                queue.put_nowait(event)
+            except asyncio.QueueFull:
+                self.dropped += 1
+
+    def _failed(self, fn: Subscriber, event: Event) -> None:
+        self.errors += 1
+        key = (id(fn), type(event))
+        if key not in self._warned:
+            self._warned.add(key)
+            log.exception("event subscriber %r failed on %s", fn, type(event).__name__)
+
+    async def _drain(self, entry: tuple[Subscriber, asyncio.Queue[Event]]) -> None:
+        fn, queue = entry
+        while True:
+            event = await queue.get()
+            try:
+                result = fn(event)
+                if isinstance(result, Awaitable):
+                    await result
+            except Exception:
+                self._failed(fn, event)
+
+    def start(self) -> None:
+        running = {id(t) for t in self._tasks if not t.done()}
+        if running:
+            return
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._drain(entry), name="kiln-events") for entry in self._queued
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []

@@ -1,0 +1,72 @@
+"""Job: what a handler receives. A read-only view of the claimed row plus checkpoints.
+
+``params`` are checkpoints: ``await job.set_param(name, value)`` (or
+``job.set_param_sync`` from a plain ``def`` handler) writes at once, fenced like
+results, so a later attempt (retried, rescued or handed back) resumes from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from kiln._errors import KilnError
+from kiln._job import JobRow
+
+ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
+
+
+class FencedError(KilnError):
+    """The job is no longer running under this server and attempt: checkpoint refused."""
+
+
+class Job:
+    __slots__ = ("_cancelled", "_loop", "_row", "_writer", "params")
+
+    def __init__(self, row: JobRow, writer: ParamWriter, loop: asyncio.AbstractEventLoop) -> None:
+        self._row = row
+        self._writer = writer
+        self._loop = loop
+        self._cancelled = threading.Event()
+        self.params: dict[str, Any] = dict(row.params)
+
+    id = property(lambda self: self._row.id)
+    kind = property(lambda self: self._row.kind)
+    queue = property(lambda self: self._row.queue)
+    args = property(lambda self: self._row.args)
+    attempt = property(lambda self: self._row.attempt)
+    max_attempts = property(lambda self: self._row.max_attempts)
+    metadata = property(lambda self: self._row.metadata)
+    priority = property(lambda self: self._row.priority)
+
+    @property
+    def created_at(self) -> datetime:
+        return self._row.created_at
+
+    @property
+    def row(self) -> JobRow:
+        return self._row
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the server cancels this attempt (timeout or shutdown).
+
+        Plain ``def`` handlers cannot be interrupted: poll this to stop early.
+        """
+        return self._cancelled
+
+    async def set_param(self, name: str, value: Any) -> None:
+        if not await self._writer(self._row, name, value):
+            raise FencedError(f"job {self.id} attempt {self.attempt} no longer runs here")
+        self.params[name] = value
+
+    def set_param_sync(self, name: str, value: Any) -> None:
+        """Blocking form for plain ``def`` handlers (they run in a worker thread)."""
+        future = asyncio.run_coroutine_threadsafe(self.set_param(name, value), self._loop)
+        future.result()
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.kind!r} attempt {self.attempt}/{self.max_attempts}>"

@@ -1,0 +1,135 @@
+"""Heartbeat: registers the server, reports it alive, and fences it when it cannot.
+
+A server that has not confirmed a heartbeat for fence_after (3 heartbeat intervals)
+fences itself: it stops claiming and cancels its running jobs. The rule
+dead_after > 3*heartbeat_interval + kill_grace + 5s means this ends before any other
+server may consider it dead and rescue those jobs. When the database answers again
+the server rejoins under a new registration (a new server id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from kiln._config import ServerConfig
+from kiln._errors import KilnError
+from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
+from kiln._job import ServerInfo
+from kiln.stores import Store
+
+log = logging.getLogger("kiln.heartbeat")
+
+
+def new_server_id(host: str) -> str:
+    return f"{host[:40]}-{uuid.uuid4().hex[:12]}"
+
+
+class Heartbeater:
+    name = "heartbeat"
+
+    def __init__(
+        self,
+        store: Store,
+        info: ServerInfo,
+        config: ServerConfig,
+        events: EventHub,
+        on_fence: Callable[[str], Awaitable[None]],
+        on_rejoin: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self.info = info
+        self._config = config
+        self._events = events
+        self._on_fence = on_fence
+        self._on_rejoin = on_rejoin
+        self.last_ok = time.monotonic()
+        self.fenced: str | None = None
+        self.ok_count = 0
+        self.failed_count = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def server_id(self) -> str:
+        return self.info.id
+
+    @property
+    def age(self) -> float:
+        return time.monotonic() - self.last_ok
+
+    async def register(self) -> None:
+        await self._store.server_register(self.info)
+        self.last_ok = time.monotonic()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="kiln-heartbeat")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _beat(self) -> bool:
+        sent = time.monotonic()
+        interval = float(self._config.heartbeat_interval)
+        try:
+            async with asyncio.timeout(interval):
+                if self.fenced is not None:
+                    await self._rejoin()
+                    return True
+                alive = await self._store.server_heartbeat(self.server_id)
+                if not alive:  # swept or rescued while we were away
+                    await self._fence("registration lost")
+                    await self._rejoin()
+        except (KilnError, OSError, TimeoutError) as exc:
+            self.failed_count += 1
+            self._events.emit(StoreFailed(operation="server_heartbeat", error=exc))
+            self._events.emit(Heartbeat(server_id=self.server_id, ok=False, age=self.age))
+            return False
+        self.last_ok = sent
+        self.ok_count += 1
+        self._events.emit(Heartbeat(server_id=self.server_id, ok=True, age=0.0))
+        return True
+
+    async def _rejoin(self) -> None:
+        new_id = new_server_id(self.info.host)
+        info = self.info
+        self.info = ServerInfo(
+            id=new_id, host=info.host, pid=info.pid, queues=info.queues, kinds=info.kinds,
+            version=info.version, started_at=info.started_at,
+        )
+        await self._store.server_register(self.info)
+        log.warning("server rejoined as %s after being fenced (%s)", new_id, self.fenced)
+        self.fenced = None
+        self._on_rejoin(new_id)
+
+    async def _fence(self, reason: str) -> None:
+        if self.fenced is not None:
+            return
+        self.fenced = reason
+        log.error("server %s fenced itself off: %s", self.server_id, reason)
+        self._events.emit(Fenced(server_id=self.server_id, reason=reason))
+        await self._on_fence(reason)
+
+    async def _loop(self) -> None:
+        interval = float(self._config.heartbeat_interval)
+        check = min(interval / 4, 0.25)
+        next_beat = time.monotonic() + interval
+        while True:
+            await asyncio.sleep(max(min(check, next_beat - time.monotonic()), 0.0))
+            if self.fenced is None and self.age > self._config.fence_after:
+                await self._fence(f"no heartbeat confirmed for {self.age:.1f}s")
+            if time.monotonic() >= next_beat:
+                beat = asyncio.ensure_future(self._beat())
+                next_beat = time.monotonic() + interval
+                while not beat.done():  # keep watching the fence while the beat hangs
+                    await asyncio.wait({beat}, timeout=check)
+                    if self.fenced is None and self.age > self._config.fence_after:
+                        await self._fence(f"no heartbeat confirmed for {self.age:.1f}s")

@@ -1,0 +1,69 @@
+"""Releaser: makes scheduled jobs available when their run_at comes.
+
+Every server runs one. Without notifications it checks every release_interval
+(100 ms). With notifications it sleeps until the next known run_at, which inserts of
+delayed jobs announce, and at most poll_interval.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kiln._events import EventHub, JobsReleased
+from kiln._service import PeriodicService
+from kiln.stores import Store
+
+
+class Releaser(PeriodicService):
+    name = "releaser"
+
+    def __init__(
+        self,
+        store: Store,
+        events: EventHub,
+        release_interval: float,
+        poll_interval: float,
+        notified: Callable[[], bool],
+        on_released: Callable[[dict[str, int]], None],
+    ) -> None:
+        super().__init__(release_interval, events)
+        self._store = store
+        self._poll_interval = poll_interval
+        self._notified = notified
+        self._on_released = on_released
+        self._next_at: float | None = None  # monotonic time of the next due job
+
+    def arm(self, delay: float) -> None:
+        """A job becomes due in ``delay`` seconds: make sure we look then."""
+        due = time.monotonic() + max(delay, 0.0)
+        if self._next_at is None or due < self._next_at:
+            self._next_at = due
+            self.wake()
+
+    async def run_once(self) -> dict[str, int]:
+        result = await self._store.jobs_release_due()
+        self._next_at = None if result.next_at is None else time.monotonic() + result.next_at
+        if result.released:
+            self._on_released(result.released)
+            for queue, n in result.released.items():
+                self.events and self.events.emit(
+                    JobsReleased(queue=queue, count=n, reason="scheduled")
+                )
+        return {"released": sum(result.released.values())}
+
+    def next_delay(self, counts: dict[str, int]) -> float:
+        if not self._notified():
+            return self.interval
+        if self._next_at is None:
+            return self._poll_interval
+        return min(max(self._next_at - time.monotonic(), 0.0), self._poll_interval)
+
+    async def _sleep(self, delay: float) -> None:
+        # re-evaluate the delay when armed earlier while sleeping
+        await super()._sleep(delay)
+        while self._notified() and self._next_at is not None:
+            remaining = self._next_at - time.monotonic()
+            if remaining <= 0:
+                return
+            await super()._sleep(remaining)

@@ -1,0 +1,390 @@
+"""Server: assembles pools, the completer, heartbeat, elector and services, and runs
+them until shutdown. It implements none of them.
+
+Shutdown (SIGTERM, SIGINT, ``stop()`` or cancelling ``run()``): stop claiming; wait up
+to shutdown_timeout for running jobs; cancel the rest (they are handed back without
+using an attempt); wait kill_grace; hand back whatever still ignores cancellation;
+flush results; deregister; return. A second signal skips the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kiln import _validate
+from kiln._bus import Bus
+from kiln._completer import Completer
+from kiln._config import ServerConfig
+from kiln._context import ServerContext
+from kiln._cron import Recurring
+from kiln._elector import Elector
+from kiln._errors import ConfigError, KilnError
+from kiln._events import EventHub, JobsReleased, NotifierChanged
+from kiln._executor import Executor, Middleware
+from kiln._health import Counters, Health
+from kiln._heartbeat import Heartbeater, new_server_id
+from kiln._job import JobResult, JobRow, Outcome, ServerInfo
+from kiln._kinds import Kind
+from kiln._pool import Pool
+from kiln._releaser import Releaser
+from kiln._service import Service
+from kiln._threads import ThreadPool
+from kiln._version import VERSION
+from kiln.stores import Store
+
+log = logging.getLogger("kiln.server")
+
+
+class Server:
+    def __init__(
+        self,
+        store: Store,
+        kinds: Mapping[str, Kind],
+        queues: Mapping[str, int],
+        config: ServerConfig | None = None,
+        *,
+        bus: Bus | None = None,
+        middleware: Sequence[Middleware] = (),
+        recurring: Sequence[Recurring] = (),
+        events: EventHub | None = None,
+    ) -> None:
+        self.config = config or ServerConfig()
+        if not queues:
+            raise ConfigError("queues", dict(queues), "a server needs at least one queue")
+        for name, concurrency in queues.items():
+            _validate.check_name("queue", name)
+            if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+                raise ConfigError(f"queues[{name!r}]", concurrency, "concurrency must be >= 1")
+        if not kinds:
+            raise ConfigError("kinds", [], "a server needs at least one job kind with a handler")
+        self.store = store
+        self.kinds = dict(kinds)
+        self.queues = dict(queues)
+        self.bus = bus
+        self.events = events or EventHub()
+        self.counters = Counters()
+        self.events.subscribe(self.counters)
+        self._middleware: list[Middleware] = list(middleware)
+        self.recurring = list(recurring)
+        host = socket.gethostname()
+        self.info = ServerInfo(
+            id=new_server_id(host), host=host, pid=os.getpid(), queues=self.queues,
+            kinds=sorted(self.kinds), version=VERSION, started_at=datetime.now(UTC),
+        )
+        self._stopping: asyncio.Event | None = None
+        self._force = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state = "new"  # new -> running -> stopping -> stopped
+        self.handed_back_forced = 0
+        self._pools: dict[str, Pool] = {}
+        self._services: list[Service] = []
+        self._threads: ThreadPool | None = None
+        self._completer: Completer | None = None
+        self._heartbeat: Heartbeater | None = None
+        self._elector: Elector | None = None
+        self._releaser: Releaser | None = None
+        self._fencing: asyncio.Task[None] | None = None
+
+    # public ------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._heartbeat.server_id if self._heartbeat else self.info.id
+
+    def use(self, middleware: Middleware) -> None:
+        """Wrap every job execution: ``async def mw(job, call_next) -> result``."""
+        if self._state != "new":
+            raise RuntimeError("add middleware before the server runs")
+        self._middleware.append(middleware)
+
+    def stop(self, force: bool = False) -> None:
+        """Ask for a graceful shutdown (thread-safe); ``force`` skips the waiting."""
+        self._force = self._force or force
+        loop, stopping = self._loop, self._stopping
+        if stopping is not None and loop is not None:
+            loop.call_soon_threadsafe(stopping.set)
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self._elector and self._elector.is_leader)
+
+    @property
+    def running_jobs(self) -> int:
+        return sum(len(p.running) for p in self._pools.values())
+
+    @property
+    def pools(self) -> Mapping[str, Pool]:
+        return self._pools
+
+    def healthy(self) -> Health:
+        reasons: list[str] = []
+        fenced = bool(self._heartbeat and self._heartbeat.fenced)
+        stale = bool(self._heartbeat and self._heartbeat.age > 2 * self.config.heartbeat_interval)
+        piling = bool(self._completer and self._completer.over_limit)
+        if self._state != "running":
+            reasons.append(f"server is {self._state}")
+        if fenced:
+            reasons.append(f"fenced: {self._heartbeat.fenced if self._heartbeat else ''}")
+        if stale and self._heartbeat:
+            reasons.append(f"heartbeat stale: last confirmed {self._heartbeat.age:.1f}s ago")
+        if piling and self._completer:
+            reasons.append(f"results piling up: {self._completer.pending} unwritten")
+        return Health(
+            ok=not reasons, reasons=tuple(reasons), fenced=fenced, heartbeat_stale=stale,
+            results_piling_up=piling,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = self.counters.as_dict()
+        stats["handed_back"] += self.handed_back_forced
+        hb = self._heartbeat
+        stats.update(
+            server_id=self.id,
+            state=self._state,
+            running=self.running_jobs,
+            concurrency=sum(self.queues.values()),
+            results_pending=self._completer.pending if self._completer else 0,
+            leader=self.is_leader,
+            heartbeat_age=hb.age if hb else None,
+            fenced_reason=hb.fenced if hb else None,
+            notifications=self._notified(),
+            event_errors=self.events.errors,
+            events_dropped=self.events.dropped,
+            queues={q: {"concurrency": p.concurrency, "running": len(p.running)}
+                    for q, p in self._pools.items()},
+        )
+        return stats
+
+    def run_sync(self) -> None:
+        """Run until SIGTERM/SIGINT in a fresh event loop (scripts, the CLI)."""
+        asyncio.run(self.run())
+
+    # running -----------------------------------------------------------------------
+    async def run(self) -> None:
+        if self._state != "new":
+            raise RuntimeError(f"a server runs once; this one is {self._state}")
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        cancelled = False
+        await self.store.open()
+        try:
+            await self.store.schema_check()
+            await self._start()
+            self._install_signals()
+            try:
+                await self._stopping.wait()
+            except asyncio.CancelledError:
+                cancelled = True
+            await self._shutdown()
+        finally:
+            self._remove_signals()
+            await self._close()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _start(self) -> None:
+        cfg = self.config
+        self._threads = ThreadPool(cfg.sync_threads or sum(self.queues.values()))
+        self._completer = Completer(self.store, cfg, self.events, self._wake)
+        executor = Executor(
+            self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
+            self._middleware,
+        )
+        self._executor = executor
+        self._heartbeat = Heartbeater(
+            self.store, self.info, cfg, self.events, self._fence, self._rejoined
+        )
+        await self._heartbeat.register()
+        ctx = self.context()
+        from kiln import maintenance
+
+        self._elector = Elector(
+            self.store, lambda: self.id, float(cfg.leader_ttl), self.events,
+            maintenance.leader_services(ctx), self._may_claim,
+        )
+        self._releaser = Releaser(
+            self.store, self.events, float(cfg.release_interval), float(cfg.poll_interval),
+            self._notified, self._wake,
+        )
+        for queue, concurrency in self.queues.items():
+            self._pools[queue] = Pool(
+                queue, concurrency, sorted(self.kinds), self.store, executor, self._completer,
+                self.events, self.id, float(cfg.poll_interval), self._may_claim,
+            )
+        self.events.start()
+        await self._completer.start()
+        await self._heartbeat.start()
+        await self._start_notifications()
+        self._services = [self._releaser, *maintenance.server_services(ctx), self._elector]
+        for service in self._services:
+            await service.start()
+        for pool in self._pools.values():
+            await pool.start()
+        self._state = "running"
+        log.info("server %s running queues %s", self.id, self.queues)
+
+    def context(self) -> ServerContext:
+        return ServerContext(
+            store=self.store, config=self.config, events=self.events, kinds=self.kinds,
+            server_id=lambda: self.id,
+            leader_since=lambda: self._elector.leader_since if self._elector else None,
+            wake=self._wake, recurring=self.recurring,
+        )
+
+    async def _shutdown(self) -> None:
+        self._state = "stopping"
+        log.info("server %s shutting down", self.id)
+        for pool in self._pools.values():
+            await pool.stop_claiming()
+        for service in reversed(self._services):
+            await service.stop()
+        tasks = [t for p in self._pools.values() for t in p.running]
+        if tasks and not self._force:
+            await self._wait_tasks(tasks, float(self.config.shutdown_timeout), interruptible=True)
+        self._executor.shutting_down = True
+        tasks = [t for p in self._pools.values() for t in p.running]
+        if tasks:
+            for pool in self._pools.values():
+                pool.cancel_running()
+            await self._wait_tasks(tasks, float(self.config.kill_grace))
+        for pool in self._pools.values():
+            for row in pool.abandon():
+                self._hand_back(row)
+        if self._completer is not None:
+            await self._completer.stop(timeout=float(self.config.kill_grace) + 5.0)
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
+            with contextlib.suppress(KilnError, OSError, TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await self.store.server_deregister(self.id)
+        self._state = "stopped"
+
+    async def _wait_tasks(
+        self, tasks: list[asyncio.Task[None]], timeout: float, interruptible: bool = False
+    ) -> None:
+        """Wait for ``tasks`` up to ``timeout``; a forced stop interrupts the graceful wait."""
+        deadline = time.monotonic() + timeout
+        pending = {t for t in tasks if not t.done()}
+        while pending and not (interruptible and self._force):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            _done, pending = await asyncio.wait(pending, timeout=min(left, 0.05))
+
+    def _hand_back(self, row: JobRow) -> None:
+        assert self._completer is not None
+        self.handed_back_forced += 1
+        self._completer.push(
+            JobResult(job_id=row.id, server_id=row.server_id or self.id, attempt=row.attempt,
+                      outcome=Outcome.HANDED_BACK)
+        )
+
+    async def _close(self) -> None:
+        if self._fencing is not None:
+            self._fencing.cancel()
+        if self.bus is not None:
+            with contextlib.suppress(Exception):
+                await self.bus.unsubscribe(self._on_notification)
+        await self.events.stop()
+        if self._threads is not None:
+            self._threads.shutdown()
+        await self.store.close()
+        self._state = "stopped"
+
+    # wiring ------------------------------------------------------------------------
+    def _may_claim(self) -> bool:
+        return self._state in ("new", "running") and not (
+            self._heartbeat is not None and self._heartbeat.fenced
+        )
+
+    def _notified(self) -> bool:
+        if self.store.capabilities.listen_notify:
+            return self.store.listening()
+        return self.bus is not None and self.bus.connected()
+
+    def _wake(self, released: dict[str, int]) -> None:
+        for queue, count in released.items():
+            pool = self._pools.get(queue)
+            if pool is not None:
+                pool.wake()
+            if self.events.active:
+                self.events.emit(JobsReleased(queue=queue, count=count, reason="local"))
+        if self.bus is not None and not self.store.capabilities.listen_notify:
+            for queue in released:
+                task = asyncio.ensure_future(self.bus.publish(queue))
+                task.add_done_callback(lambda t: t.exception())
+
+    def _on_notification(self, channel: str, payload: str) -> None:
+        if payload.startswith("scheduled:"):
+            with contextlib.suppress(ValueError):
+                at = float(payload.split(":", 1)[1])
+                if self._releaser is not None:
+                    self._releaser.arm(at - time.time())
+            return
+        pool = self._pools.get(payload)
+        if pool is not None:
+            pool.wake()
+
+    async def _start_notifications(self) -> None:
+        if self.store.capabilities.listen_notify:
+            await self.store.listen(self._on_notification)
+            self.events.emit(NotifierChanged(up=self.store.listening(), source="listen"))
+        elif self.bus is not None:
+            await self.bus.subscribe(self._on_notification)
+            self.events.emit(NotifierChanged(up=self.bus.connected(), source=self.bus.name))
+
+    async def _write_param(self, row: JobRow, name: str, value: Any) -> bool:
+        return await self.store.job_param_set(
+            row.id, row.server_id or self.id, row.attempt, name, value
+        )
+
+    async def _fence(self, reason: str) -> None:
+        """Stop claiming (``_may_claim`` sees the fence), cancel running jobs, wait kill_grace.
+
+        The cancelled jobs write no result: the rescuer of a healthy server retries them.
+        """
+        tasks = [t for p in self._pools.values() for t in p.running]
+        for task in tasks:
+            task.cancel(msg=f"kiln: fenced ({reason})")
+        if tasks:
+            await self._wait_tasks(tasks, float(self.config.kill_grace))
+        for pool in self._pools.values():
+            pool.abandon()
+
+    def _rejoined(self, new_id: str) -> None:
+        for pool in self._pools.values():
+            pool.server_id = new_id
+            pool.wake()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().add_signal_handler(sig, self._on_signal, sig)
+
+    def _remove_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._state == "stopping" or (self._stopping and self._stopping.is_set()):
+            log.warning("second %s: forcing a fast shutdown (jobs are still handed back)",
+                        sig.name)
+            self._force = True
+        else:
+            log.info("%s received: shutting down gracefully", sig.name)
+        if self._stopping is not None:
+            self._stopping.set()

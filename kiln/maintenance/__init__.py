@@ -1,0 +1,20 @@
+"""Services the leader runs (rescue, prune, sweep, recurring jobs) and the admitter.
+
+Each is one module with one PeriodicService. ``leader_services`` and
+``server_services`` build them for a server from its ServerContext.
+"""
+
+from __future__ import annotations
+
+from kiln._context import ServerContext
+from kiln._service import Service
+
+
+def leader_services(ctx: ServerContext) -> list[Service]:
+    """Services that run only while this server holds the leader lease."""
+    return []
+
+
+def server_services(ctx: ServerContext) -> list[Service]:
+    """Services every server runs (rate-limit admission)."""
+    return []
