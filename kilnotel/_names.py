@@ -1,0 +1,301 @@
+"""Every metric and span name kilnotel emits: the observability contract.
+
+Owns names, units, instrument types, descriptions, attribute keys and histogram
+bucket boundaries, plus the OpenTelemetry-to-Prometheus name translation that
+dashboards and alert rules are written against. Nothing else in kilnotel spells a
+metric name, and this module must not import OpenTelemetry: it is plain data that
+docs, dashboards and alert tests read.
+
+Attribute policy: values are low-cardinality (queue, kind, state, outcome,
+operation; never job ids). The job's kind is ``kiln.job.kind``, never ``job``,
+which collides with Prometheus's own target label. Server gauges carry no server
+id: each worker is its own scrape target, and Prometheus's ``instance`` label
+tells them apart. Gauges counting the whole database (``kiln.jobs.<state>``,
+``kiln.queue.oldest_available.age``) are reported by every worker: aggregate them
+with ``max``, not ``sum``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Literal
+
+InstrumentType = Literal["counter", "histogram", "gauge"]
+
+# ---------------------------------------------------------------- attribute keys
+QUEUE = "queue"
+KIND = "kiln.job.kind"
+OUTCOME = "outcome"
+OPERATION = "operation"
+CHANGE = "change"  # leader changes: "gained" | "lost"
+
+# ------------------------------------------------------------------------ states
+STATES: tuple[str, ...] = (
+    "awaiting",
+    "pending",
+    "scheduled",
+    "available",
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+)
+# values of the ``outcome`` attribute: kiln.Outcome's values
+OUTCOMES: tuple[str, ...] = (
+    "completed",
+    "retry",
+    "failed",
+    "snoozed",
+    "cancelled",
+    "handed_back",
+)
+
+# ------------------------------------------------------- histogram boundaries (s)
+# Waits (ready to claimed, created to admitted): milliseconds when idle, up to an
+# hour when a queue backs up, so the tail goes to tens of minutes.
+WAIT_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+)
+# Handler run time: a no-op job to the default 30 minute timeout and beyond.
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0,
+)
+# One database round trip.
+QUERY_BUCKETS: tuple[float, ...] = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Metric:
+    """One instrument: its OpenTelemetry name and everything a reader needs."""
+
+    name: str
+    type: InstrumentType
+    unit: str
+    description: str
+    attributes: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None  # histograms only
+
+    @property
+    def prometheus_name(self) -> str:
+        """The family name after the exporter's translation (see prometheus_name())."""
+        return prometheus_name(self.name, self.unit, self.type)
+
+    @property
+    def prometheus_samples(self) -> tuple[str, ...]:
+        """Sample names as they appear in /metrics."""
+        base = self.prometheus_name
+        if self.type == "histogram":
+            return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
+        return (base,)
+
+    @property
+    def prometheus_labels(self) -> tuple[str, ...]:
+        return tuple(prometheus_label(a) for a in self.attributes)
+
+
+_UNIT_SUFFIX = {"s": "seconds", "ms": "milliseconds", "By": "bytes", "%": "percent"}
+_INVALID = re.compile(r"[^a-zA-Z0-9:]")
+
+
+def prometheus_label(attribute: str) -> str:
+    """An attribute key as a Prometheus label (``kiln.job.kind`` → ``kiln_job_kind``)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", attribute)
+
+
+def prometheus_name(name: str, unit: str, type_: InstrumentType) -> str:
+    """The Prometheus family name opentelemetry-exporter-prometheus gives an instrument.
+
+    Characters outside ``[a-zA-Z0-9:]`` become ``_``; unit ``s`` adds ``_seconds``;
+    units ``1`` and ``{...}`` add nothing; counters get ``_total``. So the gauge
+    ``kiln.jobs.failed`` (``{job}``) is ``kiln_jobs_failed``.
+    """
+    out = _INVALID.sub("_", name)
+    suffix = "" if unit == "1" or unit.startswith("{") else _UNIT_SUFFIX.get(unit, unit)
+    if suffix and not out.endswith(f"_{suffix}"):
+        out = f"{out}_{suffix}"
+    if type_ == "counter" and not out.endswith("_total"):
+        out = f"{out}_total"
+    return out
+
+
+def _state_gauge(state: str) -> Metric:
+    return Metric(
+        f"kiln.jobs.{state}", "gauge", "{job}",
+        f"Jobs in state {state} in the database, by queue (zero-filled for every known "
+        "queue; a cached store count, refreshed every counts_ttl seconds; aggregate with max)",
+        (QUEUE,),
+    )
+
+
+JOBS_BY_STATE: dict[str, Metric] = {s: _state_gauge(s) for s in STATES}
+JOBS_FAILED = JOBS_BY_STATE["failed"]
+
+QUEUE_OLDEST_AVAILABLE_AGE = Metric(
+    "kiln.queue.oldest_available.age", "gauge", "s",
+    "Age of the oldest available job per queue, from its run_at by the database clock "
+    "(0 when none; cached like the state gauges; aggregate with max)",
+    (QUEUE,),
+)
+
+CLAIM_LATENCY = Metric(
+    "kiln.claim.latency", "histogram", "s",
+    "Time from a job becoming ready (run_at, or admission) to being claimed",
+    (QUEUE, KIND), WAIT_BUCKETS,
+)
+ADMISSION_DELAY = Metric(
+    "kiln.admission.delay", "histogram", "s",
+    "Time from a rate-limited job's creation to its admission (pending to available)",
+    (QUEUE, KIND), WAIT_BUCKETS,
+)
+JOB_DURATION = Metric(
+    "kiln.job.duration", "histogram", "s",
+    "Run time of one attempt, by kind and outcome",
+    (QUEUE, KIND, OUTCOME), DURATION_BUCKETS,
+)
+CLAIM_DURATION = Metric(
+    "kiln.claim.duration", "histogram", "s",
+    "Duration of one claim query round trip, whether or not it claimed anything",
+    (QUEUE,), QUERY_BUCKETS,
+)
+
+JOBS_ENQUEUED = Metric(
+    "kiln.jobs.enqueued", "counter", "{job}",
+    "Jobs inserted by this process (client or server)", (QUEUE, KIND),
+)
+JOBS_CLAIMED = Metric(
+    "kiln.jobs.claimed", "counter", "{job}", "Jobs claimed by this server", (QUEUE, KIND),
+)
+JOBS_COMPLETED = Metric(
+    "kiln.jobs.completed", "counter", "{job}",
+    "Attempts that ended on this server, by outcome (completed, retry, failed = failed "
+    "for good, snoozed, cancelled, handed_back)",
+    (QUEUE, KIND, OUTCOME),
+)
+JOBS_RETRIED = Metric(
+    "kiln.jobs.retried", "counter", "{job}",
+    "Attempts that failed and were scheduled again after backoff", (QUEUE, KIND),
+)
+JOBS_RESCUED = Metric(
+    "kiln.jobs.rescued", "counter", "{job}",
+    "Jobs of dead servers rescued by this server (as leader), by outcome (retry, failed)",
+    (QUEUE, KIND, OUTCOME),
+)
+JOBS_HANDED_BACK = Metric(
+    "kiln.jobs.handed_back", "counter", "{job}",
+    "Jobs returned to their queue at shutdown without using an attempt", (QUEUE, KIND),
+)
+DB_ERRORS = Metric(
+    "kiln.db.errors", "counter", "{error}",
+    "Store operations that raised, by operation", (OPERATION,),
+)
+
+SERVER_HEALTHY = Metric(
+    "kiln.server.healthy", "gauge", "1",
+    "1 when server.healthy() is true (not fenced, heartbeat fresh, results flowing)",
+)
+SERVER_LEADER = Metric("kiln.server.leader", "gauge", "1", "1 while this server is the leader")
+SERVER_RUNNING = Metric(
+    "kiln.server.running", "gauge", "{job}", "Jobs running on this server, by queue", (QUEUE,),
+)
+SERVER_CONCURRENCY = Metric(
+    "kiln.server.concurrency", "gauge", "{job}",
+    "Configured concurrency of this server's pool, by queue", (QUEUE,),
+)
+SERVER_RESULTS_PENDING = Metric(
+    "kiln.server.results_pending", "gauge", "{result}",
+    "Results computed but not yet written to the store",
+)
+SERVER_HEARTBEAT_AGE = Metric(
+    "kiln.server.heartbeat.age", "gauge", "s",
+    "Seconds since this server's last confirmed heartbeat",
+)
+SERVER_HEARTBEAT_FAILURES = Metric(
+    "kiln.server.heartbeat.failures", "counter", "{heartbeat}",
+    "Heartbeats that could not be confirmed",
+)
+SERVER_LEADER_CHANGES = Metric(
+    "kiln.server.leader.changes", "counter", "{change}",
+    "Leadership gained or lost by this server", (CHANGE,),
+)
+SERVER_FENCED = Metric(
+    "kiln.server.fenced", "counter", "{fence}",
+    "Times this server fenced itself off (stale heartbeat)",
+)
+NOTIFIER_UP = Metric(
+    "kiln.notifier.up", "gauge", "1",
+    "1 while the notification channel (LISTEN or a bus) is connected, 0 when down; "
+    "absent for stores that run without one",
+)
+EVENTS_DROPPED = Metric(
+    "kiln.events.dropped", "counter", "{event}",
+    "Events dropped because a queued subscriber's queue was full",
+)
+
+METRICS: tuple[Metric, ...] = (
+    *JOBS_BY_STATE.values(),
+    QUEUE_OLDEST_AVAILABLE_AGE,
+    CLAIM_LATENCY,
+    ADMISSION_DELAY,
+    JOB_DURATION,
+    CLAIM_DURATION,
+    JOBS_ENQUEUED,
+    JOBS_CLAIMED,
+    JOBS_COMPLETED,
+    JOBS_RETRIED,
+    JOBS_RESCUED,
+    JOBS_HANDED_BACK,
+    DB_ERRORS,
+    SERVER_HEALTHY,
+    SERVER_LEADER,
+    SERVER_RUNNING,
+    SERVER_CONCURRENCY,
+    SERVER_RESULTS_PENDING,
+    SERVER_HEARTBEAT_AGE,
+    SERVER_HEARTBEAT_FAILURES,
+    SERVER_LEADER_CHANGES,
+    SERVER_FENCED,
+    NOTIFIER_UP,
+    EVENTS_DROPPED,
+)
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+BY_PROMETHEUS_NAME: dict[str, Metric] = {m.prometheus_name: m for m in METRICS}
+
+
+def prometheus_names() -> frozenset[str]:
+    """Every sample name kilnotel can expose, for checking dashboards and alert rules."""
+    return frozenset(s for m in METRICS for s in m.prometheus_samples)
+
+
+# ------------------------------------------------------------------------- spans
+INSTRUMENTATION_SCOPE = "kilnotel"
+METADATA_KEY = "otel"  # job.metadata["otel"] = {"traceparent": ..., "tracestate": ...}
+SPAN_SEND = "send {queue}"  # PRODUCER, at enqueue
+SPAN_PROCESS = "process {queue}"  # CONSUMER, one per attempt
+
+MESSAGING_SYSTEM = "messaging.system"
+MESSAGING_SYSTEM_VALUE = "kiln"
+MESSAGING_DESTINATION = "messaging.destination.name"
+MESSAGING_OPERATION_TYPE = "messaging.operation.type"
+MESSAGING_OPERATION_NAME = "messaging.operation.name"
+MESSAGING_MESSAGE_ID = "messaging.message.id"
+SPAN_KIND_ATTR = KIND
+SPAN_ATTEMPT = "kiln.job.attempt"
+SPAN_OUTCOME = "kiln.job.outcome"
+SPAN_RETRY_IN = "kiln.job.retry_in"
+
+# span events
+EVENT_RETRY = "kiln.job.retry"  # attempt failed, scheduled again
+EVENT_SNOOZED = "kiln.job.snoozed"
+EVENT_HANDED_BACK = "kiln.job.handed_back"  # shutdown
+EVENT_RESCUED = "kiln.job.rescued"  # the leader rescued this job from a dead server
+
+SPANS: tuple[tuple[str, str, str], ...] = (
+    (SPAN_SEND, "PRODUCER", "one per enqueued job, around the insert"),
+    (SPAN_PROCESS, "CONSUMER", "one per attempt, around the handler"),
+)
+SPAN_EVENTS: tuple[str, ...] = (EVENT_RETRY, EVENT_SNOOZED, EVENT_HANDED_BACK, EVENT_RESCUED)
