@@ -17,9 +17,9 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kiln import _validate
 from kiln._bus import Bus
@@ -43,6 +43,7 @@ from kiln._version import VERSION
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.server")
+T = TypeVar("T")
 
 
 class Server:
@@ -166,7 +167,7 @@ class Server:
 
     def run_sync(self) -> None:
         """Run until SIGTERM/SIGINT in a fresh event loop (scripts, the CLI)."""
-        asyncio.run(self.run())
+        run_in_new_loop(self.run())
 
     # running -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -388,3 +389,24 @@ class Server:
             log.info("%s received: shutting down gracefully", sig.name)
         if self._stopping is not None:
             self._stopping.set()
+
+
+def run_in_new_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Like ``asyncio.run``, but does not wait for tasks that ignore cancellation.
+
+    ``asyncio.run`` cancels leftover tasks and waits for them: a job that swallows
+    CancelledError would hold the process long after the server handed it back.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            loop.run_until_complete(asyncio.wait(leftovers, timeout=0.1))
+        for task in leftovers:  # abandoned on purpose: silence "destroyed but pending"
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
