@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from kiln._job import (
+    FINISHED_STATES,
     Admission,
     AdmitResult,
     AuditEntry,
@@ -203,7 +204,9 @@ def claim(
     return jobs
 
 
-def _release_dependents(conn: sqlite3.Connection, dep_ids: Sequence[int], now: float) -> dict[str, int]:
+def _release_dependents(
+    conn: sqlite3.Connection, dep_ids: Sequence[int], now: float
+) -> dict[str, int]:
     """Move awaiting dependents of ``dep_ids`` whose dependencies are all done."""
     released: dict[str, int] = {}
     if not dep_ids:
@@ -239,13 +242,15 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
     released: dict[str, int] = {}
     for r in results:
         state = next_state(r)
-        finished = now if state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED) else None
+        finished = now if state in FINISHED_STATES else None
         error = None if r.error is None else dumps(r.error.to_json())
         cur = conn.execute(
             "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = ?,"
             " finished_at = ?, rescues = CASE WHEN ? THEN rescues + 1 ELSE 0 END,"
-            " errors = CASE WHEN ? IS NULL THEN errors ELSE json_insert(errors, '$[#]', json(?)) END,"
-            " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN server_id ELSE NULL END"
+            " errors = CASE WHEN ? IS NULL THEN errors"
+            "  ELSE json_insert(errors, '$[#]', json(?)) END,"
+            " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
+            "  THEN server_id ELSE NULL END"
             " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
             " RETURNING queue",
             (
@@ -338,7 +343,8 @@ def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
     where, params = _restrict(f, REQUEUEABLE)
     now = time.time()
     cur = conn.execute(
-        "UPDATE kiln_jobs SET state = CASE WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+        "UPDATE kiln_jobs SET state = CASE WHEN rate_key IS NULL THEN 'available'"
+        " ELSE 'pending' END,"
         " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL, admitted_at = NULL,"
         f" server_id = NULL WHERE {where}",
         [now, *params],
@@ -552,7 +558,8 @@ def admit(conn: sqlite3.Connection, key: str, max_batch: int) -> AdmitResult:
     if chosen:
         marks = ",".join("?" * len(chosen))
         conn.execute(
-            f"UPDATE kiln_jobs SET state = 'available', admitted_at = ?, run_at = ? WHERE id IN ({marks})",
+            "UPDATE kiln_jobs SET state = 'available', admitted_at = ?, run_at = ?"
+            f" WHERE id IN ({marks})",
             [now, now, *[r[0] for r in chosen]],
         )
     conn.execute(

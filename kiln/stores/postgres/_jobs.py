@@ -1,0 +1,432 @@
+"""PostgreSQL plans for jobs: insert, claim, results, checkpoints, release and admin ops.
+
+Owns these statements and nothing else; the store runs the plans (see _plan).
+Time is always the database's: ``now()`` in SQL, never the process clock.
+
+Dependencies and concurrency: a job is released when it is ``awaiting`` and all its
+dependencies are completed. Two transactions completing the two dependencies of one
+job must not both miss the release, so a release first locks the candidate
+dependents (FOR UPDATE) and checks them in a following statement, whose snapshot sees
+whatever the other transaction committed before it let go of the lock. An insert
+locks the dependencies it checks (FOR SHARE) for the same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kiln._job import (
+    JobFilter,
+    JobResult,
+    JobRow,
+    JobState,
+    NewJob,
+    Outcome,
+    StateCount,
+)
+from kiln.stores._protocol import ApplyResult, ReleaseResult
+from kiln.stores._rows import (
+    attempt_delta,
+    dumps,
+    epoch,
+    errors_from,
+    loads,
+    next_state,
+)
+from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, one, step
+
+COLUMNS = (
+    "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
+    "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues",
+)
+JOB_COLS = ", ".join(COLUMNS)
+J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
+RELEASE_CAP = 10_000  # scheduled jobs released per call; the next call takes the rest
+
+
+def notify_from(src: str) -> str:
+    """A CTE that sends one NOTIFY per queue made available, and one 'scheduled:<epoch>'
+    for the earliest scheduled job, from ``src`` (rows with queue, state, run_at).
+
+    Use it as ``WHERE (SELECT count(*) FROM kiln_notify) >= 0`` in the final SELECT,
+    which evaluates it once.
+    """
+    return (
+        f", kiln_notify AS (SELECT pg_notify('kiln', p) FROM ("
+        f"SELECT DISTINCT queue AS p FROM {src} WHERE state = 'available' UNION ALL"
+        f" SELECT 'scheduled:' || extract(epoch FROM min(run_at)) FROM {src}"
+        f" WHERE state = 'scheduled' HAVING count(*) > 0) AS kiln_payloads)"
+    )
+
+
+NOTIFIED = "(SELECT count(*) FROM kiln_notify) >= 0"
+
+
+def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRow:
+    return JobRow(
+        id=row[0], queue=row[1], kind=row[2], state=JobState(row[3]), args=loads(row[4]),
+        params=loads(row[5]) or {}, metadata=loads(row[6]) or {}, priority=row[7],
+        run_at=row[8], attempt=row[9], max_attempts=row[10], timeout=row[11],
+        backoff=loads(row[12]), errors=errors_from(row[13]), created_at=row[14],
+        admitted_at=row[15], attempted_at=row[16], finished_at=row[17], server_id=row[18],
+        rate_key=row[19], rescues=row[20], depends_on=depends_on or [],
+    )
+
+
+# insert ------------------------------------------------------------------------------
+def _insert_sql(with_deps: bool) -> str:
+    unmet = (
+        "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dp)"
+        " AND d.state <> 'completed') THEN 'awaiting' "
+        if with_deps
+        else ""
+    )
+    dep_col = ", u.dp::bigint[] AS dp" if with_deps else ""
+    dep_arr = ", %b::text[]" if with_deps else ""
+    dep_name = ", dp" if with_deps else ""
+    return (
+        "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
+        " run_at, max_attempts, timeout, backoff, rate_key)"
+        f" SELECT t.q, t.k, CASE {unmet}WHEN t.rk IS NOT NULL THEN 'pending'"
+        " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
+        " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk"
+        " FROM (SELECT u.q, u.k, u.a, u.m, u.p, u.ma, u.tmo, u.b, u.rk,"
+        " coalesce(to_timestamp(u.ra), now() + u.d * interval '1 second') AS r"
+        f"{dep_col} FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::int[],"
+        f" %b::float8[], %b::float8[], %b::int[], %b::float8[], %b::text[], %b::text[]{dep_arr})"
+        f" AS u(q, k, a, m, p, ra, d, ma, tmo, b, rk{dep_name})) AS t"
+        " RETURNING id, queue, state, run_at)"
+        f"{notify_from('ins')} SELECT id FROM ins WHERE {NOTIFIED}"
+    )
+
+
+INSERT_FAST = _insert_sql(with_deps=False)
+INSERT_DEPS = _insert_sql(with_deps=True)
+LOCK_DEPS = "SELECT id FROM kiln_jobs WHERE id = ANY(%s::bigint[]) ORDER BY id FOR SHARE"
+INSERT_EDGES = (
+    "INSERT INTO kiln_job_deps (job_id, dep_id) SELECT * FROM unnest(%b::bigint[], %b::bigint[])"
+    " ON CONFLICT DO NOTHING"
+)
+RATE_LIMIT_DECLARE = (
+    "INSERT INTO kiln_rate_limits (key, rate, per, burst, tokens, updated_at)"
+    " SELECT k, r, p, b, greatest(b, 1), now()"
+    " FROM unnest(%s::text[], %s::int[], %s::float8[], %s::int[]) AS u(k, r, p, b)"
+    " ON CONFLICT (key) DO UPDATE SET rate = excluded.rate, per = excluded.per,"
+    " burst = excluded.burst WHERE kiln_rate_limits.rate <> excluded.rate"
+    " OR kiln_rate_limits.per <> excluded.per OR kiln_rate_limits.burst <> excluded.burst"
+)
+
+
+def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
+    cols: list[list[Any]] = [[] for _ in range(11)]
+    q, k, a, m, p, ra, d, ma, tmo, b, rk = cols
+    for job in jobs:
+        q.append(job.queue)
+        k.append(job.kind)
+        a.append(dumps(job.args))
+        m.append(dumps(job.metadata) if job.metadata else "{}")
+        p.append(job.priority)
+        ra.append(None if job.run_at is None else epoch(job.run_at))
+        d.append(float(max(job.delay, 0.0)))
+        ma.append(job.max_attempts)
+        tmo.append(None if job.timeout is None else float(job.timeout))
+        b.append(None if job.backoff is None else dumps(job.backoff))
+        rk.append(job.rate_key)
+    return cols
+
+
+def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:
+    keys = sorted(limits)  # one lock order for every caller
+    return Stmt(
+        RATE_LIMIT_DECLARE,
+        (keys, [limits[k].rate for k in keys], [limits[k].per for k in keys],
+         [limits[k].burst for k in keys]),
+    )
+
+
+def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
+    """Insert ``jobs`` in one statement (two with dependencies); ids in input order."""
+    if not jobs:
+        return []
+    cols = _columns(jobs)
+    limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
+    deps = sorted({d for j in jobs for d in j.depends_on})
+    if not deps and not limits:
+        rows = (yield one(INSERT_FAST, *cols, prepare=True))[0]
+        return sorted(r[0] for r in rows)
+    pre: list[Stmt] = []
+    if limits:
+        pre.append(rate_limit_stmt(limits))
+    if deps:
+        pre.append(Stmt(LOCK_DEPS, (deps,)))
+        dp = ["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs]
+        ins = Stmt(INSERT_DEPS, (*cols, dp))
+    else:
+        ins = Stmt(INSERT_FAST, tuple(cols))
+    results = yield Step((*pre, ins), last=not deps)
+    ids = sorted(r[0] for r in results[-1])
+    if deps:
+        edges = [(i, dep) for i, job in zip(ids, jobs, strict=True) for dep in job.depends_on]
+        yield one(INSERT_EDGES, [e[0] for e in edges], [e[1] for e in edges])
+    return ids
+
+
+# claim, results, checkpoints, release ------------------------------------------------
+CLAIM = (
+    "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = now(),"
+    " server_id = %s WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
+    " AND queue = %s AND kind = ANY(%s::text[]) ORDER BY priority, run_at, id LIMIT %s"
+    f" FOR UPDATE SKIP LOCKED) RETURNING {JOB_COLS}"
+)
+
+
+
+def claim(queue: str, kinds: list[str], limit: int, server_id: str) -> Plan[list[JobRow]]:
+    """One round trip: lock the first ``limit`` claimable jobs, skipping locked ones."""
+    if not kinds or limit <= 0:
+        return []
+    rows = (yield one(CLAIM, server_id, queue, kinds, limit, prepare=True))[0]
+    jobs = [row_to_job(r) for r in rows]
+    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+    return jobs
+
+
+RESULTS_APPLY = (
+    "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
+    " %b::int[], %b::float8[], %b::text[], %b::bool[])"
+    " AS r(id, server_id, attempt, state, delta, delay, error, rescued)),"
+    " upd AS (UPDATE kiln_jobs j SET state = r.state, attempt = j.attempt + r.delta,"
+    " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
+    "  THEN now() + r.delay * interval '1 second' ELSE j.run_at END,"
+    " finished_at = CASE WHEN r.state IN ('completed', 'failed', 'cancelled') THEN now() END,"
+    " rescues = CASE WHEN r.rescued THEN j.rescues + 1 ELSE 0 END,"
+    " errors = CASE WHEN r.error IS NULL THEN j.errors"
+    "  ELSE j.errors || jsonb_build_array(r.error::jsonb) END,"
+    " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
+    "  THEN j.server_id END"
+    " FROM r WHERE j.id = r.id AND j.state = 'running' AND j.server_id = r.server_id"
+    " AND j.attempt = r.attempt RETURNING j.id, j.queue, j.state, j.run_at)"
+    f"{notify_from('upd')} SELECT id, queue, state FROM upd WHERE {NOTIFIED}"
+)
+
+LOCK_DEPENDENTS = (
+    "SELECT j.id FROM kiln_jobs j WHERE j.state = 'awaiting' AND j.id IN"
+    " (SELECT job_id FROM kiln_job_deps WHERE dep_id = ANY(%s::bigint[]))"
+    " ORDER BY j.id FOR UPDATE"
+)
+RELEASE_DEPENDENTS = (
+    "WITH rel AS (UPDATE kiln_jobs j SET state = CASE WHEN j.rate_key IS NOT NULL"
+    " THEN 'pending' WHEN j.run_at > now() THEN 'scheduled' ELSE 'available' END,"
+    " run_at = greatest(j.run_at, now())"
+    " WHERE j.state = 'awaiting' AND j.id IN"
+    " (SELECT job_id FROM kiln_job_deps WHERE dep_id = ANY(%s::bigint[]))"
+    " AND NOT EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+    "  WHERE d.job_id = j.id AND o.state <> 'completed')"
+    " RETURNING j.queue, j.state, j.run_at)"
+    f"{notify_from('rel')} SELECT queue, count(*) FROM rel"
+    f" WHERE state = 'available' AND {NOTIFIED} GROUP BY queue"
+)
+
+
+def release_stmts(dep_ids: list[int]) -> tuple[Stmt, Stmt]:
+    """Lock, then release, the awaiting dependents of ``dep_ids`` (see module docstring)."""
+    return Stmt(LOCK_DEPENDENTS, (dep_ids,)), Stmt(RELEASE_DEPENDENTS, (dep_ids,))
+
+
+def counted(rows: Rows) -> dict[str, int]:
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def results_apply(results: Sequence[JobResult]) -> Plan[ApplyResult]:
+    if not results:
+        return ApplyResult(applied=0, released={})
+    ordered = sorted(results, key=lambda r: r.job_id)  # one lock order
+    states = [next_state(r) for r in ordered]
+    cols = (
+        [r.job_id for r in ordered], [r.server_id for r in ordered],
+        [r.attempt for r in ordered], [s.value for s in states],
+        [attempt_delta(r) for r in ordered], [float(max(r.run_at_delay, 0.0)) for r in ordered],
+        [None if r.error is None else dumps(r.error.to_json()) for r in ordered],
+        [r.rescued for r in ordered],
+    )
+    completed = [r.job_id for r in ordered if r.outcome is Outcome.COMPLETED]
+    stmts = [Stmt(RESULTS_APPLY, cols, prepare=True)]
+    if completed:
+        stmts.extend(release_stmts(completed))
+    out = yield Step(tuple(stmts), last=True)
+    released: dict[str, int] = {}
+    for _id, queue, state in out[0]:
+        if state == JobState.AVAILABLE.value:
+            released[queue] = released.get(queue, 0) + 1
+    if completed:
+        for queue, n in counted(out[2]).items():
+            released[queue] = released.get(queue, 0) + n
+    return ApplyResult(applied=len(out[0]), released=released)
+
+
+PARAM_SET = (
+    "UPDATE kiln_jobs SET params = jsonb_set(params, ARRAY[%s::text], %s::jsonb)"
+    " WHERE id = %s AND state = 'running' AND server_id = %s AND attempt = %s RETURNING 1"
+)
+
+
+def param_set(job_id: int, server_id: str, attempt: int, name: str, value: Any) -> Plan[bool]:
+    rows = (yield one(PARAM_SET, name, dumps(value), job_id, server_id, attempt))[0]
+    return bool(rows)
+
+
+RELEASE_DUE = (
+    "WITH rel AS (UPDATE kiln_jobs SET state = 'available' WHERE id IN"
+    " (SELECT id FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= now()"
+    f" ORDER BY run_at LIMIT {RELEASE_CAP} FOR UPDATE SKIP LOCKED)"
+    " RETURNING queue, state, run_at)"
+    f"{notify_from('rel')} SELECT queue, count(*), NULL::float8 FROM rel"
+    f" WHERE {NOTIFIED} GROUP BY queue"
+    " UNION ALL SELECT NULL, NULL, extract(epoch FROM min(run_at) - now())::float8"
+    " FROM kiln_jobs WHERE state = 'scheduled' AND run_at > now()"
+)
+
+
+def release_due() -> Plan[ReleaseResult]:
+    rows = (yield one(RELEASE_DUE, prepare=True))[0]
+    released = {str(r[0]): int(r[1]) for r in rows if r[0] is not None}
+    nxt = next((r[2] for r in rows if r[0] is None), None)
+    if sum(released.values()) >= RELEASE_CAP:
+        nxt = 0.0
+    return ReleaseResult(released=released, next_at=None if nxt is None else max(nxt, 0.0))
+
+
+# admin -------------------------------------------------------------------------------
+REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available"]
+CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
+DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
+
+
+def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.states:
+        clauses.append("state = ANY(%s::text[])")
+        params.append([s.value for s in f.states])
+    if allowed is not None:
+        clauses.append("state = ANY(%s::text[])")
+        params.append(allowed)
+    if f.queue is not None:
+        clauses.append("queue = %s")
+        params.append(f.queue)
+    if f.kind is not None:
+        clauses.append("kind = %s")
+        params.append(f.kind)
+    if f.error_contains:
+        clauses.append("strpos(lower(errors::text), lower(%s)) > 0")
+        params.append(f.error_contains)
+    if f.ids:
+        clauses.append("id = ANY(%s::bigint[])")
+        params.append(list(f.ids))
+    return (" AND ".join(clauses) or "true"), params
+
+
+GET = (
+    f"SELECT {JOB_COLS}, ARRAY(SELECT dep_id FROM kiln_job_deps d"
+    " WHERE d.job_id = kiln_jobs.id ORDER BY dep_id) FROM kiln_jobs WHERE id = %s"
+)
+
+
+def get(job_id: int) -> Plan[JobRow | None]:
+    rows = (yield one(GET, job_id))[0]
+    return None if not rows else row_to_job(rows[0], list(rows[0][-1]))
+
+
+def list_jobs(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[JobRow]]:
+    cond, params = where(f)
+    if before_id is not None:
+        cond += " AND id < %s"
+        params.append(before_id)
+    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id DESC LIMIT %s"
+    rows = (yield one(sql, *params, limit))[0]
+    return [row_to_job(r) for r in rows]
+
+
+def count(f: JobFilter) -> Plan[int]:
+    cond, params = where(f)
+    rows = (yield one(f"SELECT count(*) FROM kiln_jobs WHERE {cond}", *params))[0]
+    return int(rows[0][0])
+
+
+UNMET = (
+    "EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+    " WHERE d.job_id = kiln_jobs.id AND o.state <> 'completed')"
+)
+
+
+def requeue(f: JobFilter) -> Plan[int]:
+    cond, params = where(f, REQUEUEABLE)
+    sql = (
+        f"WITH upd AS (UPDATE kiln_jobs SET state = CASE WHEN {UNMET} THEN 'awaiting'"
+        " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+        " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL"
+        f" WHERE {cond} RETURNING queue, state, run_at)"
+        f"{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
+    )
+    rows = (yield one(sql, *params))[0]
+    return int(rows[0][0])
+
+
+def cancel(f: JobFilter) -> Plan[int]:
+    cond, params = where(f, CANCELLABLE)
+    sql = (
+        "WITH upd AS (UPDATE kiln_jobs SET state = 'cancelled', finished_at = now()"
+        f" WHERE {cond} RETURNING 1) SELECT count(*) FROM upd"
+    )
+    rows = (yield one(sql, *params))[0]
+    return int(rows[0][0])
+
+
+DELETE_EDGES = "DELETE FROM kiln_job_deps WHERE dep_id = ANY(%s::bigint[])"
+
+
+def delete(f: JobFilter) -> Plan[int]:
+    """Delete, then release what waited only on the deleted jobs."""
+    cond, params = where(f, DELETABLE)
+    sql = (
+        f"WITH del AS (DELETE FROM kiln_jobs WHERE {cond} RETURNING id),"
+        " edges AS (DELETE FROM kiln_job_deps WHERE job_id IN (SELECT id FROM del))"
+        " SELECT id FROM del"
+    )
+    rows = (yield step(Stmt(sql, tuple(params))))[0]
+    ids = sorted(int(r[0]) for r in rows)
+    if ids:
+        yield step(*release_stmts(ids), Stmt(DELETE_EDGES, (ids,)), last=True)
+    return len(ids)
+
+
+def dependents(job_id: int) -> Plan[list[int]]:
+    sql = "SELECT job_id FROM kiln_job_deps WHERE dep_id = %s ORDER BY job_id"
+    rows = (yield one(sql, job_id))[0]
+    return [int(r[0]) for r in rows]
+
+
+def state_counts() -> Plan[list[StateCount]]:
+    sql = "SELECT queue, state, count(*) FROM kiln_jobs GROUP BY queue, state"
+    rows = (yield one(sql, prepare=True))[0]
+    return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
+
+
+def oldest_available() -> Plan[dict[str, float]]:
+    sql = (
+        "SELECT queue, greatest(extract(epoch FROM now() - min(run_at)), 0)::float8"
+        " FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+    )
+    rows = (yield one(sql, prepare=True))[0]
+    return {r[0]: float(r[1]) for r in rows}
+
+
+def throughput(since: float) -> Plan[dict[str, int]]:
+    sql = (
+        "SELECT state, count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
+        " 'cancelled') AND finished_at >= now() - %s * interval '1 second' GROUP BY state"
+    )
+    rows = (yield one(sql, since))[0]
+    return {r[0]: int(r[1]) for r in rows}

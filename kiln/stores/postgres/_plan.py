@@ -1,0 +1,204 @@
+"""Plans: a store operation as a generator of statements, run by a sync or async driver.
+
+An operation is written once as a generator that yields a ``Step`` (one or more
+statements, sent together in one pipeline) and receives the rows of each statement.
+The async store, the sync enqueue path and a caller's own connection all run the
+same plan, so the statement builder is shared and only the execution differs.
+
+Owns the execution of plans and the translation of psycopg errors into kiln's errors.
+Knows nothing about individual operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+import psycopg_pool
+from psycopg import pq
+from psycopg.rows import tuple_row
+
+from kiln._errors import NotMigratedError, StoreError, UnreachableError
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+Rows = list[Row]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stmt:
+    sql: str
+    params: Sequence[Any] = ()
+    prepare: bool | None = None  # True for hot statements: prepared on first use
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """Statements sent together; ``last`` lets the driver append COMMIT to the same trip."""
+
+    stmts: tuple[Stmt, ...]
+    last: bool = False
+
+
+def step(*stmts: Stmt, last: bool = False) -> Step:
+    return Step(stmts=stmts, last=last)
+
+
+Plan = Generator[Step, list[Rows], T]
+
+
+def one(sql: str, *params: Any, prepare: bool | None = None) -> Step:
+    return Step(stmts=(Stmt(sql, params, prepare),), last=True)
+
+
+class Counter:
+    """Counts statements sent, for the idle-cost measurement."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+_BEGIN = Stmt("BEGIN")
+_COMMIT = Stmt("COMMIT")
+
+
+def needs_tx(st: Step) -> bool:
+    """A plan of one single statement is atomic without BEGIN/COMMIT."""
+    return not (st.last and len(st.stmts) == 1)
+
+
+def _frame(st: Step, tx: bool, first: bool) -> tuple[Stmt, ...]:
+    stmts = st.stmts
+    if tx and first:
+        stmts = (_BEGIN, *stmts)
+    if tx and st.last:
+        stmts = (*stmts, _COMMIT)
+    return stmts
+
+
+def _unframe(stmts: tuple[Stmt, ...], results: list[Rows], st: Step) -> list[Rows]:
+    start = len(stmts) - len(st.stmts) - (1 if stmts[-1] is _COMMIT else 0)
+    return results[start : start + len(st.stmts)]
+
+
+async def run_async(
+    conn: psycopg.AsyncConnection[Any], plan: Plan[T], counter: Counter, *, tx: bool
+) -> T:
+    """Run ``plan`` on an autocommit connection, inside BEGIN/COMMIT when ``tx``."""
+    first = True
+    try:
+        st = next(plan)
+        tx = tx and needs_tx(st)
+        while True:
+            stmts = _frame(st, tx, first)
+            first = False
+            results = await _exec_async(conn, stmts, counter)
+            st = plan.send(_unframe(stmts, results, st))
+    except StopIteration as stop:
+        if tx and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            counter.value += 1
+            await conn.execute("COMMIT")
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException:
+        if tx and conn.info.transaction_status in (
+            pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR
+        ):
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        raise
+
+
+async def _exec_async(
+    conn: psycopg.AsyncConnection[Any], stmts: tuple[Stmt, ...], counter: Counter
+) -> list[Rows]:
+    counter.value += len(stmts)
+    if len(stmts) == 1:
+        cur = conn.cursor(row_factory=tuple_row)
+        await cur.execute(stmts[0].sql, stmts[0].params or None, prepare=stmts[0].prepare)
+        return [await cur.fetchall() if cur.description else []]
+    cursors = []
+    async with conn.pipeline():
+        for s in stmts:
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(s.sql, s.params or None, prepare=s.prepare)
+            cursors.append(cur)
+    return [await c.fetchall() if c.description else [] for c in cursors]
+
+
+def run_sync(conn: psycopg.Connection[Any], plan: Plan[T], counter: Counter, *, tx: bool) -> T:
+    """The sync twin of run_async (enqueue from sync code)."""
+    first = True
+    try:
+        st = next(plan)
+        tx = tx and needs_tx(st)
+        while True:
+            stmts = _frame(st, tx, first)
+            first = False
+            results = _exec_sync(conn, stmts, counter)
+            st = plan.send(_unframe(stmts, results, st))
+    except StopIteration as stop:
+        if tx and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            counter.value += 1
+            conn.execute("COMMIT")
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException:
+        if tx and conn.info.transaction_status in (
+            pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR
+        ):
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _exec_sync(
+    conn: psycopg.Connection[Any], stmts: tuple[Stmt, ...], counter: Counter
+) -> list[Rows]:
+    counter.value += len(stmts)
+    results: list[Rows] = []
+    for s in stmts:  # a caller's connection may not want pipeline mode; keep it plain
+        cur = conn.cursor(row_factory=tuple_row)
+        cur.execute(s.sql, s.params or None, prepare=s.prepare)
+        results.append(cur.fetchall() if cur.description else [])
+    return results
+
+
+# errors -------------------------------------------------------------------------------
+def where(url: str) -> str:
+    """host:port/dbname of ``url``, for messages (never the password)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the configured PostgreSQL server"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+
+
+def translate(operation: str, url: str, exc: BaseException) -> StoreError:
+    """A kiln error for a psycopg or pool error, to be raised ``from`` it."""
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return NotMigratedError(
+            operation, f"the kiln schema is missing at {where(url)}: run `kiln migrate` ({exc})"
+        )
+    if _unreachable(exc):
+        return UnreachableError(
+            operation, f"cannot reach PostgreSQL at {where(url)}: {str(exc).strip()}"
+        )
+    return StoreError(operation, str(exc).strip() or type(exc).__name__)
+
+
+_SERVER_GONE = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, cannot connect now
+
+
+def _unreachable(exc: BaseException) -> bool:
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return True
+    if isinstance(exc, psycopg.errors.PipelineAborted):
+        return False
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _SERVER_GONE

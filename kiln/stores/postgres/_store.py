@@ -1,0 +1,309 @@
+"""PostgresStore: the Store protocol over PostgreSQL with psycopg 3.
+
+Owns the connection pool (``max_conns``, 8 by default), the one extra LISTEN
+connection, the lazily opened sync connection for enqueue from sync code, and the
+boundary where psycopg errors become kiln errors. The statements live in _jobs and
+_cluster; this module only runs them. Pool connections are in autocommit mode: a
+single statement is its own transaction, and multi-statement plans send BEGIN and
+COMMIT in the same pipelines as their statements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+import psycopg_pool
+
+from kiln._errors import NotMigratedError, UnreachableError
+from kiln._job import (
+    AdmitResult,
+    AuditEntry,
+    JobFilter,
+    JobResult,
+    JobRow,
+    JobState,
+    NewJob,
+    RateLimit,
+    RescueCandidate,
+    ServerInfo,
+    StateCount,
+)
+from kiln.stores import _migrations
+from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
+from kiln.stores.postgres import _cluster, _jobs
+from kiln.stores.postgres._listener import Listener
+from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
+
+T = TypeVar("T")
+_PACKAGE = "kiln.stores.postgres"
+_RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+
+
+class PostgresStore:
+    """A Store over PostgreSQL (``postgresql://user@host:5432/db``)."""
+
+    capabilities = Capabilities(
+        listen_notify=True, skip_locked=True, time_precision=1e-6, multi_host=True
+    )
+
+    def __init__(
+        self, url: str, max_conns: int = 8, *, connect_timeout: float = 10.0,
+        min_conns: int = 1,
+    ) -> None:
+        self.url = url
+        self._max_conns = max_conns
+        self._min_conns = min(min_conns, max_conns)
+        self._connect_timeout = connect_timeout
+        self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._listener = Listener(url, connect_timeout=connect_timeout)
+        self._sync_conn: psycopg.Connection[Any] | None = None
+        self._sync_lock = threading.Lock()
+        self._counter = Counter()
+
+    # lifecycle -----------------------------------------------------------------
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._pool is not None:
+                return
+            pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] = (
+                psycopg_pool.AsyncConnectionPool(
+                    self.url, min_size=self._min_conns, max_size=self._max_conns,
+                    open=False, name="kiln-pg", timeout=self._connect_timeout,
+                    kwargs={"autocommit": True, "connect_timeout": self._timeout_s()},
+                )
+            )
+            try:
+                await pool.open(wait=True, timeout=self._connect_timeout)
+            except psycopg_pool.PoolTimeout as exc:
+                await pool.close()
+                raise await self._unreachable(exc) from exc
+            self._pool = pool
+
+    def _timeout_s(self) -> int:
+        return max(int(self._connect_timeout), 1)
+
+    async def _unreachable(self, exc: BaseException) -> UnreachableError:
+        """The pool only says it timed out: one direct attempt gives the reason."""
+        reason = str(exc)
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.url, connect_timeout=2)
+            await conn.close()
+        except psycopg.Error as direct:
+            reason = str(direct).strip()
+        return UnreachableError("open", f"cannot reach PostgreSQL at {where(self.url)}: {reason}")
+
+    async def close(self) -> None:
+        await self._listener.stop()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+        with self._sync_lock:
+            conn, self._sync_conn = self._sync_conn, None
+        if conn is not None:
+            conn.close()
+
+    async def _run(
+        self, operation: str, plan: Callable[[], Plan[T]], *, tx: bool = False
+    ) -> T:
+        if self._pool is None:
+            await self.open()
+        pool = self._pool
+        assert pool is not None
+        for attempt in range(3):
+            try:
+                async with pool.connection() as conn:
+                    return await run_async(conn, plan(), self._counter, tx=tx)
+            except _RETRIED as exc:  # the whole transaction rolled back: safe to run again
+                if attempt == 2:
+                    raise translate(operation, self.url, exc) from exc
+            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                raise translate(operation, self.url, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def query_count(self) -> int:
+        return self._counter.value
+
+    async def migrate(self) -> list[int]:
+        versions = _migrations.load(_PACKAGE)
+        return await self._run("migrate", lambda: _cluster.migrate(versions), tx=True)
+
+    async def schema_check(self) -> None:
+        want = _migrations.latest(_PACKAGE)
+        have = await self._run("schema_check", _cluster.schema_version)
+        if have < want:
+            raise NotMigratedError(
+                "schema_check",
+                f"database {where(self.url)} is at schema {have}, kiln needs {want}:"
+                " run `kiln migrate`",
+            )
+
+    async def now(self) -> datetime:
+        return await self._run("now", _cluster.now)
+
+    async def listen(self, callback: NotifyCallback) -> None:
+        await self._listener.start(callback)
+
+    def listening(self) -> bool:
+        return self._listener.up()
+
+    # jobs ------------------------------------------------------------------------
+    async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        if conn is None:
+            return await self._run("job_insert", lambda: _jobs.insert(jobs), tx=True)
+        if isinstance(conn, psycopg.Connection):
+            return self.job_insert_many_sync(jobs, conn)
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise TypeError("PostgresStore joins only a psycopg Connection or AsyncConnection")
+        try:  # the caller owns the transaction: no BEGIN, no COMMIT
+            return await run_async(conn, _jobs.insert(jobs), self._counter, tx=False)
+        except psycopg.Error as exc:
+            raise translate("job_insert", self.url, exc) from exc
+
+    def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        if conn is not None:
+            if not isinstance(conn, psycopg.Connection):
+                raise TypeError("PostgresStore joins only a psycopg Connection's transaction")
+            try:
+                return run_sync(conn, _jobs.insert(jobs), self._counter, tx=False)
+            except psycopg.Error as exc:
+                raise translate("job_insert", self.url, exc) from exc
+        with self._sync_lock:
+            try:
+                if self._sync_conn is None or self._sync_conn.closed:
+                    self._sync_conn = psycopg.connect(
+                        self.url, autocommit=True, connect_timeout=self._timeout_s()
+                    )
+                return run_sync(self._sync_conn, _jobs.insert(jobs), self._counter, tx=True)
+            except psycopg.Error as exc:
+                raise translate("job_insert", self.url, exc) from exc
+
+    async def job_claim(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+    ) -> list[JobRow]:
+        return await self._run(
+            "job_claim", lambda: _jobs.claim(queue, list(kinds), limit, server_id)
+        )
+
+    async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
+        return await self._run(
+            "job_results_apply", lambda: _jobs.results_apply(results), tx=True
+        )
+
+    async def job_param_set(
+        self, job_id: int, server_id: str, attempt: int, name: str, value: Any
+    ) -> bool:
+        return await self._run(
+            "job_param_set", lambda: _jobs.param_set(job_id, server_id, attempt, name, value)
+        )
+
+    async def jobs_release_due(self) -> ReleaseResult:
+        return await self._run("jobs_release_due", _jobs.release_due)
+
+    async def job_get(self, job_id: int) -> JobRow | None:
+        return await self._run("job_get", lambda: _jobs.get(job_id))
+
+    async def job_list(
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+    ) -> list[JobRow]:
+        return await self._run("job_list", lambda: _jobs.list_jobs(filter, limit, before_id))
+
+    async def job_count(self, filter: JobFilter) -> int:
+        return await self._run("job_count", lambda: _jobs.count(filter))
+
+    async def jobs_requeue(self, filter: JobFilter) -> int:
+        return await self._run("jobs_requeue", lambda: _jobs.requeue(filter))
+
+    async def jobs_cancel(self, filter: JobFilter) -> int:
+        return await self._run("jobs_cancel", lambda: _jobs.cancel(filter))
+
+    async def jobs_delete(self, filter: JobFilter) -> int:
+        return await self._run("jobs_delete", lambda: _jobs.delete(filter), tx=True)
+
+    async def job_dependents(self, job_id: int) -> list[int]:
+        return await self._run("job_dependents", lambda: _jobs.dependents(job_id))
+
+    async def job_counts(self) -> list[StateCount]:
+        return await self._run("job_counts", _jobs.state_counts)
+
+    async def queue_oldest_available(self) -> dict[str, float]:
+        return await self._run("queue_oldest_available", _jobs.oldest_available)
+
+    async def job_throughput(self, since_seconds: float) -> dict[str, int]:
+        return await self._run("job_throughput", lambda: _jobs.throughput(since_seconds))
+
+    # servers, leader, maintenance ------------------------------------------------
+    async def server_register(self, info: ServerInfo) -> None:
+        await self._run("server_register", lambda: _cluster.server_register(info))
+
+    async def server_heartbeat(self, server_id: str) -> bool:
+        return await self._run("server_heartbeat", lambda: _cluster.server_heartbeat(server_id))
+
+    async def server_deregister(self, server_id: str) -> None:
+        await self._run("server_deregister", lambda: _cluster.server_deregister(server_id))
+
+    async def server_list(self) -> list[ServerInfo]:
+        return await self._run("server_list", _cluster.server_list)
+
+    async def leader_elect(self, server_id: str, ttl: float) -> bool:
+        return await self._run("leader_elect", lambda: _cluster.leader_elect(server_id, ttl))
+
+    async def leader_resign(self, server_id: str) -> None:
+        await self._run("leader_resign", lambda: _cluster.leader_resign(server_id))
+
+    async def leader_get(self) -> str | None:
+        return await self._run("leader_get", _cluster.leader_get)
+
+    async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
+        return await self._run(
+            "jobs_rescue_candidates", lambda: _cluster.rescue_candidates(dead_after, limit)
+        )
+
+    async def servers_sweep(self, dead_for: float) -> int:
+        return await self._run("servers_sweep", lambda: _cluster.sweep(dead_for))
+
+    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
+        return await self._run("jobs_prune", lambda: _cluster.prune(state, older_than, limit))
+
+    # rate limits -----------------------------------------------------------------
+    async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
+        await self._run("rate_limit_declare", lambda: _cluster.rate_limit_declare(key, limit))
+
+    async def rate_keys_pending(self) -> list[str]:
+        return await self._run("rate_keys_pending", _cluster.rate_keys_pending)
+
+    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
+        return await self._run("jobs_admit", lambda: _cluster.admit(key, max_batch), tx=True)
+
+    async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
+        return await self._run("rate_limit_list", _cluster.rate_limit_list)
+
+    # recurring jobs ----------------------------------------------------------------
+    async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
+        return await self._run(
+            "cron_enqueue", lambda: _cluster.cron_enqueue(name, slot, job), tx=True
+        )
+
+    async def cron_last_slot(self, name: str) -> datetime | None:
+        return await self._run("cron_last_slot", lambda: _cluster.cron_last_slot(name))
+
+    # audit -------------------------------------------------------------------------
+    async def audit_record(
+        self, actor: str, action: str, count: int, detail: dict[str, Any]
+    ) -> None:
+        await self._run(
+            "audit_record", lambda: _cluster.audit_record(actor, action, count, detail)
+        )
+
+    async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
+        return await self._run("audit_list", lambda: _cluster.audit_list(limit))

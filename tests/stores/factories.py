@@ -1,0 +1,60 @@
+"""Small builders shared by the conformance tests."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kiln._job import AttemptError, JobResult, JobRow, NewJob, Outcome, ServerInfo
+from kiln.stores import Store
+
+
+def job(kind: str = "k", queue: str = "q", **options: Any) -> NewJob:
+    return NewJob(kind=kind, args=options.pop("args", {"n": 1}), queue=queue, **options)
+
+
+async def insert(store: Store, *jobs: NewJob) -> list[int]:
+    return await store.job_insert_many(list(jobs))
+
+
+async def claim(store: Store, limit: int = 10, queue: str = "q", kinds: tuple[str, ...] = ("k",),
+                server: str = "s1") -> list[JobRow]:
+    return await store.job_claim(queue, list(kinds), limit, server)
+
+
+def result(row: JobRow, outcome: Outcome = Outcome.COMPLETED, *, server: str | None = None,
+           delay: float = 0.0, error: str | None = None, rescued: bool = False) -> JobResult:
+    return JobResult(
+        job_id=row.id, server_id=server or row.server_id or "s1", attempt=row.attempt,
+        outcome=outcome, run_at_delay=delay, rescued=rescued,
+        error=None if error is None else AttemptError(row.attempt, 0.0, error),
+    )
+
+
+async def complete(store: Store, row: JobRow) -> None:
+    applied = await store.job_results_apply([result(row)])
+    assert applied.applied == 1
+
+
+def server(server_id: str = "s1", queues: dict[str, int] | None = None) -> ServerInfo:
+    return ServerInfo(
+        id=server_id, host=socket.gethostname(), pid=1, queues=queues or {"q": 1},
+        kinds=["k"], version="test", started_at=datetime.now(UTC),
+    )
+
+
+async def state_of(store: Store, job_id: int) -> str | None:
+    row = await store.job_get(job_id)
+    return None if row is None else row.state.value
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 3.0) -> None:
+    """Wait for ``check`` with a timeout, for what only time can make true."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
