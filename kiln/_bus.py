@@ -1,7 +1,10 @@
 """Buses carry wake-ups between processes for stores without LISTEN/NOTIFY.
 
 A message is (channel, payload); kiln publishes on channel ``kiln`` the queue that
-got jobs, or ``scheduled:<unix seconds>`` when a delayed job was inserted.
+got jobs, or ``scheduled:<unix seconds>`` when a delayed job was inserted. A bus (or a
+store's listener) tells its subscribers about its own connection on channel ``STATE``:
+payload ``down`` when it lost it, ``up`` when it is back (messages may have been lost
+meanwhile, so subscribers look again).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 BusCallback = Callable[[str, str], None]
 CHANNEL = "kiln"
+STATE = "kiln:state"  # payload "up" or "down": the notifier's connection changed
 
 
 @runtime_checkable

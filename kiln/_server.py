@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kiln import _validate
-from kiln._bus import Bus
+from kiln._bus import STATE, Bus
 from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
@@ -325,6 +325,9 @@ class Server:
                 task.add_done_callback(lambda t: t.exception())
 
     def _on_notification(self, channel: str, payload: str) -> None:
+        if channel == STATE:
+            self._notifier_changed(payload == "up")
+            return
         if payload.startswith("scheduled:"):
             with contextlib.suppress(ValueError):
                 at = float(payload.split(":", 1)[1])
@@ -334,6 +337,19 @@ class Server:
         pool = self._pools.get(payload)
         if pool is not None:
             pool.wake()
+
+    def _notifier_changed(self, up: bool) -> None:
+        """Down: the releaser falls back to its 100 ms check now, not after its sleep.
+        Up: wake-ups sent meanwhile may be lost, so every pool and the releaser look."""
+        source = "listen" if self.store.capabilities.listen_notify else getattr(
+            self.bus, "name", "bus"
+        )
+        self.events.emit(NotifierChanged(up=up, source=source))
+        if self._releaser is not None:
+            self._releaser.wake()
+        if up:
+            for pool in self._pools.values():
+                pool.wake()
 
     async def _start_notifications(self) -> None:
         if self.store.capabilities.listen_notify:
