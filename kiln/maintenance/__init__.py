@@ -12,7 +12,15 @@ from kiln._service import Service
 
 def leader_services(ctx: ServerContext) -> list[Service]:
     """Services that run only while this server holds the leader lease."""
-    return []
+    from kiln.maintenance.pruner import Pruner
+    from kiln.maintenance.rescuer import Rescuer
+    from kiln.maintenance.scheduler import Scheduler
+    from kiln.maintenance.sweeper import Sweeper
+
+    services: list[Service] = [Rescuer(ctx), Pruner(ctx), Sweeper(ctx)]
+    if ctx.recurring:
+        services.append(Scheduler(ctx))
+    return services
 
 
 def server_services(ctx: ServerContext) -> list[Service]:
