@@ -2,6 +2,7 @@
 
 from kiln._app import App
 from kiln._bus import Bus, InProcessBus
+from kiln._bus_redis import RedisBus
 from kiln._client import Client, filter_of
 from kiln._config import ServerConfig
 from kiln._cron import Recurring
@@ -83,6 +84,7 @@ __all__ = [
     "Outcome",
     "RateLimit",
     "Recurring",
+    "RedisBus",
     "Server",
     "ServerConfig",
     "Shutdown",
