@@ -1,0 +1,217 @@
+"""RedisBus: wake-ups between processes over Redis pub/sub, for stores without LISTEN.
+
+Owns its Redis connections: one subscription connection per event loop that has
+subscribers (read by a task named ``kiln-redis-bus``), an async client for that loop's
+publishes, and a sync client for ``publish_sync``. When the subscription connection
+drops it reconnects with backoff; meanwhile ``connected()`` is false, so the server
+falls back to polling, and subscribers get ``(STATE, "down")`` and later
+``(STATE, "up")``. Publishing is best effort: a wake-up lost while Redis is away costs
+at most one poll_interval, never a job, so errors are counted, not raised.
+
+It knows nothing about jobs or stores; ``redis`` is imported only when one is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from kiln._bus import STATE, BusCallback
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
+
+log = logging.getLogger("kiln.bus")
+
+_DOWN = (OSError, TimeoutError)  # plus redis.RedisError, added at runtime
+
+
+@dataclasses.dataclass(eq=False)
+class _LoopState:
+    """The subscription of one event loop."""
+
+    callbacks: list[BusCallback]
+    client: redis.asyncio.Redis
+    task: asyncio.Task[None] | None = None
+    up: bool = False
+    first_attempt: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+
+class RedisBus:
+    """A Bus over Redis pub/sub: ``kiln.App(url, bus=kiln.RedisBus())``."""
+
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        channel: str = "kiln",
+        *,
+        connect_timeout: float = 1.0,
+        health_check_interval: float = 2.0,
+        max_reconnect_delay: float = 2.0,
+    ) -> None:
+        import redis  # optional dependency: kiln-jobs[redis]
+
+        self.url = url
+        self.channel = channel
+        self._connect_timeout = connect_timeout
+        self._health = health_check_interval
+        self._max_delay = max_reconnect_delay
+        self._errors: tuple[type[BaseException], ...] = (*_DOWN, redis.RedisError)
+        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        self._sync: redis.Redis | None = None
+        self._sync_down_until = 0.0
+        self.publish_errors = 0
+        self.reconnects = 0
+
+    # connections -------------------------------------------------------------------
+    def _options(self) -> dict[str, Any]:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # no silent retries: a dropped connection must surface, so we can report it
+        return dict(
+            socket_connect_timeout=self._connect_timeout,
+            socket_timeout=max(self._connect_timeout, self._health * 2),
+            health_check_interval=self._health,
+            retry=Retry(NoBackoff(), 0),
+            client_name=f"kiln-bus-{self.channel}",
+        )
+
+    def _sync_client(self) -> redis.Redis:
+        if self._sync is None:
+            import redis
+
+            self._sync = redis.Redis.from_url(self.url, **self._options())
+        return self._sync
+
+    # publishing --------------------------------------------------------------------
+    async def publish(self, payload: str) -> None:
+        state = self._states.get(asyncio.get_running_loop())
+        if state is None:  # no connection of this loop's own: publish from a thread
+            await asyncio.to_thread(self.publish_sync, payload)
+            return
+        try:
+            await state.client.publish(self.channel, payload)
+        except self._errors as exc:
+            self._publish_failed(exc)
+
+    def publish_sync(self, payload: str) -> None:
+        # after a failure, skip publishing briefly rather than block callers again
+        if time.monotonic() < self._sync_down_until:
+            self.publish_errors += 1
+            return
+        try:
+            self._sync_client().publish(self.channel, payload)
+        except self._errors as exc:
+            self._sync_down_until = time.monotonic() + 0.5
+            self._publish_failed(exc)
+
+    def _publish_failed(self, exc: BaseException) -> None:
+        self.publish_errors += 1
+        log.debug("redis bus publish failed: %s", exc)
+
+    # subscribing -------------------------------------------------------------------
+    async def subscribe(self, callback: BusCallback) -> None:
+        """Deliver messages to ``callback`` on this loop; returns after the first
+        connection attempt, so ``connected()`` then tells how it went."""
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            client = redis.asyncio.Redis.from_url(self.url, **self._options())
+            state = _LoopState(callbacks=[], client=client)
+            self._states[loop] = state
+            state.task = loop.create_task(self._read(state), name="kiln-redis-bus")
+        state.callbacks.append(callback)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._connect_timeout + 1.0):
+                await state.first_attempt.wait()
+
+    async def unsubscribe(self, callback: BusCallback) -> None:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            return
+        state.callbacks = [c for c in state.callbacks if c is not callback]
+        if not state.callbacks:
+            del self._states[loop]
+            await self._close_state(state)
+
+    def connected(self) -> bool:
+        """Whether the subscription of the calling loop (or, outside one, any) is up."""
+        try:
+            state = self._states.get(asyncio.get_running_loop())
+        except RuntimeError:
+            state = None
+        if state is not None:
+            return state.up
+        return any(s.up for s in self._states.values())
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        state = self._states.pop(loop, None)
+        if state is not None:
+            await self._close_state(state)
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def _close_state(self, state: _LoopState) -> None:
+        task, state.task = state.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(*self._errors):
+            await state.client.aclose()
+
+    # the reader --------------------------------------------------------------------
+    async def _read(self, state: _LoopState) -> None:
+        delay = 0.05
+        while True:
+            pubsub = state.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                self._set_up(state, True)
+                delay = 0.05
+                while True:
+                    message = await pubsub.get_message(timeout=self._health)
+                    if message is not None and message.get("type") == "message":
+                        self._deliver(state, self.channel, _text(message["data"]))
+            except self._errors as exc:
+                if state.up:
+                    log.warning("redis bus lost its connection (%s); reconnecting", exc)
+                self._set_up(state, False)
+            finally:
+                with contextlib.suppress(*self._errors):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._max_delay)
+
+    def _set_up(self, state: _LoopState, up: bool) -> None:
+        changed = state.up != up
+        state.up = up
+        if up and changed and state.first_attempt.is_set():
+            self.reconnects += 1
+        if changed and state.first_attempt.is_set():
+            self._deliver(state, STATE, "up" if up else "down")
+        state.first_attempt.set()
+
+    def _deliver(self, state: _LoopState, channel: str, payload: str) -> None:
+        for callback in list(state.callbacks):
+            try:
+                callback(channel, payload)
+            except Exception:
+                log.exception("redis bus subscriber %r failed", callback)
+
+
+def _text(data: Any) -> str:
+    return data.decode() if isinstance(data, bytes) else str(data)

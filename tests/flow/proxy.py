@@ -1,0 +1,64 @@
+"""A TCP proxy on loopback that a test can cut and restore, to drop a connection to
+Redis or PostgreSQL without touching the shared server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class Proxy:
+    """Forwards 127.0.0.1:<port> to ``target``; ``cut()`` closes every connection and
+    refuses new ones until ``restore()``."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self._target = (target_host, target_port)
+        self._server: asyncio.Server | None = None
+        self._pipes: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+        for task in list(self._pipes):
+            task.cancel()
+        for task in list(self._pipes):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def restore(self) -> None:
+        await self.start()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._pipes.add(task)
+        try:
+            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+        finally:
+            self._pipes.discard(task)
+            for w in (writer, up_writer):
+                w.close()
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, RuntimeError):
+            writer.close()
