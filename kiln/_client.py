@@ -40,7 +40,7 @@ def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options:
     if known and spec is None:
         raise UnknownKindError(kind)
     v.check_json("args", args)
-    queue = options.get("queue") or (spec.queue if spec else "default")
+    queue = options["queue"] if "queue" in options else (spec.queue if spec else "default")
     v.check_name("queue", queue)
     metadata = dict(options.get("metadata") or {})
     v.check_json("metadata", metadata)

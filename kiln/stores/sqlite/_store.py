@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import sqlite3
 import threading
 import time
@@ -39,7 +40,12 @@ T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
 
 
-def connect(path: str, *, timeout: float = 30.0) -> sqlite3.Connection:
+def connect(path: str, *, timeout: float = 30.0, create: bool = False) -> sqlite3.Connection:
+    """Open ``path``; only ``create`` (migrations) may bring a new file into being."""
+    if not create and path != ":memory:" and not os.path.exists(path):
+        raise NotMigratedError(
+            "connect", f"SQLite database {path!r} does not exist: run `kiln migrate` first"
+        )
     try:
         conn = sqlite3.connect(
             path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -71,15 +77,19 @@ class SQLiteStore:
         self._queries = 0
 
     # lifecycle -----------------------------------------------------------------
-    async def open(self) -> None:
+    async def open(self, create: bool = False) -> None:
+        """Open the file; a missing file stays missing until ``migrate()`` creates it."""
         if self._conn is not None:
             return
-        self._executor = concurrent.futures.ThreadPoolExecutor(
+        if not create and not os.path.exists(self.path):
+            return  # operations raise NotMigratedError; migrate() creates the file
+        self._executor = self._executor or concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="kiln-sqlite"
         )
         loop = asyncio.get_running_loop()
         self._conn = await loop.run_in_executor(
-            self._executor, lambda: connect(self.path, timeout=self._busy_timeout)
+            self._executor,
+            lambda: connect(self.path, timeout=self._busy_timeout, create=create),
         )
 
     async def close(self) -> None:
@@ -91,9 +101,12 @@ class SQLiteStore:
 
     async def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._conn is None or self._executor is None:
-            await self.open()
+            await self.open(create=operation == "migrate")
         conn, executor = self._conn, self._executor
-        assert conn is not None and executor is not None
+        if conn is None or executor is None:
+            raise NotMigratedError(
+                operation, f"SQLite database {self.path!r} does not exist: run `kiln migrate`"
+            )
 
         def call() -> T:
             self._queries += 1
@@ -160,7 +173,9 @@ class SQLiteStore:
             return _ops.write(own, _ops.insert_jobs, jobs)
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
-                raise NotMigratedError("job_insert", "the kiln schema is missing") from exc
+                raise NotMigratedError(
+                    "job_insert", "the kiln schema is missing: run `kiln migrate`"
+                ) from exc
             raise StoreError("job_insert", str(exc)) from exc
 
     async def job_claim(
