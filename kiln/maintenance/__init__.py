@@ -25,4 +25,6 @@ def leader_services(ctx: ServerContext) -> list[Service]:
 
 def server_services(ctx: ServerContext) -> list[Service]:
     """Services every server runs (rate-limit admission)."""
-    return []
+    from kiln.maintenance.admitter import Admitter
+
+    return [Admitter(ctx)]

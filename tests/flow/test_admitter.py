@@ -1,0 +1,85 @@
+"""The Admitter's pass against the real stores: declared kind limits, grouped
+JobsAdmitted events with admission delays, local wake-ups, and its sleep."""
+
+from __future__ import annotations
+
+from kiln import EventHub, JobsAdmitted, JobState, NewJob, RateLimit, ServerConfig
+from kiln._context import ServerContext
+from kiln._kinds import make_kind
+from kiln.maintenance import server_services
+from kiln.maintenance.admitter import Admitter
+from kiln.stores import Store
+
+
+async def _noop(job: object) -> None:
+    return None
+
+
+def _context(store: Store, limit: RateLimit, woken: list[dict[str, int]]) -> ServerContext:
+    kinds = {
+        "a": make_kind("a", _noop, queue="q1", rate_limit=limit, rate_key="shared"),
+        "b": make_kind("b", _noop, queue="q2", rate_limit=limit, rate_key="shared"),
+        "free": make_kind("free", _noop),
+    }
+    return ServerContext(
+        store=store, config=ServerConfig(poll_interval=0.5), events=EventHub(), kinds=kinds,
+        server_id=lambda: "s1", leader_since=lambda: None, wake=woken.append,
+    )
+
+
+async def test_every_server_runs_an_admitter(store: Store) -> None:
+    ctx = _context(store, RateLimit(rate=1), [])
+    assert [type(s) for s in server_services(ctx)] == [Admitter]
+
+
+async def test_declares_kind_limits_then_admits_and_reports_delays(store: Store) -> None:
+    limit = RateLimit(rate=10, per=60, burst=4)
+    woken: list[dict[str, int]] = []
+    ctx = _context(store, limit, woken)
+    events: list[JobsAdmitted] = []
+    ctx.events.subscribe(lambda e: events.append(e) if isinstance(e, JobsAdmitted) else None)
+    # inserted by a client that does not know the limit: only the key is on the jobs
+    ids = await store.job_insert_many(
+        [NewJob(kind="a", args={}, queue="q1", rate_key="shared") for _ in range(3)]
+        + [NewJob(kind="b", args={}, queue="q2", rate_key="shared") for _ in range(3)]
+    )
+    assert (await store.jobs_admit("shared", 100)).admitted == []  # no limit known yet
+    admitter = Admitter(ctx)
+
+    counts = await admitter.run_once()
+
+    assert counts == {"admitted": 4}  # the bucket holds `burst` tokens at first
+    assert [(k, lim) for k, lim, _n in await store.rate_limit_list()] == [("shared", limit)]
+    assert [(e.key, e.queue, e.kind, len(e.delays)) for e in events] == [
+        ("shared", "q1", "a", 3), ("shared", "q2", "b", 1)
+    ]
+    assert all(0.0 <= d < 30.0 for e in events for d in e.delays)
+    assert woken == [{"q1": 3, "q2": 1}]
+    rows = [await store.job_get(i) for i in ids]
+    assert [r.state for r in rows if r] == [JobState.AVAILABLE] * 4 + [JobState.PENDING] * 2
+    first = rows[0]
+    assert first is not None and first.admitted_at is not None
+    assert abs((first.admitted_at - first.created_at).total_seconds() - events[0].delays[0]) < 1e-3
+    # more are pending but the bucket is empty: sleep until it refills, at most poll_interval
+    assert admitter.next_delay(counts) == 0.5
+
+    events.clear()
+    assert await admitter.run_once() == {"admitted": 0}
+    assert events == [] and woken == [{"q1": 3, "q2": 1}]
+
+
+async def test_sleeps_until_the_bucket_refills(store: Store) -> None:
+    woken: list[dict[str, int]] = []
+    ctx = _context(store, RateLimit(rate=10, per=1, burst=1), woken)
+    await store.job_insert_many([NewJob(kind="a", args={}, queue="q1", rate_key="shared")] * 3)
+    admitter = Admitter(ctx)
+    counts = await admitter.run_once()
+    assert counts == {"admitted": 1}
+    assert 0.0 < admitter.next_delay(counts) <= 0.1 + 1e-6  # one token every 100 ms
+
+
+async def test_nothing_pending_sleeps_poll_interval(store: Store) -> None:
+    admitter = Admitter(_context(store, RateLimit(rate=1), []))
+    counts = await admitter.run_once()
+    assert counts == {"admitted": 0}
+    assert 0.45 <= admitter.next_delay(counts) <= 0.55
