@@ -245,7 +245,7 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         finished = now if state in FINISHED_STATES else None
         error = None if r.error is None else dumps(r.error.to_json())
         cur = conn.execute(
-            "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = ?,"
+            "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
             " finished_at = ?, rescues = CASE WHEN ? THEN rescues + 1 ELSE 0 END,"
             " errors = CASE WHEN ? IS NULL THEN errors"
             "  ELSE json_insert(errors, '$[#]', json(?)) END,"
@@ -254,7 +254,8 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
             " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
             " RETURNING queue",
             (
-                state.value, attempt_delta(r), now + max(r.run_at_delay, 0.0), finished,
+                state.value, attempt_delta(r),
+                None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
                 r.rescued, error, error, state.value, r.job_id, r.server_id, r.attempt,
             ),
         ).fetchone()
@@ -343,9 +344,12 @@ def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
     where, params = _restrict(f, REQUEUEABLE)
     now = time.time()
     cur = conn.execute(
-        "UPDATE kiln_jobs SET state = CASE WHEN rate_key IS NULL THEN 'available'"
-        " ELSE 'pending' END,"
-        " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL, admitted_at = NULL,"
+        "UPDATE kiln_jobs SET state = CASE WHEN EXISTS (SELECT 1 FROM kiln_job_deps d"
+        " JOIN kiln_jobs o ON o.id = d.dep_id WHERE d.job_id = kiln_jobs.id"
+        " AND o.state != 'completed') THEN 'awaiting'"
+        " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+        # admitted_at stays: the admission window of the key must keep counting it
+        " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL,"
         f" server_id = NULL WHERE {where}",
         [now, *params],
     )

@@ -1,0 +1,128 @@
+"""Conformance: servers, the leader lease, rescue, sweep and prune."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kiln._job import JobFilter, JobState, Outcome
+from kiln.stores import Store
+from tests.stores.factories import claim, complete, insert, job, result, server
+
+
+async def test_register_list_heartbeat_deregister(store: Store) -> None:
+    await store.server_register(server("a", {"q": 3}))
+    await store.server_register(server("b"))
+    await store.server_register(server("a", {"q": 5}))  # re-registering replaces
+    servers = {s.id: s for s in await store.server_list()}
+    assert set(servers) == {"a", "b"} and servers["a"].queues == {"q": 5}
+    assert servers["a"].kinds == ["k"] and servers["a"].heartbeat_at is not None
+    assert servers["a"].heartbeat_age is not None and 0.0 <= servers["a"].heartbeat_age < 5
+    assert await store.server_heartbeat("a")
+    await store.server_deregister("a")
+    assert not await store.server_heartbeat("a")  # gone: the server must rejoin
+    assert [s.id for s in await store.server_list()] == ["b"]
+
+
+async def test_heartbeat_age_follows_the_database_clock(store: Store) -> None:
+    await store.server_register(server("a"))
+    await asyncio.sleep(0.2)
+    [before] = await store.server_list()
+    assert before.heartbeat_age is not None and before.heartbeat_age >= 0.15
+    await store.server_heartbeat("a")
+    [after] = await store.server_list()
+    assert after.heartbeat_age is not None and after.heartbeat_age < before.heartbeat_age
+
+
+async def test_leader_lease_is_exclusive_until_it_expires(store: Store) -> None:
+    assert await store.leader_get() is None
+    assert await store.leader_elect("a", 0.4)
+    assert not await store.leader_elect("b", 0.4)
+    assert await store.leader_elect("a", 0.4)  # renew
+    assert await store.leader_get() == "a"
+    await asyncio.sleep(0.5)
+    assert await store.leader_get() is None
+    assert await store.leader_elect("b", 5)
+    assert not await store.leader_elect("a", 5)
+    assert await store.leader_get() == "b"
+
+
+async def test_resign_and_deregister_give_up_the_lease(store: Store) -> None:
+    assert await store.leader_elect("a", 30)
+    await store.leader_resign("b")  # not the leader: nothing happens
+    assert await store.leader_get() == "a"
+    await store.leader_resign("a")
+    assert await store.leader_get() is None
+    assert await store.leader_elect("b", 30)
+    await store.server_deregister("b")
+    assert await store.leader_elect("a", 30)
+
+
+async def test_concurrent_elections_have_one_winner(store: Store, other_store: Store) -> None:
+    for round_ in range(3):
+        names = [f"r{round_}-{i}" for i in range(6)]
+        stores = [store, other_store] * 3
+        won = await asyncio.gather(*(s.leader_elect(n, 0.2) for s, n in zip(stores, names,
+                                                                             strict=True)))
+        assert sum(won) == 1
+        await asyncio.sleep(0.25)
+
+
+async def test_rescue_candidates_only_from_silent_servers(store: Store) -> None:
+    await store.server_register(server("dead"))
+    await store.server_register(server("alive"))
+    await store.job_insert_many([job(args={"i": i}) for i in range(3)])
+    [r1] = await claim(store, limit=1, server="dead")
+    [r2] = await claim(store, limit=1, server="alive")
+    [r3] = await claim(store, limit=1, server="never-registered")
+    assert await store.jobs_rescue_candidates(0.3, 10) == []
+    await asyncio.sleep(0.2)
+    await store.server_heartbeat("alive")
+    await asyncio.sleep(0.2)
+    await store.server_heartbeat("alive")
+    found = await store.jobs_rescue_candidates(0.3, 10)
+    assert sorted((c.job.id, c.dead_server_id) for c in found) == sorted(
+        [(r1.id, "dead"), (r3.id, "never-registered")]
+    )
+    assert all(c.job.state is JobState.RUNNING for c in found)
+    assert len(await store.jobs_rescue_candidates(0.3, 1)) == 1
+    # the rescuer's result, fenced like any other
+    applied = await store.job_results_apply(
+        [result(c.job, Outcome.RETRY, rescued=True, error="rescued") for c in found]
+    )
+    assert applied.applied == 2 and applied.released == {"q": 2}
+    assert await store.jobs_rescue_candidates(0.3, 10) == []
+    assert r2.server_id == "alive"
+
+
+async def test_sweep_removes_servers_silent_for_long(store: Store) -> None:
+    await store.server_register(server("old"))
+    await asyncio.sleep(0.25)
+    await store.server_register(server("new"))
+    assert await store.servers_sweep(0.2) == 1
+    assert [s.id for s in await store.server_list()] == ["new"]
+    assert await store.servers_sweep(0.2) == 0
+
+
+async def test_prune_is_bounded_by_limit_and_state(store: Store) -> None:
+    await store.job_insert_many([job(args={"i": i}) for i in range(5)])
+    rows = await claim(store, limit=5)
+    for row in rows[:4]:
+        await complete(store, row)
+    await store.job_results_apply([result(rows[4], Outcome.FAILED)])
+    assert await store.jobs_prune(JobState.COMPLETED, 60, 10) == 0  # not old enough
+    await asyncio.sleep(0.05)
+    assert await store.jobs_prune(JobState.COMPLETED, 0.01, 3) == 3
+    assert await store.jobs_prune(JobState.COMPLETED, 0.01, 3) == 1
+    assert await store.jobs_prune(JobState.COMPLETED, 0.01, 3) == 0
+    counts = {c.state: c.count for c in await store.job_counts()}
+    assert counts == {JobState.FAILED: 1}
+    assert await store.jobs_prune(JobState.FAILED, 0.01, 3) == 1
+
+
+async def test_prune_never_touches_unfinished_jobs(store: Store) -> None:
+    await insert(store, job(), job(delay=60))
+    await claim(store, limit=1)
+    await asyncio.sleep(0.05)
+    for state in JobState:
+        await store.jobs_prune(state, 0.0, 100)
+    assert await store.job_count(JobFilter()) == 2

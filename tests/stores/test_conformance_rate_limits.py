@@ -1,0 +1,80 @@
+"""Conformance: rate-limit declaration and admission."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from kiln._job import JobState, RateLimit
+from kiln.stores import Store
+from tests.stores.factories import claim, insert, job, state_of
+
+
+async def test_declare_and_list(store: Store) -> None:
+    await store.rate_limit_declare("r", RateLimit(rate=5, per=2.0, burst=1))
+    await store.rate_limit_declare("r", RateLimit(rate=5, per=2.0, burst=1))
+    await insert(store, job(rate_key="r"), job(rate_key="r"))
+    assert await store.rate_limit_list() == [("r", RateLimit(rate=5, per=2.0, burst=1), 2)]
+    await store.rate_limit_declare("r", RateLimit(rate=7, per=1.0))
+    assert await store.rate_limit_list() == [("r", RateLimit(rate=7, per=1.0, burst=0), 2)]
+
+
+async def test_insert_declares_the_limit_it_carries(store: Store) -> None:
+    await insert(store, job(rate_key="x", rate_limit=RateLimit(rate=3)))
+    assert await store.rate_limit_list() == [("x", RateLimit(rate=3), 1)]
+
+
+async def test_admit_makes_pending_jobs_claimable(store: Store) -> None:
+    limit = RateLimit(rate=10, per=1.0, burst=3)
+    ids = await insert(store, *(job(rate_key="r", rate_limit=limit) for _ in range(5)))
+    assert await store.rate_keys_pending() == ["r"]
+    assert await claim(store) == []
+    res = await store.jobs_admit("r", 100)
+    assert [a.job_id for a in res.admitted] == ids[:3]  # the bucket holds the burst
+    assert all(a.queue == "q" and a.kind == "k" and a.delay >= 0 for a in res.admitted)
+    assert res.next_at is not None and 0 < res.next_at <= 0.2
+    assert [await state_of(store, i) for i in ids] == ["available"] * 3 + ["pending"] * 2
+    row = await store.job_get(ids[0])
+    assert row is not None and row.admitted_at is not None
+    assert len(await claim(store)) == 3
+
+
+async def test_admit_without_a_declared_limit_or_pending_jobs(store: Store) -> None:
+    res = await store.jobs_admit("unknown", 10)
+    assert res.admitted == [] and res.next_at is None
+    await store.rate_limit_declare("r", RateLimit(rate=1))
+    res = await store.jobs_admit("r", 10)
+    assert res.admitted == [] and res.next_at is None
+
+
+async def test_pending_job_with_a_delay_waits_for_its_run_at(store: Store) -> None:
+    await insert(store, job(rate_key="r", rate_limit=RateLimit(rate=100), delay=60))
+    assert await store.rate_keys_pending() == []
+    assert (await store.jobs_admit("r", 10)).admitted == []
+
+
+def _max_in_window(times: list[datetime], per: float) -> int:
+    worst = 0
+    for end in times:
+        worst = max(worst, sum(1 for t in times if 0 <= (end - t).total_seconds() < per))
+    return worst
+
+
+async def test_no_window_admits_more_than_rate_plus_burst(store: Store, other_store: Store) -> None:
+    limit = RateLimit(rate=4, per=0.4, burst=2)
+    ids = await store.job_insert_many([job(rate_key="r", rate_limit=limit) for _ in range(40)])
+
+    async def admitter(s: Store) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 1.3
+        while loop.time() < deadline:
+            await s.jobs_admit("r", 50)
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(admitter(store), admitter(other_store), admitter(store))
+    rows = [await store.job_get(i) for i in ids]
+    times = sorted(r.admitted_at for r in rows if r is not None and r.admitted_at is not None)
+    assert len(times) >= 8  # admission kept going
+    assert _max_in_window(times, limit.per) <= limit.rate + limit.burst
+    pending = [r for r in rows if r is not None and r.state is JobState.PENDING]
+    assert len(pending) == 40 - len(times)
