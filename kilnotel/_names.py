@@ -170,8 +170,11 @@ JOBS_ENQUEUED = Metric(
 JOBS_CLAIMED = Metric(
     "kiln.jobs.claimed", "counter", "{job}", "Jobs claimed by this server", (QUEUE, KIND),
 )
-JOBS_COMPLETED = Metric(
-    "kiln.jobs.completed", "counter", "{job}",
+# Not "kiln.jobs.completed": that is the gauge of jobs in state completed, and one
+# name for a gauge and a counter is a conflict in OpenTelemetry and a duplicate
+# family (kiln_jobs_completed) in the OpenMetrics exposition.
+JOBS_FINISHED = Metric(
+    "kiln.jobs.finished", "counter", "{job}",
     "Attempts that ended on this server, by outcome (completed, retry, failed = failed "
     "for good, snoozed, cancelled, handed_back)",
     (QUEUE, KIND, OUTCOME),
@@ -245,7 +248,7 @@ METRICS: tuple[Metric, ...] = (
     CLAIM_DURATION,
     JOBS_ENQUEUED,
     JOBS_CLAIMED,
-    JOBS_COMPLETED,
+    JOBS_FINISHED,
     JOBS_RETRIED,
     JOBS_RESCUED,
     JOBS_HANDED_BACK,
@@ -273,7 +276,9 @@ def prometheus_names() -> frozenset[str]:
 
 # ------------------------------------------------------------------------- spans
 INSTRUMENTATION_SCOPE = "kilnotel"
-METADATA_KEY = "otel"  # job.metadata["otel"] = {"traceparent": ..., "tracestate": ...}
+# The producer's context goes into job.metadata under the propagator's own keys
+# (W3C: "traceparent", "tracestate"), like message headers.
+TRACE_CONTEXT_KEYS: tuple[str, ...] = ("traceparent", "tracestate")
 SPAN_SEND = "send {queue}"  # PRODUCER, at enqueue
 SPAN_PROCESS = "process {queue}"  # CONSUMER, one per attempt
 
@@ -283,10 +288,10 @@ MESSAGING_DESTINATION = "messaging.destination.name"
 MESSAGING_OPERATION_TYPE = "messaging.operation.type"
 MESSAGING_OPERATION_NAME = "messaging.operation.name"
 MESSAGING_MESSAGE_ID = "messaging.message.id"
-SPAN_KIND_ATTR = KIND
 SPAN_ATTEMPT = "kiln.job.attempt"
 SPAN_OUTCOME = "kiln.job.outcome"
-SPAN_RETRY_IN = "kiln.job.retry_in"
+SPAN_RETRY_IN = "kiln.job.retry_in"  # seconds, on the retry event
+SPAN_RESCUES = "kiln.job.rescues"  # rescues in a row, on the rescued event
 
 # span events
 EVENT_RETRY = "kiln.job.retry"  # attempt failed, scheduled again
