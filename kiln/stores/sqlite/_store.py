@@ -120,6 +120,10 @@ class SQLiteStore:
                         operation, f"the kiln schema is missing: run `kiln migrate` ({exc})"
                     ) from exc
                 raise StoreError(operation, str(exc)) from exc
+            except (sqlite3.Error, OverflowError) as exc:  # OverflowError: int beyond 64 bits
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(operation, str(exc)) from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
