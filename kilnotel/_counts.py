@@ -1,0 +1,105 @@
+"""The cache behind the jobs-by-state gauges: store counts, read in the background.
+
+Owns one server's cached ``store.job_counts()`` and ``store.queue_oldest_available()``
+and the rule for refreshing them. Observable callbacks run on the exporter's thread
+(a Prometheus scrape, a periodic reader): they must never query the database, so they
+read only what this cache holds. A refresh is one short task on the server's own
+event loop, started when the cache is older than ``ttl`` by the server's events
+(claims, heartbeats) or by a scrape; at most one runs at a time, so the database sees
+one counts query (plus one oldest-age query) per ``ttl`` whatever the number of
+scrapes. It never writes and never touches the server's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+
+from kiln.stores import Store
+
+log = logging.getLogger("kilnotel.counts")
+
+
+class CountsCache:
+    def __init__(
+        self, store: Store, ttl: float, queues: Iterable[str], alive: Callable[[], bool]
+    ) -> None:
+        if not ttl > 0:
+            raise ValueError(f"counts_ttl must be positive, got {ttl!r}")
+        self._store = store
+        self.ttl = ttl
+        self._alive = alive
+        # copy-on-write: the scrape thread iterates these while the loop replaces them
+        self.known: frozenset[str] = frozenset(queues)
+        self.counts: dict[tuple[str, str], int] = {}  # (state, queue) -> jobs
+        self.oldest: dict[str, float] = {}  # queue -> seconds
+        self.loaded = False
+        self.refreshed_at = -math.inf  # monotonic
+        self.refreshes = 0
+        self.errors = 0
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def add_queue(self, queue: str) -> None:
+        if queue not in self.known:
+            self.known = self.known | {queue}
+
+    @property
+    def stale(self) -> bool:
+        return time.monotonic() - self.refreshed_at >= self.ttl
+
+    def poke(self) -> None:
+        """On the server's loop: start a background refresh if the cache is stale."""
+        if self._task is not None or not self.stale or not self._alive():
+            return
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._refresh_once(), name="kilnotel-counts")
+
+    def poke_threadsafe(self) -> None:
+        """From any thread (a scrape): ask the server's loop to refresh if stale."""
+        loop = self._loop
+        if loop is None or self._task is not None or not self.stale or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self.poke)
+
+    async def refresh(self) -> None:
+        """Read the counts now (tests and the first scrape); two queries."""
+        counts = await self._store.job_counts()
+        oldest = await self._store.queue_oldest_available()
+        table = {(c.state.value, c.queue): c.count for c in counts}
+        seen = {c.queue for c in counts} | set(oldest)
+        if not seen <= self.known:
+            self.known = self.known | seen
+        self.counts = table
+        self.oldest = dict(oldest)
+        self.loaded = True
+        self.refreshed_at = time.monotonic()
+        self.refreshes += 1
+
+    async def _refresh_once(self) -> None:
+        try:
+            await self.refresh()
+        except Exception as exc:  # a store error must not escape a background task
+            self.errors += 1
+            self.refreshed_at = time.monotonic()  # wait a ttl before trying again
+            log.warning("kilnotel: reading job counts failed: %s", exc)
+        finally:
+            self._task = None
+
+    def by_queue(self, state: str) -> list[tuple[str, int]]:
+        """Jobs in ``state`` for every known queue, zero-filled; empty until loaded."""
+        if not self.loaded:
+            return []
+        counts = self.counts
+        return [(q, counts.get((state, q), 0)) for q in sorted(self.known)]
+
+    def oldest_by_queue(self) -> list[tuple[str, float]]:
+        if not self.loaded:
+            return []
+        oldest = self.oldest
+        return [(q, oldest.get(q, 0.0)) for q in sorted(self.known)]

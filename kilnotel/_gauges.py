@@ -1,0 +1,154 @@
+"""Observable instruments: jobs by state, oldest available age and the server gauges.
+
+Owns the callbacks the exporter calls on its own thread. They read only memory: the
+CountsCache of each observed server and the server's in-process state (healthy(),
+is_leader, pools, stats()); they never query the database and never block.
+
+One GaugeSet per MeterProvider, since an observable instrument registered twice on a
+meter keeps its first callback. Several servers observed through one provider (two
+servers in a process) are merged: database counts and ages by ``max`` (each server
+reads the same database), running and concurrency and pending results by ``sum``,
+healthy by ``min``, leader and heartbeat age by ``max``.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from kiln import Server
+from kilnotel import _names as n
+from kilnotel._counts import CountsCache
+from kilnotel._instruments import Callback, observable
+
+log = logging.getLogger("kilnotel.gauges")
+
+
+class ServerSource:
+    """One observed server, as the gauges see it. Holds the server weakly."""
+
+    def __init__(self, server: Server, counts: CountsCache) -> None:
+        self._server = weakref.ref(server)
+        self.counts = counts
+        self.notifier_up: bool | None = None  # None: this server has no notifier
+        self.closed = False
+
+    @property
+    def server(self) -> Server | None:
+        return None if self.closed else self._server()
+
+
+def _queue_attrs(queue: str, cache: dict[str, dict[str, str]]) -> dict[str, str]:
+    attrs = cache.get(queue)
+    if attrs is None:
+        attrs = cache[queue] = {n.QUEUE: queue}
+    return attrs
+
+
+class GaugeSet:
+    def __init__(self, meter: Meter) -> None:
+        self._sources: list[ServerSource] = []
+        self._attrs: dict[str, dict[str, str]] = {}
+        for state, metric in n.JOBS_BY_STATE.items():
+            observable(meter, metric, self._state_callback(state))
+        observable(meter, n.QUEUE_OLDEST_AVAILABLE_AGE, self._oldest)
+        observable(meter, n.SERVER_HEALTHY, self._scalar(_healthy, min))
+        observable(meter, n.SERVER_LEADER, self._scalar(lambda s: int(s.is_leader), max))
+        observable(meter, n.SERVER_RESULTS_PENDING,
+                   self._scalar(lambda s: s.stats()["results_pending"], sum))
+        observable(meter, n.SERVER_HEARTBEAT_AGE,
+                   self._scalar(lambda s: s.stats()["heartbeat_age"], max))
+        observable(meter, n.SERVER_RUNNING, self._per_queue(lambda s: _pools(s, "running")))
+        observable(meter, n.SERVER_CONCURRENCY,
+                   self._per_queue(lambda s: _pools(s, "concurrency")))
+        observable(meter, n.NOTIFIER_UP, self._notifier)
+        observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
+
+    def add(self, source: ServerSource) -> None:
+        self._sources = [*self._sources, source]
+
+    def discard(self, source: ServerSource) -> None:
+        self._sources = [s for s in self._sources if s is not source]
+
+    def _servers(self) -> Iterator[tuple[ServerSource, Server]]:
+        for source in self._sources:
+            server = source.server
+            if server is not None:
+                yield source, server
+
+    def _state_callback(self, state: str) -> Callback:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            merged: dict[str, int] = {}
+            for source, _server in self._servers():
+                source.counts.poke_threadsafe()
+                for queue, count in source.counts.by_queue(state):
+                    merged[queue] = max(merged.get(queue, count), count)
+            return [Observation(c, _queue_attrs(q, self._attrs)) for q, c in merged.items()]
+
+        return observe
+
+    def _oldest(self, options: CallbackOptions) -> Iterable[Observation]:
+        merged: dict[str, float] = {}
+        for source, _server in self._servers():
+            for queue, age in source.counts.oldest_by_queue():
+                merged[queue] = max(merged.get(queue, age), age)
+        return [Observation(a, _queue_attrs(q, self._attrs)) for q, a in merged.items()]
+
+    def _scalar(
+        self, read: Callable[[Server], Any], combine: Callable[[list[float]], float]
+    ) -> Callback:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            values: list[float] = []
+            for _source, server in self._servers():
+                try:
+                    value = read(server)
+                except Exception:  # a server mid-start or mid-stop: skip it this time
+                    log.debug("kilnotel: reading a server gauge failed", exc_info=True)
+                    continue
+                if value is not None:
+                    values.append(float(value))
+            return [Observation(combine(values))] if values else []
+
+        return observe
+
+    def _per_queue(self, read: Callable[[Server], dict[str, int]]) -> Callback:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            merged: dict[str, int] = {}
+            for _source, server in self._servers():
+                for queue, value in read(server).items():
+                    merged[queue] = merged.get(queue, 0) + value
+            return [Observation(v, _queue_attrs(q, self._attrs)) for q, v in merged.items()]
+
+        return observe
+
+    def _notifier(self, options: CallbackOptions) -> Iterable[Observation]:
+        ups = [s.notifier_up for s, _ in self._servers() if s.notifier_up is not None]
+        return [Observation(int(min(ups)))] if ups else []
+
+
+def _healthy(server: Server) -> int:
+    return int(bool(server.healthy()))
+
+
+def _pools(server: Server, field: str) -> dict[str, int]:
+    pools = dict(server.pools)  # empty until the server starts
+    if not pools:
+        return {q: (c if field == "concurrency" else 0) for q, c in server.queues.items()}
+    if field == "concurrency":
+        return {q: p.concurrency for q, p in pools.items()}
+    return {q: len(p.running) for q, p in pools.items()}
+
+
+_SETS: weakref.WeakKeyDictionary[Any, GaugeSet] = weakref.WeakKeyDictionary()
+
+
+def gauge_set(provider: Any, meter: Meter) -> GaugeSet:
+    """The GaugeSet of ``provider``, registering its instruments on first use."""
+    found = _SETS.get(provider)
+    if found is None:
+        found = _SETS[provider] = GaugeSet(meter)
+    return found

@@ -1,0 +1,160 @@
+"""``observe(server)``, ``observe_app(app)``, ``observe_client(client)``: the wiring.
+
+Owns what ties kiln's seams (event hubs, execution middleware, enqueue hooks) to
+OpenTelemetry providers, and the Observer handle that undoes it. Providers default to
+the global ones (``opentelemetry.metrics.get_meter_provider()`` and
+``opentelemetry.trace.get_tracer_provider()``), so an application that configures
+OpenTelemetry itself (OTLP through the standard OTEL_* environment variables, say)
+needs no more than ``kilnotel.observe(server)``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+
+from kiln import App, Client, Server, __version__
+from kilnotel import _names as n
+from kilnotel._counts import CountsCache
+from kilnotel._gauges import GaugeSet, ServerSource, gauge_set
+from kilnotel._metrics import EventMetrics
+from kilnotel._tracing import TraceParent, Tracing
+
+_REGISTRIES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_OBSERVED: weakref.WeakKeyDictionary[Server, Observer] = weakref.WeakKeyDictionary()
+
+
+def remember_registry(provider: Any, registry: Any) -> None:
+    """Record the Prometheus registry behind ``provider`` (see prometheus_provider())."""
+    _REGISTRIES[provider] = registry
+
+
+def observer_of(server: Server) -> Observer | None:
+    return _OBSERVED.get(server)
+
+
+class Observer:
+    """What one observe call set up. ``close()`` detaches it (idempotent).
+
+    Instruments cannot be removed from a meter: after close the counters stop moving
+    and this server's gauges stop reporting.
+    """
+
+    def __init__(
+        self,
+        meter_provider: Any,
+        undo: list[Callable[[], None]],
+        counts: CountsCache | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
+        self.meter_provider = meter_provider
+        self.registry = _REGISTRIES.get(meter_provider)  # a CollectorRegistry, or None
+        self.counts = counts
+        self.tracing = tracing
+        self._undo = undo
+
+    async def refresh_counts(self) -> None:
+        """Read the state counts now, on the server's loop (the cache otherwise refreshes
+        itself every counts_ttl)."""
+        if self.counts is not None:
+            await self.counts.refresh()
+
+    def close(self) -> None:
+        undo, self._undo = self._undo, []
+        for fn in undo:
+            fn()
+        if self.tracing is not None:
+            self.tracing.enabled = False
+
+
+def _meter(provider: MeterProvider | None) -> tuple[Any, Any]:
+    provider = provider or otel_metrics.get_meter_provider()
+    return provider, provider.get_meter(n.INSTRUMENTATION_SCOPE, __version__)
+
+
+def _tracing(provider: TracerProvider | None, trace_parent: TraceParent) -> Tracing:
+    provider = provider or trace.get_tracer_provider()
+    return Tracing(provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__), trace_parent)
+
+
+def observe(
+    server: Server,
+    meter_provider: MeterProvider | None = None,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    counts_ttl: float = 5.0,
+    traces: bool = True,
+    trace_parent: TraceParent = "link",
+) -> Observer:
+    """Metrics and spans for ``server``; call before ``server.run()``.
+
+    Registers the jobs-by-state gauges (cached store counts, refreshed at most every
+    ``counts_ttl`` seconds in the background), the server gauges, the counters and
+    histograms fed by the server's events, and, with ``traces``, a ``process {queue}``
+    span around every attempt.
+    """
+    provider, meter = _meter(meter_provider)
+    server_ref = weakref.ref(server)
+
+    def alive() -> bool:
+        s = server_ref()
+        return s is not None and s.stats()["state"] not in ("stopping", "stopped")
+
+    counts = CountsCache(server.store, counts_ttl, server.queues, alive)
+    source = ServerSource(server, counts)
+    gauges: GaugeSet = gauge_set(provider, meter)
+    gauges.add(source)
+    undo: list[Callable[[], None]] = [
+        lambda: gauges.discard(source),
+        server.events.subscribe(EventMetrics(meter, counts, source)),
+    ]
+    tracing = None
+    if traces:
+        tracing = _tracing(tracer_provider, trace_parent)
+        server.use(tracing.middleware)
+        undo.append(server.events.subscribe(tracing.on_event))
+    observer = Observer(provider, undo, counts, tracing)
+    _OBSERVED[server] = observer
+    return observer
+
+
+def observe_client(
+    client: Client | App,
+    meter_provider: MeterProvider | None = None,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    traces: bool = True,
+) -> Observer:
+    """Enqueue counters and ``send {queue}`` spans for a Client, or for every client of
+    an App (``observe_app``). Observe an App or its clients, not both: counts double."""
+    provider, meter = _meter(meter_provider)
+    undo = [client.events.subscribe(EventMetrics(meter))]
+    tracing = None
+    if traces:
+        tracing = _tracing(tracer_provider, "link")
+        hooks = client.enqueue_hooks if isinstance(client, App) else None
+        if hooks is not None:
+            hook = tracing.enqueue_hook
+            hooks.append(hook)
+            undo.append(lambda: hooks.remove(hook) if hook in hooks else None)
+        else:
+            assert isinstance(client, Client)
+            client.add_enqueue_hook(tracing.enqueue_hook)
+    return Observer(provider, undo, None, tracing)
+
+
+def observe_app(
+    app: App,
+    meter_provider: MeterProvider | None = None,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    traces: bool = True,
+) -> Observer:
+    """``observe_client`` for every client the App hands out (sync and async)."""
+    return observe_client(app, meter_provider, tracer_provider, traces=traces)

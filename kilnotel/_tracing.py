@@ -1,0 +1,153 @@
+"""Spans: a producer span per enqueued job and a consumer span per attempt.
+
+Owns the enqueue hook (``send {queue}``, PRODUCER), which injects the W3C context
+(``traceparent``/``tracestate``, through the globally configured propagator) into the
+job's metadata, and the execution middleware plus JobFinished subscriber that make
+the ``process {queue}`` CONSUMER span of each attempt: started around the handler
+(so the handler's own spans are its children, in sync handlers too, since the
+executor copies the context into the thread), ended when the executor reports the
+attempt's outcome. The consumer span links to the producer context by default, as
+the messaging conventions advise; ``trace_parent="parent"`` makes it a child instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+
+from kiln import Event, Fenced, Job, JobFinished, JobRow, NewJob, Outcome
+from kilnotel import _names as n
+
+log = logging.getLogger("kilnotel.tracing")
+
+TraceParent = Literal["link", "parent"]
+Next = Callable[[], Awaitable[Any]]
+Finisher = Callable[[int | None, BaseException | None], None]
+_ERROR_OUTCOMES = frozenset({Outcome.RETRY, Outcome.FAILED})
+_OUTCOME_EVENTS = {
+    Outcome.RETRY: n.EVENT_RETRY,
+    Outcome.SNOOZED: n.EVENT_SNOOZED,
+    Outcome.HANDED_BACK: n.EVENT_HANDED_BACK,
+}
+
+
+class Tracing:
+    def __init__(self, tracer: Tracer, trace_parent: TraceParent = "link") -> None:
+        if trace_parent not in ("link", "parent"):
+            raise ValueError(f"trace_parent must be 'link' or 'parent', got {trace_parent!r}")
+        self._tracer = tracer
+        self._parent = trace_parent == "parent"
+        self._open: dict[tuple[int, int], Span] = {}
+        self.enabled = True
+
+    # producer -----------------------------------------------------------------------
+    def enqueue_hook(self, job: NewJob) -> Finisher | None:
+        """Start ``send {queue}`` and store its context in the job's metadata."""
+        if not self.enabled:
+            return None
+        span = self._tracer.start_span(
+            n.SPAN_SEND.format(queue=job.queue), kind=SpanKind.PRODUCER,
+            attributes={
+                n.MESSAGING_SYSTEM: n.MESSAGING_SYSTEM_VALUE,
+                n.MESSAGING_DESTINATION: job.queue,
+                n.MESSAGING_OPERATION_TYPE: "send",
+                n.MESSAGING_OPERATION_NAME: "send",
+                n.KIND: job.kind,
+            },
+        )
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        job.metadata.update(carrier)
+
+        def finish(job_id: int | None, error: BaseException | None) -> None:
+            if job_id is not None:
+                span.set_attribute(n.MESSAGING_MESSAGE_ID, str(job_id))
+            if error is not None:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            span.end()
+
+        return finish
+
+    # consumer -----------------------------------------------------------------------
+    async def middleware(self, job: Job, call_next: Next) -> Any:
+        """Wraps the handler: the attempt's span is current while it runs."""
+        if not self.enabled:
+            return await call_next()
+        row = job.row
+        span = self._start(row)
+        self._open[(row.id, row.attempt)] = span
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            return await call_next()
+        finally:
+            otel_context.detach(token)
+
+    def _start(self, row: JobRow) -> Span:
+        producer = _extract(row.metadata)
+        span_context = trace.get_current_span(producer).get_span_context()
+        links = None
+        if not self._parent and span_context.is_valid:
+            links = [Link(span_context)]
+        span = self._tracer.start_span(
+            n.SPAN_PROCESS.format(queue=row.queue),
+            context=producer if self._parent else None,
+            kind=SpanKind.CONSUMER,
+            links=links,
+            attributes={
+                n.MESSAGING_SYSTEM: n.MESSAGING_SYSTEM_VALUE,
+                n.MESSAGING_DESTINATION: row.queue,
+                n.MESSAGING_OPERATION_TYPE: "process",
+                n.MESSAGING_OPERATION_NAME: "process",
+                n.MESSAGING_MESSAGE_ID: str(row.id),
+                n.KIND: row.kind,
+                n.SPAN_ATTEMPT: row.attempt,
+            },
+        )
+        if row.rescues:
+            # the previous attempt was lost with its server and rescued by the leader
+            span.add_event(n.EVENT_RESCUED, {n.SPAN_RESCUES: row.rescues})
+        return span
+
+    def on_event(self, event: Event) -> None:
+        """Inline subscriber: ends the span of an attempt when its outcome is known."""
+        if type(event) is JobFinished:
+            self._finish(event)
+        elif type(event) is Fenced:
+            self._abandon(f"fenced: {event.reason}")
+
+    def _finish(self, e: JobFinished) -> None:
+        span = self._open.pop((e.job.id, e.job.attempt), None)
+        if span is None:
+            return
+        outcome = e.outcome
+        span.set_attribute(n.SPAN_OUTCOME, outcome.value)
+        name = _OUTCOME_EVENTS.get(outcome)
+        if name is not None:
+            attrs = {n.SPAN_RETRY_IN: e.retry_in} if e.retry_in is not None else None
+            span.add_event(name, attrs)
+        if e.error is not None and outcome in _ERROR_OUTCOMES:
+            span.record_exception(e.error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(e.error).__name__}: {e.error}"))
+        span.end()
+
+    def _abandon(self, reason: str) -> None:
+        """A fenced server cancels its jobs without results: end their spans here."""
+        spans, self._open = self._open, {}
+        for span in spans.values():
+            span.set_status(Status(StatusCode.ERROR, reason))
+            span.end()
+
+
+def _extract(metadata: dict[str, Any]) -> Context:
+    try:
+        return propagate.extract(metadata)
+    except Exception:  # a user's own non-string "traceparent" must not break the job
+        log.debug("kilnotel: unreadable trace context in job metadata", exc_info=True)
+        return Context()
