@@ -1,0 +1,33 @@
+"""Run one worker process of tests.flow.app.
+
+Usage: python -m tests.flow.run_worker QUEUE=N [CONFIG_JSON]
+Prints ``READY <server id>`` once running and ``STATS <json>`` after ``run()`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import kiln
+from kiln._server import run_in_new_loop
+from tests.flow.app import app
+
+
+async def main(queue: str, config: dict[str, float]) -> None:
+    name, _, concurrency = queue.partition("=")
+    server = app.server({name: int(concurrency or 10)}, kiln.ServerConfig(**config))
+    task = asyncio.create_task(server.run())
+    while server.stats()["state"] != "running":
+        if task.done():
+            await task
+        await asyncio.sleep(0.01)
+    print(f"READY {server.id}", flush=True)
+    await task
+    stats = {k: v for k, v in server.stats().items() if isinstance(v, int | float | str | bool)}
+    print(f"STATS {json.dumps(stats)}", flush=True)
+
+
+if __name__ == "__main__":
+    run_in_new_loop(main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}))
