@@ -83,10 +83,10 @@ class Elector:
         self.is_leader = False
         self.leader_since = None
         self.changes += 1
-        for service in reversed(self._services):
-            await service.stop()
         log.info("server %s is no longer leader", self._held_as)
         self._events.emit(LeaderChanged(server_id=self._held_as, is_leader=False))
+        # at once and together: one service stuck in a slow store call delays no other
+        await asyncio.gather(*(service.stop() for service in self._services))
 
     async def _attempt(self) -> None:
         sent = time.monotonic()
@@ -95,6 +95,11 @@ class Elector:
                 held = await self._store.leader_elect(self._server_id(), self._ttl)
         except (KilnError, OSError, TimeoutError) as exc:
             self._events.emit(StoreFailed(operation="leader_elect", error=exc))
+            return
+        if held and time.monotonic() >= sent + self._ttl - self._margin:
+            # the answer came too late to act on; the next attempt renews the lease
+            log.warning("leader_elect answered after %.1fs: not acting on it",
+                        time.monotonic() - sent)
             return
         if held:
             self._lease_until = sent + self._ttl
@@ -105,17 +110,41 @@ class Elector:
         elif self.is_leader:
             await self._lose()
 
+    @property
+    def _margin(self) -> float:
+        return min(1.0, self._ttl / 6)
+
+    async def _expire(self) -> bool:
+        """Give up the duties once the lease may have run out in the database."""
+        if self.is_leader and time.monotonic() > self._lease_until - self._margin:
+            log.warning("server %s could not renew its lease in time", self._held_as)
+            await self._lose()
+            return True
+        return False
+
+    async def _watch(self) -> None:
+        """Run one attempt; a store call that hangs must not keep the duties running
+        past the lease (a driver may take seconds to give up a cancelled query)."""
+        check = min(0.1, self._ttl / 30)
+        attempt = asyncio.ensure_future(self._attempt())
+        try:
+            while not attempt.done():
+                await asyncio.wait({attempt}, timeout=check)
+                await self._expire()
+        finally:
+            if not attempt.done():
+                attempt.cancel()
+
     async def _loop(self) -> None:
         renew = self._ttl / 3
         while True:
             if self._may_lead():
-                await self._attempt()
+                await self._watch()
             elif self.is_leader:
                 await self._lose()
             deadline = time.monotonic() + renew * random.uniform(0.8, 1.0)
             while time.monotonic() < deadline:
                 await asyncio.sleep(min(0.1, renew / 10))
                 # the lease runs out in the database at lease_until at the latest
-                if self.is_leader and time.monotonic() > self._lease_until - min(1.0, renew / 2):
-                    await self._lose()
+                if await self._expire():
                     break

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-from kiln._config import ServerConfig
+from kiln._config import ServerConfig, seconds
 from kiln._errors import KilnError
 from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
 from kiln._job import ServerInfo
@@ -62,8 +62,9 @@ class Heartbeater:
         return time.monotonic() - self.last_ok
 
     async def register(self) -> None:
+        sent = time.monotonic()
         await self._store.server_register(self.info)
-        self.last_ok = time.monotonic()
+        self.last_ok = sent
 
     async def start(self) -> None:
         if self._task is None:
@@ -78,7 +79,7 @@ class Heartbeater:
 
     async def _beat(self) -> bool:
         sent = time.monotonic()
-        interval = float(self._config.heartbeat_interval)
+        interval = seconds(self._config.heartbeat_interval)
         try:
             async with asyncio.timeout(interval):
                 if self.fenced is not None:
@@ -119,7 +120,7 @@ class Heartbeater:
         await self._on_fence(reason)
 
     async def _loop(self) -> None:
-        interval = float(self._config.heartbeat_interval)
+        interval = seconds(self._config.heartbeat_interval)
         check = min(interval / 4, 0.25)
         next_beat = time.monotonic() + interval
         while True:

@@ -1,0 +1,135 @@
+"""One worker process of the cluster tests: ``python -m tests.cluster.worker SPEC_JSON``.
+
+SPEC: url, label, log (a JSON-lines file every worker appends to), status (a JSON
+file this worker rewrites every 0.1 s with its health and stats), queues, config
+(ServerConfig fields), schedules (App.schedule keyword arguments) and gate (true: wrap
+the store in a Gate that SIGUSR1 closes and SIGUSR2 opens).
+
+Every line of the log has t (unix time), pid, label, ev and the event's fields, so a
+test can order what all the workers did on one clock (they share a host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import kiln
+from kiln._server import run_in_new_loop
+from tests.cluster.gate import GatedStore
+
+
+class Log:
+    def __init__(self, path: str, label: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._label = label
+
+    def __call__(self, ev: str, **fields: Any) -> None:
+        line = {"t": time.time(), "pid": os.getpid(), "label": self._label, "ev": ev, **fields}
+        os.write(self._fd, (json.dumps(line, default=str) + "\n").encode())  # O_APPEND: atomic
+
+
+def build_app(url: str, log: Log) -> kiln.App:
+    app = kiln.App(url)
+
+    @app.job("work", queue="work")
+    async def work(job: kiln.Job) -> None:
+        """Sleeps ``seconds``, or until the file ``until`` exists (bounded: 120 s)."""
+        log("start", job=job.id, attempt=job.attempt)
+        try:
+            if "until" in job.args:
+                for _ in range(6000):
+                    if os.path.exists(job.args["until"]):
+                        break
+                    await asyncio.sleep(0.02)
+            else:
+                await asyncio.sleep(float(job.args.get("seconds", 0)))
+        except asyncio.CancelledError:
+            log("cancelled", job=job.id, attempt=job.attempt)
+            raise
+        log("finish", job=job.id, attempt=job.attempt)
+
+    @app.job("crash", queue="crash")
+    def crash(job: kiln.Job) -> None:
+        log("start", job=job.id, attempt=job.attempt)
+        if job.attempt <= int(job.args["die_attempts"]):
+            log("suicide", job=job.id, attempt=job.attempt)
+            os.kill(os.getpid(), signal.SIGKILL)
+        log("finish", job=job.id, attempt=job.attempt)
+
+    @app.job("tick", queue="ticks")
+    async def tick(job: kiln.Job) -> None:
+        log("tick", job=job.id, slot=job.metadata.get("kiln.slot"))
+
+    return app
+
+
+def subscribe(server: kiln.Server, log: Log) -> None:
+    def on_event(event: kiln.Event) -> None:
+        if isinstance(event, kiln.LeaderChanged):
+            log("leader", server=event.server_id, is_leader=event.is_leader)
+        elif isinstance(event, kiln.JobRescued):
+            log("rescued", job=event.job.id, attempt=event.job.attempt,
+                dead=event.dead_server_id, outcome=event.outcome.value)
+        elif isinstance(event, kiln.Fenced):
+            log("fenced", server=event.server_id, reason=event.reason)
+        elif isinstance(event, kiln.JobFinished):
+            log("result", job=event.job.id, attempt=event.job.attempt,
+                outcome=event.outcome.value)
+
+    server.events.subscribe(on_event)
+
+
+async def report(server: kiln.Server, path: str) -> None:
+    tmp = f"{path}.tmp"
+    while True:
+        health = server.healthy()
+        stats = server.stats()
+        with open(tmp, "w") as f:
+            json.dump({"t": time.time(), "id": server.id, "health": health.as_dict(),
+                       "stats": stats}, f, default=str)
+        os.replace(tmp, path)
+        await asyncio.sleep(0.1)
+
+
+async def main(spec: dict[str, Any]) -> None:
+    log = Log(spec["log"], spec["label"])
+    app = build_app(spec["url"], log)
+    for schedule in spec.get("schedules", []):
+        app.schedule(**schedule)
+    store = app.new_store()
+    if spec.get("gate"):
+        gated = GatedStore(store)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, lambda: (gated.cut(), log("cut")))
+        loop.add_signal_handler(signal.SIGUSR2, lambda: (gated.restore(), log("restored")))
+        store = gated  # type: ignore[assignment]
+    server = kiln.Server(
+        store, app.kinds, spec["queues"], kiln.ServerConfig(**spec["config"]),
+        recurring=app.recurring,
+    )
+    subscribe(server, log)
+    run = asyncio.create_task(server.run())
+    while server.stats()["state"] != "running":
+        if run.done():
+            await run
+        await asyncio.sleep(0.01)
+    log("ready", server=server.id)
+    reporter = asyncio.create_task(report(server, spec["status"]))
+    try:
+        await run
+    finally:
+        reporter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reporter
+    log("stopped", server=server.id)
+
+
+if __name__ == "__main__":
+    run_in_new_loop(main(json.loads(sys.argv[1])))
