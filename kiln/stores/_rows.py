@@ -12,8 +12,11 @@ from typing import Any
 from kiln._job import AttemptError, JobResult, JobState, NewJob, Outcome
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)  # one encoder: json.dumps builds one per call
 
 
 def loads(value: Any) -> Any:

