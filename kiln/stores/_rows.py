@@ -11,7 +11,6 @@ from typing import Any
 
 from kiln._job import AttemptError, JobResult, JobState, NewJob, Outcome
 
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
