@@ -129,3 +129,32 @@ async def test_insert_of_many_jobs(store: Store) -> None:
     assert len(set(ids)) == 2_000
     counts = {(c.queue, c.state): c.count for c in await store.job_counts()}
     assert counts == {(f"q{i}", JobState.AVAILABLE): n for i, n in enumerate((667, 667, 666))}
+
+
+async def test_mixed_batch_keeps_input_order(store: Store) -> None:
+    from kiln._job import RateLimit
+
+    [dep] = await insert(store, job(kind="dep"))
+    batch = [job(args={"i": 0}), job(args={"i": 1}, depends_on=[dep]),
+             job(args={"i": 2}, rate_key="r", rate_limit=RateLimit(rate=1)),
+             job(args={"i": 3}, delay=30), job(args={"i": 4}, queue="other", priority=-1)]
+    ids = await store.job_insert_many(batch)
+    rows = [await store.job_get(i) for i in ids]
+    assert [r.args["i"] for r in rows if r is not None] == [0, 1, 2, 3, 4]
+    assert [r.state.value for r in rows if r is not None] == [
+        "available", "awaiting", "pending", "scheduled", "available"]
+
+
+async def test_naive_run_at_is_utc(store: Store) -> None:
+    now = await store.now()
+    naive = (now + timedelta(hours=2)).replace(tzinfo=None) - (now.utcoffset() or timedelta())
+    [job_id] = await insert(store, job(run_at=naive))
+    row = await store.job_get(job_id)
+    assert row is not None and abs((row.run_at - now).total_seconds() - 7200) < 5
+
+
+async def test_now_is_the_database_clock(store: Store) -> None:
+    from datetime import UTC, datetime
+
+    now = await store.now()
+    assert now.tzinfo is not None and abs((now - datetime.now(UTC)).total_seconds()) < 5

@@ -74,6 +74,8 @@ class SQLiteStore:
         self._conn: sqlite3.Connection | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._sync_local = threading.local()
+        self._sync_conns: list[sqlite3.Connection] = []  # every thread's, closed by close()
+        self._sync_lock = threading.Lock()
         self._queries = 0
 
     # lifecycle -----------------------------------------------------------------
@@ -95,6 +97,11 @@ class SQLiteStore:
     async def close(self) -> None:
         conn, executor = self._conn, self._executor
         self._conn = self._executor = None
+        with self._sync_lock:
+            sync_conns, self._sync_conns = self._sync_conns, []
+        self._sync_local = threading.local()
+        for own in sync_conns:
+            own.close()
         if conn is not None and executor is not None:
             await asyncio.get_running_loop().run_in_executor(executor, conn.close)
             executor.shutdown(wait=True)
@@ -173,6 +180,8 @@ class SQLiteStore:
         if own is None:
             own = connect(self.path, timeout=self._busy_timeout)
             self._sync_local.conn = own
+            with self._sync_lock:
+                self._sync_conns.append(own)
         try:
             return _ops.write(own, _ops.insert_jobs, jobs)
         except sqlite3.OperationalError as exc:
