@@ -1,0 +1,178 @@
+"""MySQL/MariaDB plans for the admin side of jobs: get, list, count, requeue, cancel,
+delete, dependents, and the cheap aggregates behind gauges.
+
+Owns these statements only. MySQL refuses a subquery on the table an UPDATE or DELETE
+changes, so bulk operations lock the matching ids first, then change them by id in
+the same transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln.stores.mysql._jobs import (
+    JOB_COLS,
+    NOW,
+    lock_dependents,
+    release_dependents,
+    row_to_job,
+)
+from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step
+
+REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available"]
+CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
+DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
+CHUNK = 1000  # ids per statement in bulk operations
+
+
+def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.states:
+        clauses.append(f"state IN ({marks(len(f.states))})")
+        params.extend(s.value for s in f.states)
+    if allowed is not None:
+        clauses.append(f"state IN ({marks(len(allowed))})")
+        params.extend(allowed)
+    if f.queue is not None:
+        clauses.append("queue = %s")
+        params.append(f.queue)
+    if f.kind is not None:
+        clauses.append("kind = %s")
+        params.append(f.kind)
+    if f.error_contains:
+        clauses.append("LOCATE(LOWER(%s), LOWER(CAST(errors AS CHAR))) > 0")
+        params.append(f.error_contains)
+    if f.ids:
+        clauses.append(f"id IN ({marks(len(f.ids))})")
+        params.extend(f.ids)
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+def chunks(ids: list[int]) -> list[list[int]]:
+    return [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
+
+
+def get(job_id: int) -> Plan[JobRow | None]:
+    out = yield step(
+        Stmt(f"SELECT {JOB_COLS} FROM kiln_jobs WHERE id = %s", (job_id,)),
+        Stmt("SELECT dep_id FROM kiln_job_deps WHERE job_id = %s ORDER BY dep_id", (job_id,)),
+        last=True,
+    )
+    if not out[0].rows:
+        return None
+    return row_to_job(out[0].rows[0], [int(r[0]) for r in out[1].rows])
+
+
+def list_jobs(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[JobRow]]:
+    cond, params = where(f)
+    if before_id is not None:
+        cond += " AND id < %s"
+        params.append(before_id)
+    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id DESC LIMIT %s"
+    out = yield one(sql, *params, limit)
+    return [row_to_job(r) for r in out[0].rows]
+
+
+def count(f: JobFilter) -> Plan[int]:
+    cond, params = where(f)
+    out = yield one(f"SELECT COUNT(*) FROM kiln_jobs WHERE {cond}", *params)
+    return int(out[0].rows[0][0])
+
+
+def _blocked(ids: list[int]) -> Stmt:
+    return Stmt(
+        "SELECT DISTINCT d.job_id FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+        f" WHERE d.job_id IN ({marks(len(ids))}) AND o.state <> 'completed'",
+        ids,
+    )
+
+
+def requeue(f: JobFilter) -> Plan[int]:
+    """Back to the queue with a full retry budget; ``awaiting`` again while a
+    dependency is not complete, ``pending`` when rate limited."""
+    cond, params = where(f, REQUEUEABLE)
+    out = yield step(
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        begin=True,
+    )
+    ids = [int(r[0]) for r in out[0].rows]
+    for part in chunks(ids):
+        blocked = (yield step(_blocked(part)))[0]
+        waiting = {int(r[0]) for r in blocked.rows}
+        yield step(Stmt(
+            "UPDATE kiln_jobs SET state = CASE WHEN id IN"
+            f" ({marks(len(waiting)) if waiting else 'NULL'}) THEN 'awaiting'"
+            " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+            f" attempt = 0, rescues = 0, run_at = {NOW}, finished_at = NULL, server_id = NULL"
+            f" WHERE id IN ({marks(len(part))})",
+            (*sorted(waiting), *part),
+        ))
+    return len(ids)
+
+
+def cancel(f: JobFilter) -> Plan[int]:
+    cond, params = where(f, CANCELLABLE)
+    out = yield step(
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        begin=True,
+    )
+    ids = [int(r[0]) for r in out[0].rows]
+    for part in chunks(ids):
+        yield step(Stmt(
+            f"UPDATE kiln_jobs SET state = 'cancelled', finished_at = {NOW}"
+            f" WHERE id IN ({marks(len(part))})",
+            part,
+        ))
+    return len(ids)
+
+
+def delete(f: JobFilter) -> Plan[int]:
+    """Delete, then release what waited only on the deleted jobs."""
+    cond, params = where(f, DELETABLE)
+    out = yield step(
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        begin=True,
+    )
+    ids = [int(r[0]) for r in out[0].rows]
+    for part in chunks(ids):
+        m = marks(len(part))
+        res = yield step(
+            Stmt(f"DELETE FROM kiln_jobs WHERE id IN ({m})", part),
+            Stmt(f"DELETE FROM kiln_job_deps WHERE job_id IN ({m})", part),
+            *lock_dependents(part),
+        )
+        update, _ = release_dependents(res[2], res[3])
+        stmts = [Stmt(f"DELETE FROM kiln_job_deps WHERE dep_id IN ({m})", part)]
+        if update is not None:
+            stmts.insert(0, update)
+        yield step(*stmts)
+    return len(ids)
+
+
+def dependents(job_id: int) -> Plan[list[int]]:
+    out = yield one("SELECT job_id FROM kiln_job_deps WHERE dep_id = %s ORDER BY job_id", job_id)
+    return [int(r[0]) for r in out[0].rows]
+
+
+def state_counts() -> Plan[list[StateCount]]:
+    out = yield one("SELECT queue, state, COUNT(*) FROM kiln_jobs GROUP BY state, queue")
+    return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in out[0].rows]
+
+
+def oldest_available() -> Plan[dict[str, float]]:
+    out = yield one(
+        f"SELECT queue, GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), {NOW}), 0)"
+        " FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+    )
+    return {r[0]: int(r[1]) / 1_000_000 for r in out[0].rows}
+
+
+def throughput(since: float) -> Plan[dict[str, int]]:
+    out = yield one(
+        "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
+        f" 'cancelled') AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY state",
+        micros(since),
+    )
+    return {r[0]: int(r[1]) for r in out[0].rows}

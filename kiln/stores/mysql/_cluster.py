@@ -1,0 +1,286 @@
+"""MySQL/MariaDB plans for servers, the leader lease, rescue, sweep, prune, rate-limit
+admission, recurring-job slots and the audit log.
+
+Owns these statements only. Every age and deadline is computed against the database
+clock (``UTC_TIMESTAMP(6)``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from kiln._job import (
+    Admission,
+    AdmitResult,
+    AuditEntry,
+    JobState,
+    NewJob,
+    RateLimit,
+    RescueCandidate,
+    ServerInfo,
+)
+from kiln.stores._admission import plan as admission_plan
+from kiln.stores._rows import dumps, epoch, loads
+from kiln.stores.mysql._jobs import J_COLS, NOW, insert, rate_limit_stmt, row_to_job
+from kiln.stores.mysql._plan import (
+    Plan,
+    Stmt,
+    from_db,
+    from_db_required,
+    marks,
+    micros,
+    one,
+    step,
+    to_db,
+)
+
+
+# servers and leader ------------------------------------------------------------------
+def server_register(info: ServerInfo) -> Plan[None]:
+    yield one(
+        "REPLACE INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
+        f" heartbeat_at) VALUES (%s, %s, %s, %s, %s, %s, %s, {NOW})",
+        info.id, info.host, info.pid, dumps(info.queues), dumps(info.kinds), info.version,
+        to_db(info.started_at),
+    )
+
+
+def server_heartbeat(server_id: str) -> Plan[bool]:
+    # heartbeat_at always moves (microseconds), so "changed rows" is "matched rows"
+    out = yield one(f"UPDATE kiln_servers SET heartbeat_at = {NOW} WHERE id = %s", server_id)
+    return out[0].rowcount == 1
+
+
+def server_deregister(server_id: str) -> Plan[None]:
+    yield step(
+        Stmt("DELETE FROM kiln_servers WHERE id = %s", (server_id,)),
+        Stmt("DELETE FROM kiln_leader WHERE server_id = %s", (server_id,)),
+        begin=True, last=True,
+    )
+
+
+def server_list() -> Plan[list[ServerInfo]]:
+    out = yield one(
+        "SELECT id, host, pid, queues, kinds, version, started_at, heartbeat_at,"
+        f" GREATEST(TIMESTAMPDIFF(MICROSECOND, heartbeat_at, {NOW}), 0)"
+        " FROM kiln_servers ORDER BY started_at"
+    )
+    return [
+        ServerInfo(
+            id=r[0], host=r[1], pid=r[2], queues=loads(r[3]), kinds=loads(r[4]), version=r[5],
+            started_at=from_db_required(r[6]), heartbeat_at=from_db(r[7]),
+            heartbeat_age=int(r[8]) / 1_000_000,
+        )
+        for r in out[0].rows
+    ]
+
+
+def leader_elect(server_id: str, ttl: float) -> Plan[bool]:
+    # ON DUPLICATE KEY UPDATE assigns left to right and later expressions see earlier
+    # assignments: server_id changes first (kept, or taken over from an expired lease),
+    # then the lease is extended only if it is now ours.
+    out = yield step(
+        Stmt(
+            "INSERT INTO kiln_leader (name, server_id, expires_at)"
+            f" VALUES ('default', %s, {NOW} + INTERVAL %s MICROSECOND)"
+            " ON DUPLICATE KEY UPDATE"
+            f" server_id = IF(server_id = VALUES(server_id) OR expires_at < {NOW},"
+            " VALUES(server_id), server_id),"
+            " expires_at = IF(server_id = VALUES(server_id), VALUES(expires_at), expires_at)",
+            (server_id, micros(ttl)),
+        ),
+        Stmt("SELECT server_id FROM kiln_leader WHERE name = 'default'"),
+        begin=True, last=True,
+    )
+    rows = out[1].rows
+    return bool(rows) and rows[0][0] == server_id
+
+
+def leader_resign(server_id: str) -> Plan[None]:
+    yield one("DELETE FROM kiln_leader WHERE server_id = %s", server_id)
+
+
+def leader_get() -> Plan[str | None]:
+    out = yield one(
+        f"SELECT server_id FROM kiln_leader WHERE name = 'default' AND expires_at >= {NOW}"
+    )
+    return None if not out[0].rows else str(out[0].rows[0][0])
+
+
+def rescue_candidates(dead_after: float, limit: int) -> Plan[list[RescueCandidate]]:
+    cutoff = f"{NOW} - INTERVAL %s MICROSECOND"
+    out = yield one(
+        f"SELECT {J_COLS} FROM kiln_jobs j LEFT JOIN kiln_servers s ON s.id = j.server_id"
+        f" WHERE j.state = 'running' AND (s.id IS NULL OR s.heartbeat_at < {cutoff})"
+        f" AND j.attempted_at < {cutoff} ORDER BY j.id LIMIT %s",
+        micros(dead_after), micros(dead_after), limit,
+    )
+    return [
+        RescueCandidate(job=row_to_job(r), dead_server_id=r[18]) for r in out[0].rows
+    ]
+
+
+def sweep(dead_for: float) -> Plan[int]:
+    out = yield one(
+        f"DELETE FROM kiln_servers WHERE heartbeat_at < {NOW} - INTERVAL %s MICROSECOND",
+        micros(dead_for),
+    )
+    return out[0].rowcount
+
+
+def prune(state: JobState, older_than: float, limit: int) -> Plan[int]:
+    out = yield step(
+        Stmt(
+            "SELECT id FROM kiln_jobs WHERE state = %s"
+            f" AND finished_at < {NOW} - INTERVAL %s MICROSECOND"
+            " ORDER BY finished_at LIMIT %s FOR UPDATE SKIP LOCKED",
+            (state.value, micros(older_than), limit),
+        ),
+        begin=True,
+    )
+    ids = [int(r[0]) for r in out[0].rows]
+    if ids:
+        m = marks(len(ids))
+        yield step(
+            Stmt(f"DELETE FROM kiln_jobs WHERE id IN ({m})", ids),
+            Stmt(f"DELETE FROM kiln_job_deps WHERE job_id IN ({m})", ids),
+            last=True,
+        )
+    return len(ids)
+
+
+# rate limits -------------------------------------------------------------------------
+def rate_limit_declare(key: str, limit: RateLimit) -> Plan[None]:
+    yield step(rate_limit_stmt({key: limit}), last=True)
+
+
+def rate_keys_pending() -> Plan[list[str]]:
+    out = yield one(
+        "SELECT DISTINCT rate_key FROM kiln_jobs WHERE state = 'pending'"
+        f" AND run_at <= {NOW}"
+    )
+    return [str(r[0]) for r in out[0].rows]
+
+
+def admit(key: str, max_batch: int) -> Plan[AdmitResult]:
+    """Admit what the key's bucket and window allow, under the key's row lock.
+
+    The clock is read after the lock: ``SET @kiln_now`` is a statement of its own that
+    runs once the locking SELECT before it has returned, i.e. after any wait for
+    another admitter. (UTC_TIMESTAMP/NOW are fixed at the start of the statement that
+    calls them, so reading the clock inside the locking statement itself would give the
+    time before the wait; SYSDATE(6) would not, but it is not UTC and escapes the
+    one-time-per-statement guarantee.) Every later statement uses @kiln_now.
+    """
+    now_sql = "CAST(@kiln_now AS DATETIME(6))"
+    out = yield step(
+        Stmt(
+            "SELECT rate, per, burst, tokens, updated_at FROM kiln_rate_limits"
+            " WHERE `key` = %s FOR UPDATE",
+            (key,),
+        ),
+        Stmt(f"SET @kiln_now = {NOW}"),
+        Stmt(
+            f"SELECT {now_sql}, COUNT(j.id), MIN(j.admitted_at) FROM kiln_rate_limits r"
+            " LEFT JOIN kiln_jobs j ON j.rate_key = r.`key` AND j.admitted_at >"
+            f" {now_sql} - INTERVAL ROUND(r.per * 1000000) MICROSECOND WHERE r.`key` = %s",
+            (key,),
+        ),
+        Stmt(
+            "SELECT id, queue, kind, created_at FROM kiln_jobs WHERE state = 'pending'"
+            f" AND rate_key = %s AND run_at <= {now_sql} ORDER BY priority, run_at, id"
+            " LIMIT %s FOR UPDATE",
+            (key, max_batch),
+        ),
+        Stmt(
+            "SELECT EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'pending' AND rate_key = %s"
+            f" AND run_at > {now_sql})",
+            (key,),
+        ),
+        begin=True,
+    )
+    if not out[0].rows:
+        return AdmitResult(admitted=[], next_at=None)
+    rate, per, burst, tokens, updated_at = out[0].rows[0]
+    now: datetime = out[2].rows[0][0]
+    in_window, oldest = int(out[2].rows[0][1]), out[2].rows[0][2]
+    pending, later = out[3].rows, bool(out[4].rows[0][0])
+    decision = admission_plan(
+        RateLimit(rate=rate, per=per, burst=burst), tokens, epoch(updated_at), epoch(now),
+        in_window, len(pending), None if oldest is None else epoch(oldest),
+    )
+    chosen = pending[: decision.admit]
+    stmts = [Stmt(
+        "UPDATE kiln_rate_limits SET tokens = %s, updated_at = %s WHERE `key` = %s",
+        (decision.tokens, now, key),
+    )]
+    if chosen:
+        ids = [r[0] for r in chosen]
+        stmts.insert(0, Stmt(
+            "UPDATE kiln_jobs SET state = 'available', admitted_at = %s, run_at = %s"
+            f" WHERE id IN ({marks(len(ids))})",
+            (now, now, *ids),
+        ))
+    yield step(*stmts, last=True)
+    admitted = [
+        Admission(job_id=int(r[0]), queue=r[1], kind=r[2],
+                  delay=max(epoch(now) - epoch(r[3]), 0.0))
+        for r in chosen
+    ]
+    more = len(pending) > len(chosen) or later
+    return AdmitResult(admitted=admitted, next_at=decision.next_at if more else None)
+
+
+def rate_limit_list() -> Plan[list[tuple[str, RateLimit, int]]]:
+    out = yield one(
+        "SELECT r.`key`, r.rate, r.per, r.burst, (SELECT COUNT(*) FROM kiln_jobs j"
+        " WHERE j.state = 'pending' AND j.rate_key = r.`key`) FROM kiln_rate_limits r"
+        " ORDER BY r.`key`"
+    )
+    return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in out[0].rows]
+
+
+# recurring jobs and audit --------------------------------------------------------------
+def cron_enqueue(name: str, slot: datetime, job: NewJob, returning: bool) -> Plan[int | None]:
+    """Claim slot ``slot`` of ``name`` (new row, or a later slot than the stored one) and
+    insert the job in the same transaction. IGNORE only skips the duplicate key here:
+    every value is of the column's type."""
+    at = to_db(slot)
+    out = yield step(
+        Stmt("INSERT IGNORE INTO kiln_cron (name, last_slot) VALUES (%s, %s)", (name, at)),
+        begin=True,
+    )
+    if out[0].rowcount != 1:
+        moved = yield step(Stmt(
+            "UPDATE kiln_cron SET last_slot = %s WHERE name = %s AND last_slot < %s",
+            (at, name, at),
+        ))
+        if moved[0].rowcount != 1:
+            return None
+    ids = yield from insert([job], returning)
+    return ids[0]
+
+
+def cron_last_slot(name: str) -> Plan[datetime | None]:
+    out = yield one("SELECT last_slot FROM kiln_cron WHERE name = %s", name)
+    return None if not out[0].rows else from_db(out[0].rows[0][0])
+
+
+def audit_record(actor: str, action: str, n: int, detail: dict[str, Any]) -> Plan[None]:
+    yield one(
+        f"INSERT INTO kiln_audit (at, actor, action, count, detail) VALUES ({NOW}, %s, %s, %s, %s)",
+        actor, action, n, dumps(detail),
+    )
+
+
+def audit_list(limit: int) -> Plan[list[AuditEntry]]:
+    out = yield one(
+        "SELECT id, at, actor, action, count, detail FROM kiln_audit ORDER BY id DESC LIMIT %s",
+        limit,
+    )
+    return [
+        AuditEntry(id=int(r[0]), at=from_db_required(r[1]), actor=r[2], action=r[3],
+                   count=int(r[4]), detail=loads(r[5]) or {})
+        for r in out[0].rows
+    ]

@@ -1,0 +1,346 @@
+"""MySQL/MariaDB plans for jobs: insert, claim, results, checkpoints and release.
+
+Owns these statements and nothing else; the store runs the plans (see _plan).
+Time is always the database's: ``UTC_TIMESTAMP(6)`` in SQL, never the process clock.
+MySQL evaluates it once per statement, so every use inside one statement agrees, and a
+later statement of the same round trip reads a later time.
+
+Dependencies and concurrency: a job is released when it is ``awaiting`` and all its
+dependencies are completed. Two transactions completing the two dependencies of one
+job must not both miss the release, so a release first locks the candidate
+dependents (FOR UPDATE) and checks them in a following statement which, at READ
+COMMITTED, sees whatever the other transaction committed before it let go of the
+lock. An insert locks the dependencies it checks (LOCK IN SHARE MODE) for the same
+reason. MariaDB has no UPDATE ... RETURNING, so writes that must report rows lock and
+read them first, then update them by primary key in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
+from kiln.stores._protocol import ApplyResult, ReleaseResult
+from kiln.stores._rows import attempt_delta, dumps, errors_from, loads, next_state
+from kiln.stores.mysql._plan import (
+    Plan,
+    Result,
+    Row,
+    Step,
+    Stmt,
+    from_db,
+    from_db_required,
+    marks,
+    micros,
+    one,
+    step,
+    to_db,
+)
+
+COLUMNS = (
+    "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
+    "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues",
+)
+JOB_COLS = ", ".join(COLUMNS)
+J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
+NOW = "UTC_TIMESTAMP(6)"
+RELEASE_CAP = 10_000  # scheduled jobs released per call; the next call takes the rest
+FINISHED = ("completed", "failed", "cancelled")
+
+
+def row_to_job(row: Row, depends_on: list[int] | None = None) -> JobRow:
+    return JobRow(
+        id=int(row[0]), queue=row[1], kind=row[2], state=JobState(row[3]), args=loads(row[4]),
+        params=loads(row[5]) or {}, metadata=loads(row[6]) or {}, priority=row[7],
+        run_at=from_db_required(row[8]), attempt=row[9], max_attempts=row[10],
+        timeout=row[11], backoff=loads(row[12]), errors=errors_from(row[13]),
+        created_at=from_db_required(row[14]), admitted_at=from_db(row[15]),
+        attempted_at=from_db(row[16]), finished_at=from_db(row[17]), server_id=row[18],
+        rate_key=row[19], rescues=row[20], depends_on=depends_on or [],
+    )
+
+
+# insert ------------------------------------------------------------------------------
+_RUN_AT = f"COALESCE(%s, {NOW} + INTERVAL %s MICROSECOND)"
+_VALUES = (
+    f"(%s, %s, CASE WHEN %s THEN 'awaiting' WHEN %s IS NOT NULL THEN 'pending'"
+    f" WHEN {_RUN_AT} > {NOW} THEN 'scheduled' ELSE 'available' END,"
+    f" %s, '{{}}', %s, %s, {_RUN_AT}, %s, %s, %s, '[]', {NOW}, %s)"
+)
+_INSERT = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, priority, run_at,"
+    " max_attempts, timeout, backoff, errors, created_at, rate_key) VALUES "
+)
+RATE_LIMIT_DECLARE = (
+    "INSERT INTO kiln_rate_limits (`key`, rate, per, burst, tokens, updated_at) VALUES {rows}"
+    " ON DUPLICATE KEY UPDATE rate = VALUES(rate), per = VALUES(per), burst = VALUES(burst)"
+)
+
+
+def _values(job: NewJob, unmet: bool) -> list[Any]:
+    run_at = None if job.run_at is None else to_db(job.run_at)
+    delay = micros(max(job.delay, 0.0))
+    return [
+        job.queue, job.kind, unmet, job.rate_key, run_at, delay, dumps(job.args),
+        dumps(job.metadata) if job.metadata else "{}", job.priority, run_at, delay,
+        job.max_attempts, job.timeout, None if job.backoff is None else dumps(job.backoff),
+        job.rate_key,
+    ]
+
+
+def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:
+    keys = sorted(limits)  # one lock order for every caller
+    params: list[Any] = []
+    for k in keys:
+        lim = limits[k]
+        params.extend((k, lim.rate, lim.per, lim.burst, float(max(lim.burst, 1))))
+    rows = ", ".join([f"(%s, %s, %s, %s, %s, {NOW})"] * len(keys))
+    return Stmt(RATE_LIMIT_DECLARE.format(rows=rows), params)
+
+
+def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
+    """Insert ``jobs``; ids in input order. ``returning``: the server has INSERT ...
+    RETURNING (MariaDB), so the batch is one statement; MySQL 8 inserts row by row and
+    reads each LAST_INSERT_ID, since its interleaved auto-increment mode does not
+    promise consecutive ids within a multi-row insert."""
+    if not jobs:
+        return []
+    limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
+    deps = sorted({int(d) for j in jobs for d in j.depends_on})
+    pre: list[Stmt] = []
+    if limits:
+        pre.append(rate_limit_stmt(limits))
+    if deps:
+        pre.append(Stmt(
+            f"SELECT id FROM kiln_jobs WHERE id IN ({marks(len(deps))}) AND state <> 'completed'"
+            " ORDER BY id LOCK IN SHARE MODE", deps,
+        ))
+    unmet: set[int] = set()
+    if pre:
+        out = yield step(*pre, begin=True)
+        if deps:
+            unmet = {int(r[0]) for r in out[-1].rows}
+    values = [_values(j, any(int(d) in unmet for d in j.depends_on)) for j in jobs]
+    if returning:
+        sql = _INSERT + ", ".join([_VALUES] * len(jobs)) + " RETURNING id"
+        ins: tuple[Stmt, ...] = (Stmt(sql, [p for v in values for p in v]),)
+    else:
+        ins = tuple(Stmt(_INSERT + _VALUES, v) for v in values)
+    out = yield Step(ins, begin=bool(pre) or len(ins) > 1, last=not deps)
+    ids = [int(r[0]) for r in out[0].rows] if returning else [int(r.lastrowid or 0) for r in out]
+    edges = [(i, int(d)) for i, job in zip(ids, jobs, strict=True) for d in job.depends_on]
+    if edges:
+        yield one(
+            "INSERT INTO kiln_job_deps (job_id, dep_id) VALUES "
+            + ", ".join(["(%s, %s)"] * len(edges))
+            + " ON DUPLICATE KEY UPDATE dep_id = dep_id",
+            *[x for e in edges for x in e],
+        )
+    return ids
+
+
+# claim -------------------------------------------------------------------------------
+def claim(
+    queue: str, kinds: Sequence[str], limit: int, server_id: str, probe: bool
+) -> Plan[list[JobRow]]:
+    """Lock up to ``limit`` available jobs skipping locked ones, then mark them running:
+    two round trips. ``probe``: the queue looked empty last time, so first ask (without
+    a transaction, one statement) whether anything is there at all."""
+    if not kinds or limit <= 0:
+        return []
+    where = f"state = 'available' AND queue = %s AND kind IN ({marks(len(kinds))})"
+    if probe:
+        found = yield one(f"SELECT 1 FROM kiln_jobs WHERE {where} LIMIT 1", queue, *kinds)
+        if not found[0].rows:
+            return []
+    out = yield step(
+        Stmt(
+            f"SELECT {JOB_COLS}, {NOW} FROM kiln_jobs WHERE {where}"
+            " ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (queue, *kinds, limit),
+        ),
+        begin=True,
+    )
+    rows = out[0].rows
+    if not rows:
+        return []
+    now: datetime = rows[0][-1]
+    ids = [r[0] for r in rows]
+    yield step(
+        Stmt(
+            "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = %s,"
+            f" server_id = %s WHERE id IN ({marks(len(ids))})",
+            (now, server_id, *ids),
+        ),
+        last=True,
+    )
+    jobs = []
+    for r in rows:
+        job = row_to_job(r[:-1])
+        job.state = JobState.RUNNING
+        job.attempt += 1
+        job.attempted_at = from_db_required(now)
+        job.server_id = server_id
+        jobs.append(job)
+    return jobs
+
+
+# results -----------------------------------------------------------------------------
+def _result_stmt(r: JobResult) -> Stmt:
+    state = next_state(r)
+    sets = ["state = %s", "attempt = attempt + %s"]
+    params: list[Any] = [state.value, attempt_delta(r)]
+    if state in (JobState.SCHEDULED, JobState.AVAILABLE):
+        sets.append(f"run_at = {NOW} + INTERVAL %s MICROSECOND")
+        params.append(micros(max(r.run_at_delay, 0.0)))
+    if state.value in FINISHED:
+        sets.append(f"finished_at = {NOW}")
+    else:
+        sets.append("finished_at = NULL")
+        sets.append("server_id = NULL")  # the claimer stays on a finished job only
+    sets.append("rescues = rescues + 1" if r.rescued else "rescues = 0")
+    if r.error is not None:
+        sets.append("errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%s, '$'))")
+        params.append(dumps(r.error.to_json()))
+    # the fence is evaluated on the row before any SET: MySQL applies SETs left to right
+    # but WHERE sees the old row
+    return Stmt(
+        f"UPDATE kiln_jobs SET {', '.join(sets)}"
+        " WHERE id = %s AND state = 'running' AND server_id = %s AND attempt = %s",
+        (*params, r.job_id, r.server_id, r.attempt),
+    )
+
+
+def lock_dependents(dep_ids: Sequence[int]) -> tuple[Stmt, Stmt]:
+    """Lock the awaiting dependents of ``dep_ids``, then list those still blocked."""
+    sub = f"SELECT job_id FROM kiln_job_deps WHERE dep_id IN ({marks(len(dep_ids))})"
+    lock = Stmt(
+        f"SELECT j.id, j.queue, j.rate_key IS NOT NULL, j.run_at > {NOW}, {NOW}"
+        f" FROM kiln_jobs j WHERE j.state = 'awaiting' AND j.id IN ({sub})"
+        " ORDER BY j.id FOR UPDATE",
+        list(dep_ids),
+    )
+    blocked = Stmt(
+        "SELECT DISTINCT d.job_id FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+        f" WHERE d.job_id IN ({sub}) AND o.state <> 'completed'",
+        list(dep_ids),
+    )
+    return lock, blocked
+
+
+def release_dependents(locked: Result, blocked: Result) -> tuple[Stmt | None, dict[str, int]]:
+    """The UPDATE that releases the unblocked locked dependents, and the queues that
+    get available jobs from it."""
+    stuck = {int(r[0]) for r in blocked.rows}
+    free = [r for r in locked.rows if int(r[0]) not in stuck]
+    if not free:
+        return None, {}
+    now = free[0][4]
+    released: dict[str, int] = {}
+    for r in free:
+        if not r[2] and not r[3]:
+            released[r[1]] = released.get(r[1], 0) + 1
+    ids = [r[0] for r in free]
+    stmt = Stmt(
+        "UPDATE kiln_jobs SET state = CASE WHEN rate_key IS NOT NULL THEN 'pending'"
+        " WHEN run_at > %s THEN 'scheduled' ELSE 'available' END, run_at = GREATEST(run_at, %s)"
+        f" WHERE id IN ({marks(len(ids))}) AND state = 'awaiting'",
+        (now, now, *ids),
+    )
+    return stmt, released
+
+
+def merge(into: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    for queue, n in more.items():
+        into[queue] = into.get(queue, 0) + n
+    return into
+
+
+def results_apply(results: Sequence[JobResult]) -> Plan[ApplyResult]:
+    """One round trip for the results (two when completions release dependents)."""
+    if not results:
+        return ApplyResult(applied=0, released={})
+    ordered = sorted(results, key=lambda r: r.job_id)  # one lock order
+    stmts = [_result_stmt(r) for r in ordered]
+    back = [r.job_id for r in ordered if next_state(r) is JobState.AVAILABLE]
+    if back:
+        stmts.append(Stmt(
+            f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(back))})", back
+        ))
+    completed = [r.job_id for r in ordered if r.outcome is Outcome.COMPLETED]
+    if completed:
+        stmts.extend(lock_dependents(completed))
+    out = yield Step(tuple(stmts), begin=True, last=not completed)
+    applied = {r.job_id for r, res in zip(ordered, out, strict=False) if res.rowcount == 1}
+    released: dict[str, int] = {}
+    if back:
+        for job_id, queue in out[len(ordered)].rows:
+            if int(job_id) in applied:
+                released[queue] = released.get(queue, 0) + 1
+    if completed:
+        update, freed = release_dependents(out[-2], out[-1])
+        if update is not None:
+            yield step(update, last=True)
+            merge(released, freed)
+    return ApplyResult(applied=len(applied), released=released)
+
+
+def param_set(job_id: int, server_id: str, attempt: int, name: str, value: Any) -> Plan[bool]:
+    # The fenced SELECT decides, not the UPDATE's row count: without CLIENT_FOUND_ROWS
+    # MySQL counts changed rows, and writing an unchanged value changes none.
+    fence = "id = %s AND state = 'running' AND server_id = %s AND attempt = %s"
+    out = yield step(
+        Stmt(f"SELECT 1 FROM kiln_jobs WHERE {fence} FOR UPDATE", (job_id, server_id, attempt)),
+        Stmt(
+            "UPDATE kiln_jobs SET params = JSON_SET(params, CONCAT('$.', JSON_QUOTE(%s)),"
+            f" JSON_EXTRACT(%s, '$')) WHERE {fence}",
+            (name, dumps(value), job_id, server_id, attempt),
+        ),
+        begin=True, last=True,
+    )
+    return bool(out[0].rows)
+
+
+# release of scheduled jobs -------------------------------------------------------------
+_NEXT_DUE = (
+    f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(run_at)) FROM kiln_jobs"
+    " WHERE state = 'scheduled'"
+)
+
+
+def _next_at(result: Result) -> float | None:
+    value = result.rows[0][0] if result.rows else None
+    return None if value is None else max(int(value) / 1_000_000, 0.0)
+
+
+def release_due() -> Plan[ReleaseResult]:
+    """Idle, this is one indexed statement outside any transaction; only when a job is
+    due does it lock (skipping rows another releaser holds) and update."""
+    first = yield one(_NEXT_DUE)
+    nxt = _next_at(first[0])
+    if nxt is None or nxt > 0:
+        return ReleaseResult(released={}, next_at=nxt)
+    out = yield step(
+        Stmt(
+            f"SELECT id, queue FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= {NOW}"
+            f" ORDER BY run_at LIMIT {RELEASE_CAP} FOR UPDATE SKIP LOCKED"
+        ),
+        begin=True,
+    )
+    rows = out[0].rows
+    if not rows:
+        return ReleaseResult(released={}, next_at=0.0)
+    ids = [r[0] for r in rows]
+    done = yield step(
+        Stmt(f"UPDATE kiln_jobs SET state = 'available' WHERE id IN ({marks(len(ids))})", ids),
+        Stmt(_NEXT_DUE),
+        last=True,
+    )
+    released: dict[str, int] = {}
+    for _id, queue in rows:
+        released[queue] = released.get(queue, 0) + 1
+    nxt = 0.0 if len(rows) >= RELEASE_CAP else _next_at(done[1])
+    return ReleaseResult(released=released, next_at=nxt)

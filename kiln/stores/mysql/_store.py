@@ -1,0 +1,473 @@
+"""MySQLStore: kiln on MariaDB 10.6+ and MySQL 8, through asyncmy (docs/adr/0003).
+
+Connections: the store uses the asyncmy (or aiomysql) pool the application passes, or
+opens its own of ``max_conns``; either way it keeps one of the pool's connections for
+its own writes, which therefore run one at a time in this process, and reads take
+any other. The pool needs at least two connections. The kept connection runs in
+autocommit at READ COMMITTED (no gap locks, and each statement after a lock wait sees
+what the holder committed) with a short lock-wait timeout; a lent connection gets its
+session settings back when the store closes.
+
+No LISTEN/NOTIFY: servers on this store are woken through a Bus, or poll.
+
+Owns connections, the sync path and error translation at the boundary; the
+statements live in _jobs, _admin and _cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from kiln._errors import ConfigError, NotMigratedError
+from kiln._job import (
+    AdmitResult,
+    AuditEntry,
+    JobFilter,
+    JobResult,
+    JobRow,
+    JobState,
+    NewJob,
+    RateLimit,
+    RescueCandidate,
+    ServerInfo,
+    StateCount,
+)
+from kiln._portal import Portal
+from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
+from kiln.stores.mysql import _admin, _cluster, _jobs, _schema
+from kiln.stores.mysql._plan import (
+    DEADLOCK,
+    Counter,
+    Plan,
+    error_code,
+    from_db_required,
+    is_driver_error,
+    run_async,
+    run_sync,
+    server_is_mariadb,
+    translate,
+)
+
+T = TypeVar("T")
+LOCK_WAIT_TIMEOUT = 10  # seconds a write waits for a row lock before failing
+DEADLOCK_RETRIES = 3
+_SESSION = (
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+    f" SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT}"
+)
+
+
+def connect_args(url: str) -> dict[str, Any]:
+    """asyncmy connection arguments of a ``mysql://user:pass@host:port/db`` URL."""
+    parts = urlsplit(url)
+    database = unquote(parts.path.lstrip("/"))
+    if not database:
+        raise ConfigError("database_url", _redact(url), "a MySQL URL names its database: "
+                          "mysql://user:password@host:3306/dbname")
+    query = dict(parse_qsl(parts.query))
+    try:
+        port = parts.port or 3306
+    except ValueError as exc:
+        raise ConfigError("database_url", _redact(url), f"bad port: {exc}") from exc
+    args: dict[str, Any] = {
+        "host": parts.hostname or "127.0.0.1", "port": port,
+        "user": unquote(parts.username or "root"), "password": unquote(parts.password or ""),
+        "db": database, "charset": query.get("charset", "utf8mb4"),
+        "connect_timeout": float(query.get("connect_timeout", 10)),
+    }
+    if "unix_socket" in query:
+        args["unix_socket"] = query["unix_socket"]
+    return args
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
+class MySQLStore:
+    """A Store over MariaDB 10.6+ or MySQL 8 (``mysql://`` or ``mariadb://``)."""
+
+    capabilities = Capabilities(
+        listen_notify=False, skip_locked=True, time_precision=1e-6, multi_host=True
+    )
+
+    def __init__(self, url: str, *, pool: Any = None, max_conns: int = 8) -> None:
+        self.url = url
+        self._args = connect_args(url)
+        self._where = f"{self._args['host']}:{self._args['port']}/{self._args['db']}"
+        if pool is not None:
+            size = getattr(pool, "maxsize", None)
+            if not isinstance(size, int) or size < 2:
+                raise ConfigError("pool", f"maxsize={size}", "MySQLStore keeps one of the "
+                                  "pool's connections for its own writes: the pool needs "
+                                  "maxsize >= 2")
+        elif isinstance(max_conns, bool) or not isinstance(max_conns, int) or max_conns < 2:
+            raise ConfigError("max_conns", max_conns, "MySQLStore keeps one connection for "
+                              "its own writes: max_conns must be >= 2")
+        self._lent = pool
+        self._pool: Any = pool
+        self._max_conns = max_conns
+        self._writer: Any = None
+        self._restore: list[str] = []  # session settings to give back to a lent connection
+        self._write_lock: asyncio.Lock | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._mariadb = True
+        self._counter = Counter()
+        self._empty_queues: set[str] = set()  # last claim came back short: probe first
+        self._portal: Portal | None = None
+        self._sync_conn: Any = None
+        self._sync_lock: asyncio.Lock | None = None
+
+    # lifecycle -----------------------------------------------------------------------
+    async def open(self) -> None:
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._writer is not None:
+                return
+            try:
+                if self._pool is None:
+                    import asyncmy
+
+                    self._pool = await asyncmy.create_pool(
+                        minsize=1, maxsize=self._max_conns, autocommit=True,
+                        init_command=_SESSION, **self._args,
+                    )
+                self._writer = await self._pool.acquire()
+                if self._lent is not None:
+                    await self._borrow(self._writer)
+                self._mariadb = server_is_mariadb(self._writer)
+            except Exception as exc:
+                await self._discard_writer()
+                if is_driver_error(exc):
+                    raise translate("open", self._where, exc) from exc
+                raise
+            self._write_lock = asyncio.Lock()
+
+    async def _borrow(self, conn: Any) -> None:
+        """Put a lent connection in kiln's session settings, remembering its own."""
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT @@SESSION.autocommit, @@SESSION.innodb_lock_wait_timeout,"
+                " @@SESSION.tx_isolation" if server_is_mariadb(conn) else
+                "SELECT @@SESSION.autocommit, @@SESSION.innodb_lock_wait_timeout,"
+                " @@SESSION.transaction_isolation"
+            )
+            autocommit, timeout, isolation = (await cur.fetchall())[0]
+            self._restore = [
+                f"SET SESSION autocommit = {int(autocommit)}",
+                f"SET SESSION innodb_lock_wait_timeout = {int(timeout)}",
+                f"SET SESSION TRANSACTION ISOLATION LEVEL {str(isolation).replace('-', ' ')}",
+            ]
+            await cur.execute(f"SET SESSION autocommit = 1; {_SESSION}")
+            while await cur.nextset():
+                pass
+
+    async def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            if self._restore and _alive(writer):
+                try:
+                    async with writer.cursor() as cur:
+                        await cur.execute("; ".join(self._restore))
+                        while await cur.nextset():
+                            pass
+                except Exception:
+                    writer.close()
+            await _release(self._pool, writer)
+        if self._lent is None and self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
+            await pool.wait_closed()
+        await self._close_sync()
+
+    async def _discard_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+            await _release(self._pool, writer)
+
+    def query_count(self) -> int:
+        return self._counter.value
+
+    # running plans -------------------------------------------------------------------
+    async def _write(self, operation: str, factory: Callable[[], Plan[T]]) -> T:
+        """Run a plan on the kept connection, one at a time; retry deadlock victims."""
+        if self._writer is None:
+            await self.open()
+        assert self._write_lock is not None
+        async with self._write_lock:
+            for attempt in range(DEADLOCK_RETRIES):
+                if self._writer is None:
+                    await self.open()
+                conn = self._writer
+                try:
+                    return await run_async(conn, factory(), self._counter, own=True)
+                except Exception as exc:
+                    if not _alive(conn):
+                        await self._discard_writer()
+                    if error_code(exc) == DEADLOCK and attempt + 1 < DEADLOCK_RETRIES:
+                        continue
+                    if is_driver_error(exc):
+                        raise translate(operation, self._where, exc) from exc
+                    raise
+                except BaseException:
+                    if not _alive(conn):
+                        await self._discard_writer()
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read(self, operation: str, plan: Plan[T]) -> T:
+        """Run a read-only plan on any pooled connection other than the kept one."""
+        if self._writer is None:
+            await self.open()
+        try:
+            conn = await self._pool.acquire()
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(operation, self._where, exc) from exc
+            raise
+        try:
+            result = await run_async(conn, plan, self._counter, own=True)
+            if not conn.get_autocommit():
+                await conn.rollback()  # a lent pool's connection: end the read's snapshot
+            return result
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(operation, self._where, exc) from exc
+            raise
+        finally:
+            await _release(self._pool, conn)
+
+    # schema --------------------------------------------------------------------------
+    async def migrate(self) -> list[int]:
+        try:
+            return await self._write("migrate", _schema.migrate)
+        finally:
+            if self._writer is not None:  # a closed connection released the lock already
+                await self._write("migrate", _schema.unlock)
+
+    async def schema_check(self) -> None:
+        want = _schema.latest()
+        have = await self._read("schema_check", _schema.version())
+        if have < want:
+            raise NotMigratedError(
+                "schema_check",
+                f"database {self._where} is at schema {have}, kiln needs {want}: "
+                "run `kiln migrate`",
+            )
+
+    async def now(self) -> datetime:
+        return from_db_required(await self._read("now", _schema.now()))
+
+    async def listen(self, callback: NotifyCallback) -> None:
+        raise NotImplementedError("MySQL has no LISTEN/NOTIFY: use a Bus")
+
+    def listening(self) -> bool:
+        return False
+
+    # jobs ----------------------------------------------------------------------------
+    async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        if conn is not None:
+            if inspect.iscoroutinefunction(getattr(conn, "commit", None)):
+                try:  # the caller's transaction: no framing, the caller commits
+                    plan = _jobs.insert(jobs, server_is_mariadb(conn))
+                    return await run_async(conn, plan, self._counter, own=False)
+                except Exception as exc:
+                    if is_driver_error(exc):
+                        raise translate("job_insert", self._where, exc) from exc
+                    raise
+            return self.job_insert_many_sync(jobs, conn)
+        return await self._write("job_insert", lambda: _jobs.insert(jobs, self._mariadb))
+
+    def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        if conn is None:
+            if self._portal is None:
+                self._portal = Portal("kiln-mysql-sync")
+            return self._portal.run(self._insert_on_sync_conn(jobs))
+        if inspect.iscoroutinefunction(getattr(conn, "commit", None)):
+            raise TypeError("an async connection needs the async enqueue (aenqueue)")
+        try:
+            return run_sync(conn, _jobs.insert(jobs, server_is_mariadb(conn)), self._counter)
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate("job_insert", self._where, exc) from exc
+            raise
+
+    async def _insert_on_sync_conn(self, jobs: Sequence[NewJob]) -> list[int]:
+        """Sync enqueue without a connection: one private connection on the portal's
+        loop (a pool belongs to the loop that made it)."""
+        if self._sync_lock is None:
+            self._sync_lock = asyncio.Lock()
+        async with self._sync_lock:
+            try:
+                if self._sync_conn is None or not _alive(self._sync_conn):
+                    import asyncmy
+
+                    self._sync_conn = await asyncmy.connect(
+                        autocommit=True, init_command=_SESSION, **self._args
+                    )
+                conn = self._sync_conn
+                plan = _jobs.insert(jobs, server_is_mariadb(conn))
+                return await run_async(conn, plan, self._counter, own=True)
+            except Exception as exc:
+                if is_driver_error(exc):
+                    raise translate("job_insert", self._where, exc) from exc
+                raise
+
+    async def _close_sync(self) -> None:
+        portal, self._portal = self._portal, None
+        if portal is None:
+            return
+        conn, self._sync_conn = self._sync_conn, None
+        if conn is not None:
+            portal.loop.call_soon_threadsafe(conn.close)
+        await asyncio.get_running_loop().run_in_executor(None, portal.close)
+
+    async def job_claim(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+    ) -> list[JobRow]:
+        probe = queue in self._empty_queues
+        jobs = await self._write(
+            "job_claim", lambda: _jobs.claim(queue, list(kinds), limit, server_id, probe)
+        )
+        if len(jobs) < limit:
+            self._empty_queues.add(queue)
+        else:
+            self._empty_queues.discard(queue)
+        return jobs
+
+    async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
+        return await self._write("job_results_apply", lambda: _jobs.results_apply(results))
+
+    async def job_param_set(
+        self, job_id: int, server_id: str, attempt: int, name: str, value: Any
+    ) -> bool:
+        return await self._write(
+            "job_param_set", lambda: _jobs.param_set(job_id, server_id, attempt, name, value)
+        )
+
+    async def jobs_release_due(self) -> ReleaseResult:
+        return await self._write("jobs_release_due", _jobs.release_due)
+
+    async def job_get(self, job_id: int) -> JobRow | None:
+        return await self._read("job_get", _admin.get(job_id))
+
+    async def job_list(
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+    ) -> list[JobRow]:
+        return await self._read("job_list", _admin.list_jobs(filter, limit, before_id))
+
+    async def job_count(self, filter: JobFilter) -> int:
+        return await self._read("job_count", _admin.count(filter))
+
+    async def jobs_requeue(self, filter: JobFilter) -> int:
+        return await self._write("jobs_requeue", lambda: _admin.requeue(filter))
+
+    async def jobs_cancel(self, filter: JobFilter) -> int:
+        return await self._write("jobs_cancel", lambda: _admin.cancel(filter))
+
+    async def jobs_delete(self, filter: JobFilter) -> int:
+        return await self._write("jobs_delete", lambda: _admin.delete(filter))
+
+    async def job_dependents(self, job_id: int) -> list[int]:
+        return await self._read("job_dependents", _admin.dependents(job_id))
+
+    async def job_counts(self) -> list[StateCount]:
+        return await self._read("job_counts", _admin.state_counts())
+
+    async def queue_oldest_available(self) -> dict[str, float]:
+        return await self._read("queue_oldest_available", _admin.oldest_available())
+
+    async def job_throughput(self, since_seconds: float) -> dict[str, int]:
+        return await self._read("job_throughput", _admin.throughput(since_seconds))
+
+    # servers, leader, maintenance ------------------------------------------------------
+    async def server_register(self, info: ServerInfo) -> None:
+        await self._write("server_register", lambda: _cluster.server_register(info))
+
+    async def server_heartbeat(self, server_id: str) -> bool:
+        return await self._write("server_heartbeat", lambda: _cluster.server_heartbeat(server_id))
+
+    async def server_deregister(self, server_id: str) -> None:
+        await self._write("server_deregister", lambda: _cluster.server_deregister(server_id))
+
+    async def server_list(self) -> list[ServerInfo]:
+        return await self._read("server_list", _cluster.server_list())
+
+    async def leader_elect(self, server_id: str, ttl: float) -> bool:
+        return await self._write("leader_elect", lambda: _cluster.leader_elect(server_id, ttl))
+
+    async def leader_resign(self, server_id: str) -> None:
+        await self._write("leader_resign", lambda: _cluster.leader_resign(server_id))
+
+    async def leader_get(self) -> str | None:
+        return await self._read("leader_get", _cluster.leader_get())
+
+    async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
+        return await self._read(
+            "jobs_rescue_candidates", _cluster.rescue_candidates(dead_after, limit)
+        )
+
+    async def servers_sweep(self, dead_for: float) -> int:
+        return await self._write("servers_sweep", lambda: _cluster.sweep(dead_for))
+
+    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
+        return await self._write(
+            "jobs_prune", lambda: _cluster.prune(state, older_than, limit)
+        )
+
+    # rate limits -----------------------------------------------------------------------
+    async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
+        await self._write("rate_limit_declare", lambda: _cluster.rate_limit_declare(key, limit))
+
+    async def rate_keys_pending(self) -> list[str]:
+        return await self._read("rate_keys_pending", _cluster.rate_keys_pending())
+
+    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
+        return await self._write("jobs_admit", lambda: _cluster.admit(key, max_batch))
+
+    async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
+        return await self._read("rate_limit_list", _cluster.rate_limit_list())
+
+    # recurring jobs and audit ------------------------------------------------------------
+    async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
+        return await self._write(
+            "cron_enqueue", lambda: _cluster.cron_enqueue(name, slot, job, self._mariadb)
+        )
+
+    async def cron_last_slot(self, name: str) -> datetime | None:
+        return await self._read("cron_last_slot", _cluster.cron_last_slot(name))
+
+    async def audit_record(
+        self, actor: str, action: str, count: int, detail: dict[str, Any]
+    ) -> None:
+        await self._write(
+            "audit_record", lambda: _cluster.audit_record(actor, action, count, detail)
+        )
+
+    async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
+        return await self._read("audit_list", _cluster.audit_list(limit))
+
+
+def _alive(conn: Any) -> bool:
+    connected = getattr(conn, "connected", None)
+    if connected is not None:
+        return bool(connected() if callable(connected) else connected)
+    return not bool(getattr(conn, "closed", False))
+
+
+async def _release(pool: Any, conn: Any) -> None:
+    if pool is None:
+        return
+    done = pool.release(conn)
+    if inspect.isawaitable(done):
+        await done
