@@ -84,6 +84,7 @@ class Pool:
                 await self._completer.wait_for_room()
                 continue
             self._wake.clear()
+            claimed_as = self.server_id
             try:
                 jobs = await self._claim(free)
             except (KilnError, OSError) as exc:
@@ -93,6 +94,11 @@ class Pool:
                 await asyncio.sleep(error_delay)
                 continue
             error_delay = 0.0
+            if jobs and (self.server_id != claimed_as or not self._may_claim()):
+                # a claim that hung while the server fenced itself (or rejoined under a new
+                # id): its rows belong to a registration that is, or will be, judged dead
+                self._hand_back(jobs)
+                continue
             for row in jobs:
                 self._spawn(row)
             if len(jobs) < free:
@@ -141,6 +147,13 @@ class Pool:
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self._slot.set()
         self._completer.push(result)
+
+    def _hand_back(self, rows: list[JobRow]) -> None:
+        for row in rows:
+            self._completer.push(JobResult(
+                job_id=row.id, server_id=row.server_id or self.server_id, attempt=row.attempt,
+                outcome=Outcome.HANDED_BACK,
+            ))
 
     def cancel_running(self) -> None:
         for task in list(self.running):
