@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -78,38 +79,36 @@ class Heartbeater:
                 await task
 
     async def _beat(self) -> bool:
+        """One heartbeat, or when fenced one attempt to rejoin; True once confirmed."""
         sent = time.monotonic()
-        interval = seconds(self._config.heartbeat_interval)
         try:
-            async with asyncio.timeout(interval):
+            async with asyncio.timeout(seconds(self._config.heartbeat_interval)):
                 if self.fenced is not None:
                     await self._rejoin()
-                    return True
-                alive = await self._store.server_heartbeat(self.server_id)
-                if not alive:  # swept or rescued while we were away
-                    await self._fence("registration lost")
-                    await self._rejoin()
+                    alive = True
+                else:
+                    alive = await self._store.server_heartbeat(self.server_id)
         except (KilnError, OSError, TimeoutError) as exc:
             self.failed_count += 1
             self._events.emit(StoreFailed(operation="server_heartbeat", error=exc))
             self._events.emit(Heartbeat(server_id=self.server_id, ok=False, age=self.age))
             return False
+        if not alive:  # swept or rescued while we were away: our jobs may run elsewhere
+            await self._fence("registration lost")
+            return False  # the next beat rejoins
         self.last_ok = sent
         self.ok_count += 1
         self._events.emit(Heartbeat(server_id=self.server_id, ok=True, age=0.0))
         return True
 
     async def _rejoin(self) -> None:
-        new_id = new_server_id(self.info.host)
-        info = self.info
-        self.info = ServerInfo(
-            id=new_id, host=info.host, pid=info.pid, queues=info.queues, kinds=info.kinds,
-            version=info.version, started_at=info.started_at,
-        )
-        await self._store.server_register(self.info)
-        log.warning("server rejoined as %s after being fenced (%s)", new_id, self.fenced)
-        self.fenced = None
-        self._on_rejoin(new_id)
+        """Register under a new id: the old one may be judged dead and its jobs rescued."""
+        info = dataclasses.replace(self.info, id=new_server_id(self.info.host))
+        await self._store.server_register(info)
+        reason, self.fenced = self.fenced, None
+        self.info = info
+        log.warning("server rejoined as %s after being fenced (%s)", info.id, reason)
+        self._on_rejoin(info.id)
 
     async def _fence(self, reason: str) -> None:
         if self.fenced is not None:
