@@ -1,0 +1,102 @@
+"""Actions: requeue, cancel or delete one job, a selection, or every failed job matching
+a filter (after a confirmation page that shows how many).
+
+Owns the state-changing handlers. Each one checks the CSRF token, makes exactly one
+Client call (which writes the audit entry: who, what, how many, when) and redirects
+(303) to a page that says what happened. Read-only mode never reaches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kiln._client import Client
+from kiln._job import JobFilter, JobState
+from kiln.web import _params
+from kiln.web._dashboard import Dashboard
+from kiln.web._jobs import VERBS
+from kiln.web._params import BadRequest, JobQuery
+
+
+def actor_of(request: Request) -> str:
+    """Who acted, as the audit log records it: the signed-in user and their address."""
+    user = request.scope.get("kiln.user") or "anonymous"
+    host = request.client.host if request.client else "unknown"
+    return f"dashboard:{user}@{host}"
+
+
+def _fields(form: FormData) -> Mapping[str, str]:
+    return {k: v for k, v in form.multi_items() if isinstance(v, str)}
+
+
+async def _apply(dashboard: Dashboard, request: Request, action: str, f: JobFilter) -> int:
+    if action not in VERBS:
+        raise BadRequest(f"unknown action {action[:40]!r}: use requeue, cancel or delete")
+    client: Client = await dashboard.source.client()
+    actor = actor_of(request)
+    if action == "requeue":
+        n = await client.requeue(f, actor=actor)
+    elif action == "cancel":
+        n = await client.cancel(f, actor=actor)
+    else:
+        n = await client.delete(f, actor=actor)
+    dashboard.source.invalidate()
+    return n
+
+
+async def single(request: Request) -> Response:
+    dashboard: Dashboard = request.app.state.kiln
+    job_id = _params.job_id(request.path_params["job_id"])
+    action = str(request.path_params["action"])
+    if action not in VERBS:
+        raise HTTPException(404, f"No such action {action[:40]!r}: use requeue, cancel or delete.")
+    await dashboard.form(request)
+    n = await _apply(dashboard, request, action, JobFilter(ids=(job_id,)))
+    done = f"done={action}&n={n}"
+    if action == "delete" and n:
+        return dashboard.redirect(request, "/jobs", done)
+    return dashboard.redirect(request, f"/jobs/{job_id}", done)
+
+
+async def bulk(request: Request) -> Response:
+    """The ticked jobs of a listing; the listing's filter only says where to return."""
+    dashboard: Dashboard = request.app.state.kiln
+    form = await dashboard.form(request)
+    fields = _fields(form)
+    back = JobQuery.parse(fields)
+    ids = _params.ids([v for v in form.getlist("ids") if isinstance(v, str)])
+    action = fields.get("action", "")
+    n = await _apply(dashboard, request, action, JobFilter(ids=ids))
+    return dashboard.redirect(request, "/jobs", back.query(done=action, n=n))
+
+
+def _failed_query(params: Mapping[str, str]) -> JobQuery:
+    query = JobQuery.parse(params)
+    if query.state is not JobState.FAILED:
+        raise BadRequest("requeue all works on the Failed tab: give state=failed")
+    return query
+
+
+async def requeue_all_confirm(request: Request) -> Response:
+    """Shows how many failed jobs match the filter before anything changes."""
+    dashboard: Dashboard = request.app.state.kiln
+    query = _failed_query(request.query_params)
+    client = await dashboard.source.client()
+    count = await client.count(query.filter())
+    return dashboard.render(
+        request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query, count=count,
+    )
+
+
+async def requeue_all(request: Request) -> Response:
+    """One server-side requeue of every failed job matching the filter."""
+    dashboard: Dashboard = request.app.state.kiln
+    form = await dashboard.form(request)
+    query = _failed_query(_fields(form))
+    n = await _apply(dashboard, request, "requeue", query.filter())
+    return dashboard.redirect(request, "/jobs", query.query(before=None, done="requeue", n=n))

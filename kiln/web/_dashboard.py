@@ -1,0 +1,158 @@
+"""Dashboard: what every page handler shares, and how a page is rendered.
+
+Owns the per-application state (source, auth, CSRF, options), the Jinja environment
+(autoescape always on) and the response headers of every page. Handlers reach it as
+``request.app.state.kiln``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from kiln._job import JobState
+from kiln._version import VERSION
+from kiln.web._auth import Auth
+from kiln.web._csrf import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, Csrf
+from kiln.web._source import Source
+
+HERE = Path(__file__).parent
+MAX_FIELDS = 1100  # a selection of up to 1000 jobs plus the filter fields
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+STATE_ORDER: tuple[JobState, ...] = (
+    JobState.AVAILABLE, JobState.RUNNING, JobState.SCHEDULED, JobState.PENDING,
+    JobState.AWAITING, JobState.FAILED, JobState.CANCELLED, JobState.COMPLETED,
+)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _when(value: datetime | float | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _iso(value: datetime | float | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).isoformat()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _short(value: Any, length: int = 120) -> str:
+    text = str(value)
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every template, whatever its extension
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(pretty=_pretty, when=_when, iso=_iso, age=_age, short=_short)
+    env.globals.update(STATES=STATE_ORDER, VERSION=VERSION)
+    return env
+
+
+@dataclasses.dataclass
+class Dashboard:
+    source: Source
+    auth: Auth
+    csrf: Csrf
+    read_only: bool
+    root_path: str
+    dead_after: float
+    env: jinja2.Environment = dataclasses.field(default_factory=environment)
+
+    def base(self, request: Request) -> str:
+        """The URL prefix of this dashboard: the configured root path, then any mount."""
+        return self.root_path + str(request.scope.get("root_path", ""))
+
+    def url(self, request: Request, path: str, query: str = "") -> str:
+        return self.base(request) + path + (f"?{query}" if query else "")
+
+    def redirect(self, request: Request, path: str, query: str = "") -> RedirectResponse:
+        return RedirectResponse(self.url(request, path, query), status_code=303)
+
+    def render(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> Response:
+        nonce = request.cookies.get(CSRF_COOKIE)
+        fresh = nonce is None or len(nonce) < 16
+        if fresh:
+            nonce = Csrf.new_nonce()
+        assert nonce is not None
+        values: dict[str, Any] = {"nav": "", "refresh": False, "flash": None, **context}
+        html = self.env.get_template(template).render(
+            request=request,
+            base=self.base(request),
+            csrf_token=self.csrf.token_for(nonce),
+            read_only=self.read_only,
+            user=request.scope.get("kiln.user"),
+            logged_in_by_cookie=request.scope.get("kiln.cookie_session", False),
+            **values,
+        )
+        response = HTMLResponse(html, status_code=status)
+        if fresh:
+            self.set_cookie(request, response, CSRF_COOKIE, nonce, max_age=None)
+        return response
+
+    async def form(self, request: Request) -> FormData:
+        """The posted form, once its CSRF token has been checked (403 otherwise)."""
+        form = await request.form(max_files=0, max_fields=MAX_FIELDS)
+        submitted = form.get(CSRF_FIELD)
+        if not isinstance(submitted, str):
+            submitted = request.headers.get(CSRF_HEADER)
+        if not self.csrf.valid(request.cookies, submitted):
+            raise HTTPException(
+                403, "CSRF token missing or invalid: reload the page and submit the form again."
+            )
+        return form
+
+    def set_cookie(
+        self, request: Request, response: Response, name: str, value: str,
+        max_age: int | None,
+    ) -> None:
+        response.set_cookie(
+            name, value, max_age=max_age, path=self.base(request) or "/", httponly=True,
+            samesite="strict", secure=request.url.scheme == "https",
+        )

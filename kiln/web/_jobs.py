@@ -1,0 +1,115 @@
+"""The jobs pages: one tab per state with filters and keyset paging, and one page per job.
+
+Owns what these pages read and show. Listings page by id (``before``), never by
+offset, and take their tab counts from the cached per-state counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kiln._job import JobFilter, JobRow, JobState
+from kiln.web import _params
+from kiln.web._dashboard import Dashboard
+from kiln.web._params import JobQuery
+
+MAX_LINKED = 100  # dependencies and dependents shown with their state on a job page
+TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+REQUEUEABLE = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.COMPLETED,
+                         JobState.SCHEDULED, JobState.AVAILABLE})
+CANCELLABLE = frozenset({JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED,
+                         JobState.AVAILABLE, JobState.RUNNING})
+DELETABLE = frozenset(JobState) - {JobState.RUNNING}
+VERBS = {"requeue": "requeued", "cancel": "cancelled", "delete": "deleted"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trace:
+    trace_id: str
+    span_id: str
+
+
+def trace_of(metadata: Mapping[str, Any]) -> Trace | None:
+    """The trace of the producer span, from W3C traceparent in the job's metadata."""
+    holder = metadata.get("otel")
+    value = holder.get("traceparent") if isinstance(holder, Mapping) else None
+    if value is None:
+        value = metadata.get("traceparent")
+    if not isinstance(value, str):
+        return None
+    match = TRACEPARENT.match(value.strip().lower())
+    if match is None or set(match.group(1)) == {"0"}:
+        return None
+    return Trace(trace_id=match.group(1), span_id=match.group(2))
+
+
+def actions_for(state: JobState) -> list[str]:
+    allowed = [("requeue", REQUEUEABLE), ("cancel", CANCELLABLE), ("delete", DELETABLE)]
+    return [name for name, states in allowed if state in states]
+
+
+def flash_of(params: Mapping[str, str]) -> str | None:
+    """The result of the last action, from ``done`` and ``n`` (fixed wording, no echo)."""
+    verb = VERBS.get(params.get("done", ""))
+    raw = params.get("n", "")
+    if verb is None or not raw.isdigit() or len(raw) > 12:
+        return None
+    n = int(raw)
+    if n == 0:
+        return f"No job was {verb}: none matched in a state that allows it."
+    return f"{n} job{'s' if n != 1 else ''} {verb}."
+
+
+async def listing(request: Request) -> Response:
+    dashboard: Dashboard = request.app.state.kiln
+    query = JobQuery.parse(request.query_params)
+    client = await dashboard.source.client()
+    rows = await client.list(query.filter(), query.limit + 1, query.before)
+    more = len(rows) > query.limit
+    rows = rows[: query.limit]
+    counts = await dashboard.source.counts.get()
+    tabs = counts.by_state(query.queue)
+    return dashboard.render(
+        request, "jobs.html", title=f"Jobs: {query.state.value if query.state else 'all'}",
+        nav="jobs", q=query, rows=rows, tabs=tabs, total=sum(tabs.values()),
+        queues=counts.queues(),
+        older=query.query(before=rows[-1].id) if more and rows else None,
+        flash=flash_of(request.query_params),
+        can_requeue_all=query.state is JobState.FAILED,
+    )
+
+
+async def _linked(dashboard: Dashboard, ids: list[int]) -> list[tuple[int, JobRow | None]]:
+    """The first MAX_LINKED of ``ids`` with their rows (None: no longer exists)."""
+    if not ids:
+        return []
+    client = await dashboard.source.client()
+    shown = tuple(sorted(ids)[:MAX_LINKED])
+    rows = {r.id: r for r in await client.list(JobFilter(ids=shown), limit=len(shown))}
+    return [(i, rows.get(i)) for i in shown]
+
+
+async def detail(request: Request) -> Response:
+    dashboard: Dashboard = request.app.state.kiln
+    job_id = _params.job_id(request.path_params["job_id"])
+    client = await dashboard.source.client()
+    row = await client.get(job_id)
+    if row is None:
+        raise HTTPException(404, f"There is no job {job_id}: it was deleted or pruned, or never "
+                                 "existed.")
+    dependents = await client.store.job_dependents(job_id)
+    return dashboard.render(
+        request, "job.html", title=f"Job {row.id}", nav="jobs", job=row,
+        waits_on=await _linked(dashboard, list(row.depends_on)),
+        waits_on_total=len(row.depends_on),
+        waited_by=await _linked(dashboard, dependents), waited_by_total=len(dependents),
+        trace=trace_of(row.metadata), actions=actions_for(row.state),
+        flash=flash_of(request.query_params),
+    )

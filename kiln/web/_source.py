@@ -1,0 +1,159 @@
+"""Source: the dashboard's only way to the data, through kiln's Client and store admin calls.
+
+Owns opening (and closing) the client, and the short-lived caches that keep the
+expensive aggregates cheap with a million jobs: the per-state counts (one GROUP BY)
+and the throughput of the last hour are fetched at most once per ``ttl`` seconds, by
+one request at a time; others get the previous value meanwhile. Never writes SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from kiln._app import App
+from kiln._client import Client
+from kiln._cron import Recurring
+from kiln._job import JobState, StateCount
+from kiln.stores import store_from_url
+
+T = TypeVar("T")
+
+
+class Cached(Generic[T]):
+    """A value refreshed at most once per ``ttl`` seconds, single-flight.
+
+    While one caller refreshes, the others get the stale value (when there is one)
+    instead of queueing behind the same slow query.
+    """
+
+    def __init__(self, ttl: float, fetch: Callable[[], Awaitable[T]]) -> None:
+        self.ttl = ttl
+        self._fetch = fetch
+        self._value: T | None = None
+        self._at = float("-inf")
+        self._lock: asyncio.Lock | None = None
+
+    def invalidate(self) -> None:
+        self._at = float("-inf")
+
+    async def get(self) -> T:
+        if self._value is not None and time.monotonic() - self._at < self.ttl:
+            return self._value
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        if self._lock.locked() and self._value is not None and self._at > float("-inf"):
+            return self._value
+        async with self._lock:
+            if self._value is None or time.monotonic() - self._at >= self.ttl:
+                self._value = await self._fetch()
+                self._at = time.monotonic()
+            return self._value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Counts:
+    """Jobs by queue and state, from one cached GROUP BY."""
+
+    rows: tuple[StateCount, ...]
+
+    def by_state(self, queue: str | None = None) -> dict[JobState, int]:
+        totals = dict.fromkeys(JobState, 0)
+        for row in self.rows:
+            if queue is None or row.queue == queue:
+                totals[row.state] += row.count
+        return totals
+
+    def queues(self) -> list[str]:
+        return sorted({row.queue for row in self.rows})
+
+    def table(self) -> dict[str, dict[JobState, int]]:
+        return {q: self.by_state(q) for q in self.queues()}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecurringView:
+    item: Recurring
+    last_slot: datetime | None
+    next_slot: datetime | None
+
+
+class Source:
+    """The client, opened on first use, plus the cached aggregates."""
+
+    def __init__(self, target: str | App | Client, ttl: float = 5.0) -> None:
+        self._app = target if isinstance(target, App) else None
+        self._url = target if isinstance(target, str) else None
+        self._client = target if isinstance(target, Client) else None
+        self._owned: Client | None = None
+        self._opened: set[int] = set()
+        self._open_lock: asyncio.Lock | None = None
+        self.counts = Cached(ttl, self._fetch_counts)
+        self.throughput = Cached(ttl, self._fetch_throughput)
+        self.oldest = Cached(ttl, self._fetch_oldest)
+
+    @property
+    def recurring(self) -> list[Recurring] | None:
+        """The App's recurring jobs; None when the dashboard was given no App."""
+        return list(self._app.recurring) if self._app is not None else None
+
+    async def client(self) -> Client:
+        if self._app is not None:
+            client = self._app.client()
+        elif self._client is not None:
+            client = self._client
+        else:
+            if self._owned is None:
+                assert self._url is not None
+                self._owned = Client(store_from_url(self._url))
+            client = self._owned
+        if id(client.store) not in self._opened:
+            if self._open_lock is None:
+                self._open_lock = asyncio.Lock()
+            async with self._open_lock:
+                if id(client.store) not in self._opened:
+                    await client.store.open()
+                    self._opened.add(id(client.store))
+        return client
+
+    async def close(self) -> None:
+        """Close the store the dashboard opened itself (an App's or a Client's stay open)."""
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            self._opened.discard(id(owned.store))
+            await owned.store.close()
+
+    def invalidate(self) -> None:
+        """Forget cached aggregates after a change made through the dashboard."""
+        self.counts.invalidate()
+        self.throughput.invalidate()
+        self.oldest.invalidate()
+
+    async def _fetch_counts(self) -> Counts:
+        return Counts(tuple(await (await self.client()).counts()))
+
+    async def _fetch_throughput(self) -> dict[str, dict[str, int]]:
+        store = (await self.client()).store
+        return {
+            "hour": await store.job_throughput(3600.0),
+            "five": await store.job_throughput(300.0),
+        }
+
+    async def _fetch_oldest(self) -> dict[str, float]:
+        return await (await self.client()).store.queue_oldest_available()
+
+    async def recurring_views(self) -> list[RecurringView] | None:
+        items = self.recurring
+        if items is None:
+            return None
+        store = (await self.client()).store
+        now = await store.now()
+        views = []
+        for item in items:
+            last = await store.cron_last_slot(item.name)
+            views.append(RecurringView(item, last, item.next_slot_after(now)))
+        return views

@@ -1,0 +1,90 @@
+"""Web dashboard fixtures: a kiln Client on each store, the dashboard over it, and an
+HTTP client that speaks to the ASGI app in-process (httpx ASGITransport)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from kiln import Client
+from kiln._job import AttemptError, JobResult, Outcome
+from kiln.stores import Store
+from kiln.web import create_app
+
+TOKEN = "test-token-0123456789abcdef"
+CSRF_INPUT = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
+TRACEBACK = 'Traceback (most recent call last):\n  File "jobs.py", line 3, in run\n'
+
+
+@pytest.fixture
+def client(store: Store) -> Client:
+    return Client(store)
+
+
+MakeHttp = Callable[..., httpx.AsyncClient]
+
+
+@pytest.fixture
+async def make_http(client: Client) -> AsyncIterator[MakeHttp]:
+    """``make_http(**create_app_options)``: an HTTP client for a fresh dashboard."""
+    opened: list[httpx.AsyncClient] = []
+
+    def make(target: Any = None, app: Starlette | None = None, **options: Any) -> httpx.AsyncClient:
+        asgi = app if app is not None else create_app(target or client, **options)
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=asgi), base_url="http://testserver"
+        )
+        opened.append(http)
+        return http
+
+    yield make
+    for http in opened:
+        await http.aclose()
+
+
+@pytest.fixture
+async def http(make_http: MakeHttp) -> httpx.AsyncClient:
+    return make_http()
+
+
+def csrf_of(html: str) -> str:
+    match = CSRF_INPUT.search(html)
+    assert match, "the page has no CSRF field"
+    return match.group(1)
+
+
+async def post_form(http: httpx.AsyncClient, page: str, action: str,
+                    data: dict[str, Any]) -> httpx.Response:
+    """Load ``page`` (for its CSRF token and cookie), then POST ``data`` to ``action``.
+
+    A list value posts the field once per item (the job selection)."""
+    loaded = await http.get(page)
+    assert loaded.status_code == 200, loaded.text
+    return await http.post(action, data={**data, "csrf": csrf_of(loaded.text)})
+
+
+async def fail_jobs(
+    client: Client, n: int, *, kind: str = "email.send", queue: str = "mail",
+    error: str = "SMTP timeout", args: Any = None, **options: Any,
+) -> list[int]:
+    """Enqueue ``n`` jobs and drive them to failed through the store's own calls."""
+    ids = [await client.enqueue(kind, args if args is not None else {"i": i}, queue=queue,
+                                **options) for i in range(n)]
+    rows = await client.store.job_claim(queue, [kind], n, "web-test-server")
+    assert sorted(r.id for r in rows) == sorted(ids), "the queue held other available jobs"
+    results = [
+        JobResult(job_id=r.id, server_id="web-test-server", attempt=r.attempt,
+                  outcome=Outcome.FAILED,
+                  error=AttemptError(r.attempt, time.time(), error, TRACEBACK + error,
+                                     "web-test-server"))
+        for r in rows
+    ]
+    applied = await client.store.job_results_apply(results)
+    assert applied.applied == n
+    return ids

@@ -1,0 +1,43 @@
+"""``kiln dashboard``: its flags, and its refusal to listen off loopback without auth."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from kiln import ConfigError
+from kiln.cli import dashboard
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kiln")
+    dashboard.register(parser.add_subparsers())
+    return parser.parse_args(["dashboard", *argv])
+
+
+def test_flags_and_defaults() -> None:
+    args = _parse()
+    assert (args.host, args.port, args.read_only, args.root_path) == ("127.0.0.1", 8000,
+                                                                      False, "")
+    args = _parse("--host", "0.0.0.0", "--port", "9000", "--read-only", "--root-path", "/k")
+    assert (args.host, args.port, args.read_only, args.root_path) == ("0.0.0.0", 9000,
+                                                                      True, "/k")
+    assert args.func is dashboard.run
+
+
+def test_refuses_off_loopback_without_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KILN_DASHBOARD_TOKEN", "KILN_DASHBOARD_USER", "KILN_DASHBOARD_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    args = _parse("--host", "0.0.0.0", "--database-url", "sqlite:///does-not-matter.db")
+    with pytest.raises(ConfigError, match="KILN_DASHBOARD_TOKEN"):
+        dashboard.run(args)
+
+
+def test_app_spec_and_password_redaction() -> None:
+    with pytest.raises(ConfigError, match="MODULE:ATTR"):
+        dashboard.load_app("no-colon")
+    with pytest.raises(ConfigError, match=r"expected a kiln\.App"):
+        dashboard.load_app("kiln:VERSION")
+    assert dashboard.redacted("postgresql://u:secret@db:5432/x") == "postgresql://u:***@db:5432/x"
+    assert dashboard.redacted("sqlite:///kiln.db") == "sqlite:///kiln.db"

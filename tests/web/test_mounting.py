@@ -1,0 +1,108 @@
+"""The dashboard inside a user's app (Mount), behind a prefix-stripping proxy, and over
+an App (whose recurring jobs it lists); the cache that keeps counts cheap."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
+
+import kiln
+from kiln import Client, ConfigError
+from kiln.web import create_app
+from kiln.web._source import Cached
+from tests.web.conftest import MakeHttp, csrf_of, fail_jobs
+
+
+def _hrefs(page: str) -> list[str]:
+    return re.findall(r'(?:href|action|src)="([^"]+)"', page)
+
+
+async def _home(_request: object) -> PlainTextResponse:
+    return PlainTextResponse("the user's own app")
+
+
+async def test_mounted_inside_a_users_app(make_http: MakeHttp, client: Client) -> None:
+    [job_id] = await fail_jobs(client, 1)
+    outer = Starlette(routes=[Route("/", _home), Mount("/admin/kiln", app=create_app(client))])
+    http = make_http(app=outer)
+    assert (await http.get("/")).text == "the user's own app"
+    page = await http.get("/admin/kiln/jobs?state=failed")
+    assert page.status_code == 200
+    links = [h for h in _hrefs(page.text) if h.startswith("/")]
+    assert links and all(h.startswith("/admin/kiln/") for h in links), links
+    assert http.cookies.jar and all(c.path == "/admin/kiln" for c in http.cookies.jar)
+    response = await http.post(f"/admin/kiln/jobs/{job_id}/requeue",
+                               data={"csrf": csrf_of(page.text)})
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/admin/kiln/jobs/{job_id}?done=requeue&n=1"
+    assert (await http.get("/admin/kiln/static/kiln.css")).status_code == 200
+
+
+async def test_root_path_behind_a_proxy(make_http: MakeHttp, client: Client) -> None:
+    await client.enqueue("k", {}, queue="q")
+    http = make_http(root_path="/ops/kiln")
+    page = await http.get("/jobs")  # the proxy stripped /ops/kiln
+    links = [h for h in _hrefs(page.text) if h.startswith("/")]
+    assert links and all(h.startswith("/ops/kiln/") for h in links), links
+    with pytest.raises(ConfigError):
+        create_app(client, root_path="ops/")
+
+
+async def test_over_an_app_with_recurring_jobs(store_url: str) -> None:
+    app = kiln.App(store_url)
+    app.schedule("nightly-report", "report.build", cron="0 3 * * *")
+    app.schedule("heartbeat", "ping", every=30)
+    await app.amigrate()
+    await app.aenqueue("ping", {})
+    dashboard = create_app(app)
+    transport = httpx.ASGITransport(app=dashboard)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        page = (await http.get("/recurring")).text
+        assert "nightly-report" in page and "0 3 * * *" in page and "every 30.0s" in page
+        assert "ping" in (await http.get("/jobs")).text
+    await app.client().store.close()
+
+
+async def test_cached_value_is_fetched_once_per_ttl_and_single_flight() -> None:
+    calls = 0
+    release = asyncio.Event()
+
+    async def fetch() -> int:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        return calls
+
+    cached = Cached(60.0, fetch)
+    first = [asyncio.create_task(cached.get()) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    release.set()
+    assert await asyncio.gather(*first) == [1] * 5 and calls == 1
+    assert await cached.get() == 1 and calls == 1  # fresh: no fetch
+    cached.invalidate()
+    assert await cached.get() == 2
+
+
+async def test_stale_value_is_served_while_one_request_refreshes() -> None:
+    release = asyncio.Event()
+    values = iter([1, 2])
+
+    async def fetch() -> int:
+        value = next(values)
+        if value == 2:
+            await release.wait()
+        return value
+
+    cached = Cached(0.0, fetch)  # always stale
+    assert await cached.get() == 1
+    refreshing = asyncio.create_task(cached.get())
+    await asyncio.sleep(0.01)
+    assert await asyncio.wait_for(cached.get(), 1.0) == 1  # does not wait for the refresh
+    release.set()
+    assert await refreshing == 2
