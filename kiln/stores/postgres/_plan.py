@@ -183,6 +183,11 @@ def translate(operation: str, url: str, exc: BaseException) -> StoreError:
         return NotMigratedError(
             operation, f"the kiln schema is missing at {where(url)}: run `kiln migrate` ({exc})"
         )
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return UnreachableError(
+            operation, f"no connection to PostgreSQL at {where(url)} came free in time:"
+            f" the server is unreachable or every pooled connection is busy ({exc})"
+        )
     if _unreachable(exc):
         return UnreachableError(
             operation, f"cannot reach PostgreSQL at {where(url)}: {str(exc).strip()}"
@@ -194,8 +199,6 @@ _SERVER_GONE = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, ca
 
 
 def _unreachable(exc: BaseException) -> bool:
-    if isinstance(exc, psycopg_pool.PoolTimeout):
-        return True
     if isinstance(exc, psycopg.errors.PipelineAborted):
         return False
     if not isinstance(exc, psycopg.OperationalError):
