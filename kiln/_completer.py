@@ -36,6 +36,7 @@ class Completer:
         self._on_released = on_released
         self._buffer: collections.deque[JobResult] = collections.deque()
         self._wake = asyncio.Event()
+        self._full = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self._task: asyncio.Task[None] | None = None
@@ -56,6 +57,8 @@ class Completer:
 
     def push(self, result: JobResult) -> None:
         self._buffer.append(result)
+        if len(self._buffer) >= self._config.results_batch:
+            self._full.set()
         if self.over_limit:
             self._room.clear()
         self._wake.set()
@@ -81,6 +84,12 @@ class Completer:
             log.warning("%d results could not be written; their jobs will be rescued",
                         len(self._buffer))
 
+    async def _full_or(self, timeout: float) -> None:
+        self._full.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._full.wait()
+
     async def _loop(self) -> None:
         delay = 0.0
         interval = float(self._config.results_flush_interval)
@@ -91,7 +100,8 @@ class Completer:
             if delay:
                 await asyncio.sleep(delay)
             elif len(self._buffer) < self._config.results_batch:
-                await asyncio.sleep(interval if self._inflight == 0 and len(self._buffer) < 4 else 0)
+                # gather what finishes in the next few ms: one round trip for all of it
+                await self._full_or(interval)
             batch = [self._buffer.popleft() for _ in range(min(len(self._buffer),
                                                                  self._config.results_batch))]
             if not batch:

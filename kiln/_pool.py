@@ -21,6 +21,7 @@ from kiln._job import JobResult, JobRow, Outcome
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.pool")
+CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before claiming
 
 
 class Pool:
@@ -104,9 +105,21 @@ class Pool:
             if len(jobs) < free:
                 await self._wait(self._wake, self._poll_interval)
             else:
-                await self._wait(self._slot, self._poll_interval)
-                for _ in range(3):  # let more finishing jobs free their slots: bigger batches
-                    await asyncio.sleep(0)
+                await self._gather_slots()
+
+    async def _gather_slots(self) -> None:
+        """After a full claim: wait for a free slot, then up to CLAIM_COOLDOWN for more.
+
+        Claiming one job per freed slot would cost a round trip per job; waiting a
+        moment lets short jobs finish together so the next claim takes a batch.
+        """
+        await self._wait(self._slot, self._poll_interval)
+        deadline = time.monotonic() + CLAIM_COOLDOWN
+        while len(self.running) > 0 and self._claiming:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self._wait(self._slot, left)
 
     async def _wait(self, event: asyncio.Event, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):

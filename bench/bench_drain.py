@@ -1,0 +1,187 @@
+"""Drain benchmark: N no-op jobs, one worker process, side by side with peers.
+
+Reports jobs/s, worker CPU seconds per 1,000 jobs and database CPU seconds per 1,000
+jobs for kiln and, in the same run, pgqueuer and procrastinate (from the peers'
+virtualenv, see bench/peers/setup.sh), each with the same workload and concurrency.
+Prints one JSON object per system and run, then a summary with ratios.
+
+    python -m bench.bench_drain --jobs 20000 --concurrency 10 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import _procs
+
+ROOT = Path(__file__).resolve().parents[1]
+PG = os.environ.get("KILN_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PEERS = os.environ.get("KILN_PEERS_VENV", "/tmp/kiln-peers")
+
+
+def pg_execute(sql: str, url: str = PG) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(sql)
+        return cur.fetchall() if cur.description else []
+
+
+def fresh_database(prefix: str) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    pg_execute(f"CREATE DATABASE {name}")
+    return PG.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def measure(
+    name: str, cmd: list[str], remaining: Callable[[], int], jobs: int, db_process: str,
+    env: dict[str, str] | None = None, timeout: float = 600.0,
+) -> dict[str, Any]:
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        raise RuntimeError(f"{name} worker failed to start: {line!r}")
+    db_before = _procs.snapshot(db_process)
+    worker_before = _procs.cpu_seconds(proc.pid)
+    began = time.perf_counter()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    while remaining() > 0:
+        if time.perf_counter() - began > timeout:
+            proc.kill()
+            raise RuntimeError(f"{name} did not drain within {timeout}s")
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - began
+    worker_cpu = _procs.cpu_seconds(proc.pid) - worker_before
+    db_cpu = _procs.delta(db_before, _procs.snapshot(db_process))
+    proc.kill()
+    proc.wait()
+    return {
+        "system": name,
+        "jobs": jobs,
+        "seconds": round(elapsed, 3),
+        "jobs_per_s": round(jobs / elapsed, 1),
+        "worker_cpu_s_per_1000": round(worker_cpu / jobs * 1000, 4),
+        "db_cpu_s_per_1000": round(db_cpu / jobs * 1000, 4),
+    }
+
+
+def run_kiln(jobs: int, concurrency: int, observe: bool = False) -> dict[str, Any]:
+    import asyncio
+
+    import kiln
+    from kiln.stores import store_from_url
+
+    url = fresh_database("kiln_bench")
+    try:
+        async def fill() -> None:
+            store = store_from_url(url)
+            await store.open()
+            await store.migrate()
+            client = kiln.Client(store)
+            for start in range(0, jobs, 1000):
+                await client.insert_many(
+                    [client.build("noop", {"n": i}) for i in range(start, min(start + 1000, jobs))]
+                )
+            await store.close()
+
+        asyncio.run(fill())
+
+        def remaining() -> int:
+            rows = pg_execute(
+                "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'", url
+            )
+            return int(rows[0][0])
+
+        cmd = [sys.executable, "-m", "bench.drain_kiln", url, str(concurrency)]
+        if observe:
+            cmd.append("observe")
+        return measure("kiln+otel" if observe else "kiln", cmd, remaining, jobs, "postgres")
+    finally:
+        drop_database(url)
+
+
+def run_peer(peer: str, jobs: int, concurrency: int) -> dict[str, Any]:
+    python = Path(PEERS) / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"peers' venv missing: run bash bench/peers/setup.sh {PEERS}")
+    url = fresh_database(f"{peer}_bench")
+    script = str(ROOT / "bench" / "peers" / f"drain_{peer}.py")
+    try:
+        subprocess.run([str(python), script, url, "fill", str(jobs)], check=True, cwd=ROOT)
+        count_sql = {
+            "pgqueuer": "SELECT count(*) FROM pgqueuer",
+            "procrastinate": "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'",
+        }[peer]
+
+        def remaining() -> int:
+            return int(pg_execute(count_sql, url)[0][0])
+
+        cmd = [str(python), script, url, "work", str(concurrency)]
+        return measure(peer, cmd, remaining, jobs, "postgres")
+    finally:
+        drop_database(url)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--systems", default="kiln,pgqueuer,procrastinate")
+    args = parser.parse_args()
+    systems = args.systems.split(",")
+    results: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    for _ in range(args.runs):
+        for system in systems:  # interleaved, so drift hits every system alike
+            if system == "kiln":
+                result = run_kiln(args.jobs, args.concurrency)
+            elif system == "kiln+otel":
+                result = run_kiln(args.jobs, args.concurrency, observe=True)
+            else:
+                result = run_peer(system, args.jobs, args.concurrency)
+            results[system].append(result)
+            print(json.dumps(result), flush=True)
+    summary: dict[str, Any] = {"summary": {}}
+    for system, runs in results.items():
+        summary["summary"][system] = {
+            key: statistics.median(r[key] for r in runs)
+            for key in ("jobs_per_s", "worker_cpu_s_per_1000", "db_cpu_s_per_1000")
+        }
+    if "kiln" in results:
+        base = summary["summary"]["kiln"]
+        summary["ratios_vs_kiln"] = {
+            system: {
+                "kiln_speedup": round(base["jobs_per_s"] / s["jobs_per_s"], 2),
+                "worker_cpu_ratio": round(s["worker_cpu_s_per_1000"] / base["worker_cpu_s_per_1000"], 2)
+                if base["worker_cpu_s_per_1000"] else None,
+                "db_cpu_ratio": round(s["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"], 2)
+                if base["db_cpu_s_per_1000"] else None,
+            }
+            for system, s in summary["summary"].items() if system != "kiln"
+        }
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""pgqueuer side of the drain benchmark (runs in the peers' venv).
+
+Usage: drain_pgqueuer.py URL fill N | drain_pgqueuer.py URL work CONCURRENCY
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import asyncpg
+from pgqueuer import AsyncpgDriver, Queries, QueueManager
+from pgqueuer.models import Job
+
+
+async def fill(url: str, n: int) -> None:
+    conn = await asyncpg.connect(url)
+    queries = Queries(AsyncpgDriver(conn))
+    await queries.install()
+    for start in range(0, n, 1000):
+        size = min(1000, n - start)
+        await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
+    await conn.close()
+
+
+async def work(url: str, concurrency: int) -> None:
+    conn = await asyncpg.connect(url)
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
+
+    @qm.entrypoint("noop")
+    async def noop(job: Job) -> None:
+        return None
+
+    print("READY", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await qm.run(batch_size=concurrency)
+
+
+if __name__ == "__main__":
+    url, mode, number = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    asyncio.run(fill(url, number) if mode == "fill" else work(url, number))
