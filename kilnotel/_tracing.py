@@ -51,6 +51,13 @@ class Tracing:
         """Start ``send {queue}`` and store its context in the job's metadata."""
         if not self.enabled:
             return None
+        try:
+            return self._send(job)
+        except Exception:  # tracing must never stop a job from being enqueued
+            log.warning("kilnotel: could not trace an enqueue", exc_info=True)
+            return None
+
+    def _send(self, job: NewJob) -> Finisher:
         span = self._tracer.start_span(
             n.SPAN_SEND.format(queue=job.queue), kind=SpanKind.PRODUCER,
             attributes={
@@ -66,12 +73,10 @@ class Tracing:
         job.metadata.update(carrier)
 
         def finish(job_id: int | None, error: BaseException | None) -> None:
-            if job_id is not None:
-                span.set_attribute(n.MESSAGING_MESSAGE_ID, str(job_id))
-            if error is not None:
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-            span.end()
+            try:
+                _end_send(span, job_id, error)
+            except Exception:
+                log.warning("kilnotel: could not end a send span", exc_info=True)
 
         return finish
 
@@ -81,7 +86,11 @@ class Tracing:
         if not self.enabled:
             return await call_next()
         row = job.row
-        span = self._start(row)
+        try:
+            span = self._start(row)
+        except Exception:  # a broken tracer or processor must not fail the attempt
+            log.warning("kilnotel: could not start a process span", exc_info=True)
+            return await call_next()
         self._open[(row.id, row.attempt)] = span
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -143,6 +152,15 @@ class Tracing:
         for span in spans.values():
             span.set_status(Status(StatusCode.ERROR, reason))
             span.end()
+
+
+def _end_send(span: Span, job_id: int | None, error: BaseException | None) -> None:
+    if job_id is not None:
+        span.set_attribute(n.MESSAGING_MESSAGE_ID, str(job_id))
+    if error is not None:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    span.end()
 
 
 def _extract(metadata: dict[str, Any]) -> Context:
