@@ -30,7 +30,7 @@ class Job:
         self._row = row
         self._writer = writer
         self._loop = loop
-        self._cancelled = threading.Event()
+        self._cancelled: threading.Event | None = None  # made on first use: most jobs never ask
         self.params: dict[str, Any] = dict(row.params)
 
     id = property(lambda self: self._row.id)
@@ -56,6 +56,8 @@ class Job:
 
         Plain ``def`` handlers cannot be interrupted: poll this to stop early.
         """
+        if self._cancelled is None:
+            self._cancelled = threading.Event()
         return self._cancelled
 
     async def set_param(self, name: str, value: Any) -> None:

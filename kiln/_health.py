@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from kiln._events import (
     Event,
@@ -63,24 +64,44 @@ class Counters:
     }
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, JobFinished):
-            name = self._OUTCOME_FIELD[event.outcome]
-            setattr(self, name, getattr(self, name) + 1)
-        elif isinstance(event, JobClaimed):
-            self.claimed += 1
-        elif isinstance(event, JobRescued):
-            self.rescued += 1
-        elif isinstance(event, JobsAdmitted):
-            self.admitted += len(event.delays)
-        elif isinstance(event, Heartbeat):
-            if event.ok:
-                self.heartbeats_ok += 1
-            else:
-                self.heartbeats_failed += 1
-        elif isinstance(event, Fenced):
-            self.fenced += 1
-        elif isinstance(event, StoreFailed):
-            self.store_errors += 1
+        count = self._dispatch.get(type(event))
+        if count is not None:
+            count(self, event)
+
+    def _finished(self, event: JobFinished) -> None:
+        name = self._OUTCOME_FIELD[event.outcome]
+        setattr(self, name, getattr(self, name) + 1)
+
+    def _claimed(self, event: JobClaimed) -> None:
+        self.claimed += 1
+
+    def _rescued(self, event: JobRescued) -> None:
+        self.rescued += 1
+
+    def _admitted(self, event: JobsAdmitted) -> None:
+        self.admitted += len(event.delays)
+
+    def _heartbeat(self, event: Heartbeat) -> None:
+        if event.ok:
+            self.heartbeats_ok += 1
+        else:
+            self.heartbeats_failed += 1
+
+    def _fenced(self, event: Fenced) -> None:
+        self.fenced += 1
+
+    def _store_failed(self, event: StoreFailed) -> None:
+        self.store_errors += 1
+
+    _dispatch: ClassVar[dict[type[Event], Callable[[Counters, Any], None]]] = {
+        JobFinished: _finished,
+        JobClaimed: _claimed,
+        JobRescued: _rescued,
+        JobsAdmitted: _admitted,
+        Heartbeat: _heartbeat,
+        Fenced: _fenced,
+        StoreFailed: _store_failed,
+    }
 
     def as_dict(self) -> dict[str, int]:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
