@@ -1,0 +1,136 @@
+"""The shipped alert and recording rules: promtool accepts and unit-tests them, every
+alert follows the conventions, every name comes from kilnotel, and the Alertmanager
+example routes the failed-job alerts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.ops import promql
+from tests.ops.conftest import Run
+
+SEVERITIES = {"critical", "warning", "info"}
+ALERT_NAMES = [a["alert"] for a in promql.alerts()]
+REQUIRED = {
+    # alert: what the issue asked for it to cover
+    "KilnJobsFailed": "failed jobs present",
+    "KilnJobsFailing": "failed jobs growing",
+    "KilnJobFailureRatioHigh": "failure ratio high",
+    "KilnQueueBacklogGrowing": "queue backlog growing",
+    "KilnQueueStalled": "available but nothing completing",
+    "KilnOldestJobTooOld": "oldest available job too old",
+    "KilnClaimLatencyHigh": "claim latency p99 high",
+    "KilnNoServerAlive": "no server alive",
+    "KilnNoLeader": "no leader",
+    "KilnLeaderFlapping": "leader flapping",
+    "KilnJobsRescued": "jobs being rescued",
+    "KilnServerFenced": "servers fenced",
+    "KilnServerUnhealthy": "servers unhealthy",
+    "KilnResultsPilingUp": "results piling up",
+    "KilnDatabaseErrors": "database errors",
+    "KilnAdmissionFallingBehind": "rate-limit admission falling behind",
+}
+
+
+def test_promtool_check_rules(promtool: Run) -> None:
+    result = promtool(["check", "rules", *map(str, promql.RULE_FILES)])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_unit_tests(promtool: Run) -> None:
+    assert promql.ALERT_TESTS, "no promtool tests in alerts/tests"
+    result = promtool(["test", "rules", *map(str, promql.ALERT_TESTS)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(promql.ALERT_TESTS), result.stdout
+
+
+def test_required_alerts_exist() -> None:
+    missing = {name: why for name, why in REQUIRED.items() if name not in ALERT_NAMES}
+    assert not missing
+    assert len(ALERT_NAMES) == len(set(ALERT_NAMES)), "duplicate alert names"
+
+
+@pytest.mark.parametrize("alert", promql.alerts(), ids=ALERT_NAMES)
+def test_alert_conventions(alert: dict[str, Any]) -> None:
+    assert re.fullmatch(r"Kiln[A-Z][A-Za-z]+", alert["alert"])
+    assert alert["labels"]["severity"] in SEVERITIES
+    notes = alert["annotations"]
+    assert notes["summary"].strip() and notes["description"].strip()
+    anchor = alert["alert"].lower()
+    assert notes["runbook_url"] == f"docs/runbooks.md#{anchor}"
+    assert anchor in promql.runbook_anchors(), f"docs/runbooks.md has no section {anchor}"
+
+
+def test_every_runbook_section_is_an_alert() -> None:
+    assert promql.runbook_anchors() == {name.lower() for name in ALERT_NAMES}
+
+
+@pytest.mark.parametrize("rule", list(promql.rules()),
+                         ids=lambda r: r.get("alert") or r["record"])
+def test_rule_expressions(rule: dict[str, Any]) -> None:
+    """Names from kilnotel or recorded, counters only under rate/increase, max over
+    database-wide gauges."""
+    assert promql.problems(rule["expr"]) == []
+    assert promql.metric_names(rule["expr"]), "an expression without any metric"
+
+
+def test_recording_rules_follow_the_naming_convention() -> None:
+    for name in promql.recorded_names():
+        level, metric, ops = name.split(":")
+        assert level and ops and "kiln" in f"{level}_{metric}", name
+
+
+def _alert_cases() -> dict[str, tuple[int, int]]:
+    """alert -> (firing checks, quiet checks) over every promtool test file."""
+    cases: dict[str, tuple[int, int]] = {}
+    for path in promql.ALERT_TESTS:
+        for test in yaml.safe_load(path.read_text(encoding="utf-8"))["tests"]:
+            for check in test.get("alert_rule_test", []):
+                firing, quiet = cases.get(check["alertname"], (0, 0))
+                if check.get("exp_alerts"):
+                    firing += 1
+                else:
+                    quiet += 1
+                cases[check["alertname"]] = (firing, quiet)
+    return cases
+
+
+def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
+    cases = _alert_cases()
+    untested = [a for a in ALERT_NAMES if cases.get(a, (0, 0))[0] == 0]
+    never_quiet = [a for a in ALERT_NAMES if cases.get(a, (0, 0))[1] == 0]
+    assert untested == [] and never_quiet == []
+    assert set(cases) <= set(ALERT_NAMES), "a test names an alert that does not exist"
+
+
+def test_firing_tests_check_every_annotation() -> None:
+    """promtool compares annotations in full, so a firing case checks the rendered text."""
+    for path in promql.ALERT_TESTS:
+        for test in yaml.safe_load(path.read_text(encoding="utf-8"))["tests"]:
+            for check in test.get("alert_rule_test", []):
+                for expected in check.get("exp_alerts") or []:
+                    assert set(expected["exp_annotations"]) == {
+                        "summary", "description", "runbook_url"}, (path.name, check)
+
+
+def test_alertmanager_example_is_valid(amtool: Run) -> None:
+    config = str(promql.ALERTS / "alertmanager.example.yml")
+    result = amtool(["check-config", config])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("labels", "receiver"), [
+    (["alertname=KilnJobsFailed", "severity=warning", "queue=mail"], "kiln-failed-jobs"),
+    (["alertname=KilnJobsFailing", "severity=warning", "queue=mail"], "kiln-failed-jobs"),
+    (["alertname=KilnNoServerAlive", "severity=critical"], "kiln-pager"),
+    (["alertname=KilnJobsRescued", "severity=warning", "queue=mail"], "kiln-chat"),
+])
+def test_alertmanager_routes_failed_jobs(amtool: Run, labels: list[str], receiver: str) -> None:
+    config = str(promql.ALERTS / "alertmanager.example.yml")
+    result = amtool(["config", "routes", "test", f"--config.file={config}",
+                     f"--verify.receivers={receiver}", *labels])
+    assert result.returncode == 0, result.stdout + result.stderr
