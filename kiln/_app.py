@@ -151,6 +151,23 @@ class App:
     def new_store(self) -> Store:
         return store_from_url(self.url, **self._store_options)
 
+    def close(self) -> None:
+        """Close the connections sync calls opened (call once, when done with the app)."""
+        self._portal.run(self._sync_store.close())
+        self._portal.close()
+
+    async def aclose(self) -> None:
+        """Close the store of the running loop's client, if one was made."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.store.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # servers -----------------------------------------------------------------------
     def server(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ def count_jobs(app: kiln.App) -> int:
 
 
 @pytest.fixture
-def app(store_url: str) -> kiln.App:
+def app(store_url: str) -> Iterator[kiln.App]:
     app = kiln.App(store_url)
 
     @app.job("email.send", queue="mail", max_attempts=12, backoff=kiln.Exponential(2, 120))
@@ -33,7 +34,8 @@ def app(store_url: str) -> kiln.App:
         return None
 
     app.migrate()
-    return app
+    yield app
+    app.close()
 
 
 def test_enqueue_uses_the_kinds_options(app: kiln.App) -> None:
@@ -60,7 +62,7 @@ async def test_aenqueue_and_many(app: kiln.App) -> None:
     one = await app.aenqueue("email.send", {"n": 1})
     many = await app.aenqueue_many([("email.send", {"n": i}) for i in range(50)])
     assert len(set(many)) == 50 and one not in many
-    await app.client().store.close()
+    await app.aclose()
 
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
@@ -97,8 +99,9 @@ def test_unknown_url_scheme() -> None:
 
 
 def test_unreachable_database() -> None:
-    app = kiln.App("postgresql://postgres@127.0.0.1:1/test")
-    with pytest.raises(kiln.UnreachableError, match="127.0.0.1"):
+    with kiln.App("postgresql://postgres@127.0.0.1:1/test") as app, pytest.raises(
+        kiln.UnreachableError, match="127.0.0.1"
+    ):
         app.enqueue("anything", {})
 
 
@@ -109,9 +112,8 @@ def test_not_migrated_database(tmp_path: Path) -> None:
 
 
 def test_not_migrated_postgres(store_url: str) -> None:
-    app = kiln.App(store_url)  # a fresh, empty schema or file
-    with pytest.raises(kiln.NotMigratedError, match="kiln migrate"):
-        app.enqueue("anything", {})
+    with kiln.App(store_url) as app, pytest.raises(kiln.NotMigratedError, match="kiln migrate"):
+        app.enqueue("anything", {})  # a fresh, empty schema or file
 
 
 def test_server_refuses_an_unmigrated_database(store_url: str) -> None:
@@ -154,7 +156,7 @@ def test_postgres_enqueue_joins_a_sync_transaction(store_url: str) -> None:
     url = _pg(store_url)
     app = kiln.App(url)
     app.migrate()
-    with psycopg.connect(url) as conn:
+    with app, psycopg.connect(url) as conn:
         app.enqueue("order.ship", {"order": 1}, conn=conn)
         conn.rollback()
         assert count_jobs(app) == 0
@@ -175,6 +177,5 @@ async def test_postgres_enqueue_joins_an_async_transaction(store_url: str) -> No
         await conn.rollback()
         await app.aenqueue("order.ship", {"order": 2}, conn=conn)
         await conn.commit()
-    store = app.client().store
-    assert await store.job_count(JobFilter()) == 1
-    await store.close()
+    assert await app.client().store.job_count(JobFilter()) == 1
+    await app.aclose()
