@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -28,21 +29,33 @@ class Recurring:
     kind: str
     args: Any
     cron: str | None = None
-    every: float | None = None  # seconds
+    every: float | None = None  # seconds (a timedelta is accepted and converted)
     timezone: str = "UTC"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Every mistake is an error here, at declaration, not at the first slot."""
+        what = self.cron if self.cron is not None else f"every {self.every!r}"
         if (self.cron is None) == (self.every is None):
-            raise CronError(str(self.cron or self.every), "give exactly one of cron or every")
+            raise CronError(str(what), "give exactly one of cron or every")
+        if isinstance(self.every, timedelta):
+            object.__setattr__(self, "every", self.every.total_seconds())
+        if self.every is not None and (
+            isinstance(self.every, bool) or not isinstance(self.every, int | float)
+            or not math.isfinite(self.every) or self.every <= 0
+        ):
+            raise CronError(str(what), "an interval must be a positive number of seconds")
+        if not isinstance(self.timezone, str):
+            raise CronError(str(what), f"the time zone must be a name, got {self.timezone!r}")
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise CronError(str(self.cron), f"unknown time zone {self.timezone!r}") from exc
-        if self.every is not None and not self.every > 0:
-            raise CronError(str(self.every), "an interval must be a positive number of seconds")
+            raise CronError(str(what), f"unknown time zone {self.timezone!r}") from exc
         if self.cron is not None:
             validate_cron(self.cron)
+        from kiln._client import build_job
+
+        build_job(self.kind, self.args, None, **self.options)  # ValidationError on bad options
 
     def slot_at_or_before(self, now: datetime) -> datetime:
         """The latest slot not after ``now`` (UTC-aware)."""
@@ -72,11 +85,19 @@ def expand(expression: str) -> str:
 
 
 def validate_cron(expression: str) -> None:
-    from croniter import croniter
+    """Five fields (minute hour day month weekday) or a shortcut, every value in range,
+    and at least one date that matches (``0 0 31 2 *`` never comes)."""
+    from croniter import CroniterBadDateError, croniter
 
+    if not isinstance(expression, str):
+        raise CronError(repr(expression), "a cron expression must be a string")
     text = expand(expression)
     fields = text.split()
     if len(fields) != 5:
         raise CronError(expression, f"expected five fields or a shortcut, got {len(fields)} fields")
     if not croniter.is_valid(text):
         raise CronError(expression, "a field is out of range or not cron syntax")
+    try:
+        croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except CroniterBadDateError as exc:
+        raise CronError(expression, "no date ever matches it") from exc

@@ -107,9 +107,7 @@ class Rescuer(PeriodicService):
             if applied.applied != 1:
                 continue
             counts["failed" if result.outcome is Outcome.FAILED else "rescued"] += 1
-            if result.outcome is Outcome.RETRY and result.run_at_delay <= 0:
-                woken[job.queue] = woken.get(job.queue, 0) + 1
-            for queue, n in applied.released.items():
+            for queue, n in applied.released.items():  # the job itself, when available now
                 woken[queue] = woken.get(queue, 0) + n
             ctx.events.emit(
                 JobRescued(job=job, dead_server_id=candidate.dead_server_id,

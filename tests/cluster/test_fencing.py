@@ -8,6 +8,8 @@ at the worker's store boundary does the same to that one process (see gate.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 import kiln
 from kiln._client import Client
 from tests.cluster.conftest import FAST, Cluster
@@ -40,10 +42,11 @@ async def test_cut_off_worker_fences_before_rescue_and_late_result_is_fenced(
     cancelled = await c.wait_for(
         lambda: c.first("cancelled", job=second), 5, "the running job to be cancelled"
     )
-    rescues = await c.wait_for(
-        lambda: len(c.events("rescued")) == 2 and c.events("rescued"), DEAD_AFTER + 5,
-        "both jobs to be rescued",
-    )
+    def both_rescued() -> list[dict[str, Any]] | None:
+        found = c.events("rescued")
+        return found if len(found) == 2 else None
+
+    rescues = await c.wait_for(both_rescued, DEAD_AFTER + 5, "both jobs to be rescued")
     first_rescue = rescues[0]["t"]
     print(f"[{c.backend}] cut off at 0: job finished {done['t'] - cut_at:.2f}s, fenced "
           f"{fenced['t'] - cut_at:.2f}s, running job cancelled {cancelled['t'] - cut_at:.2f}s, "

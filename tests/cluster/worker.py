@@ -106,10 +106,19 @@ async def main(spec: dict[str, Any]) -> None:
     store = app.new_store()
     if spec.get("gate"):
         gated = GatedStore(store)
+
+        def cut() -> None:
+            gated.cut()
+            log("cut")
+
+        def restore() -> None:
+            gated.restore()
+            log("restored")
+
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGUSR1, lambda: (gated.cut(), log("cut")))
-        loop.add_signal_handler(signal.SIGUSR2, lambda: (gated.restore(), log("restored")))
-        store = gated  # type: ignore[assignment]
+        loop.add_signal_handler(signal.SIGUSR1, cut)
+        loop.add_signal_handler(signal.SIGUSR2, restore)
+        store = gated
     server = kiln.Server(
         store, app.kinds, spec["queues"], kiln.ServerConfig(**spec["config"]),
         recurring=app.recurring,
