@@ -88,7 +88,8 @@ def test_time_zone_and_daylight_saving() -> None:
 
 
 def test_interval_slots_sit_on_multiples_of_the_interval() -> None:
-    r = Recurring(name="i", kind="k", args={}, every=timedelta(minutes=15))
-    assert r.every == 900.0
+    r = Recurring(name="i", kind="k", args={}, every=900)
+    # a timedelta is accepted at run time too, as ServerConfig's durations are
+    assert Recurring(name="t", kind="k", args={}, every=timedelta(minutes=15)).every == 900.0  # type: ignore[arg-type]
     assert r.slot_at_or_before(at("2024-01-01T10:29:59")) == at("2024-01-01T10:15:00")
     assert r.next_slot_after(at("2024-01-01T10:15:00")) == at("2024-01-01T10:30:00")
