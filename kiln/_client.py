@@ -6,6 +6,7 @@ is bound to one Store, hence to one event loop; App hands out the right one.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -214,7 +215,9 @@ class Client:
     async def get(self, job_id: int) -> JobRow | None:
         return await self.store.job_get(job_id)
 
-    async def list(self, filter: JobFilter, limit: int = 50, before_id: int | None = None) -> list[JobRow]:
+    async def list(
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+    ) -> builtins.list[JobRow]:
         if not 1 <= limit <= 1000:
             raise ValidationError(f"limit must be between 1 and 1000, got {limit}")
         return await self.store.job_list(filter, limit, before_id)
@@ -241,9 +244,9 @@ class Client:
     async def _audit(self, actor: str, action: str, n: int, f: JobFilter) -> None:
         detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None)}
         detail["states"] = [s.value for s in f.states]
-        detail["ids"] = list(f.ids)[:100]
+        detail["ids"] = builtins.list(f.ids)[:100]
         detail["at"] = time.time()
         await self.store.audit_record(actor, action, n, detail)
 
-    async def counts(self) -> list[StateCount]:
+    async def counts(self) -> builtins.list[StateCount]:
         return await self.store.job_counts()

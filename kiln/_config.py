@@ -20,64 +20,117 @@ def seconds(value: Duration, field: str = "duration") -> float:
     return float(value)
 
 
-@dataclasses.dataclass(frozen=True)
+DEFAULTS: dict[str, Any] = {
+    "poll_interval": 1.0,
+    "heartbeat_interval": 5.0,
+    "dead_after": 60.0,
+    "leader_ttl": 15.0,
+    "shutdown_timeout": 30.0,
+    "kill_grace": 5.0,
+    "timeout": 1800.0,
+    "release_interval": 0.1,
+    "sync_threads": 0,
+    "results_batch": 500,
+    "results_max_pending": 10_000,
+    "results_flush_interval": 0.005,
+    "prune_completed_after": 24 * 3600.0,
+    "prune_cancelled_after": 7 * 24 * 3600.0,
+    "prune_failed_after": None,
+    "prune_interval": 60.0,
+    "prune_batch": 1000,
+    "sweep_after": 24 * 3600.0,
+    "admit_batch": 1000,
+    "rescue_batch": 500,
+}
+_DURATIONS = (
+    "poll_interval", "heartbeat_interval", "dead_after", "leader_ttl", "shutdown_timeout",
+    "kill_grace", "timeout", "release_interval", "results_flush_interval", "prune_interval",
+    "sweep_after",
+)
+_OPTIONAL = ("prune_completed_after", "prune_cancelled_after", "prune_failed_after")
+_COUNTS = ("results_batch", "results_max_pending", "prune_batch", "admit_batch", "rescue_batch")
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class ServerConfig:
-    """Durations are seconds (float) or ``timedelta``; stored as float seconds.
+    """Durations are given as seconds (int or float) or ``timedelta``; stored as float seconds.
 
     Rule from the operator's guide: dead_after > 3*heartbeat_interval + kill_grace + 5s,
     so a server that loses the database fences itself before anyone rescues its jobs.
     """
 
-    poll_interval: Duration = 1.0
-    heartbeat_interval: Duration = 5.0
-    dead_after: Duration = 60.0
-    leader_ttl: Duration = 15.0
-    shutdown_timeout: Duration = 30.0
-    kill_grace: Duration = 5.0
-    timeout: Duration = 1800.0
-    release_interval: Duration = 0.1  # delayed-job check when no notifications arrive
-    sync_threads: int = 0  # 0: the sum of the pools' concurrency
-    results_batch: int = 500  # results written per round trip
-    results_max_pending: int = 10_000  # unwritten results beyond which claiming slows
-    results_flush_interval: Duration = 0.005
-    prune_completed_after: Duration | None = 24 * 3600.0
-    prune_cancelled_after: Duration | None = 7 * 24 * 3600.0
-    prune_failed_after: Duration | None = None  # kept until requeued or deleted
-    prune_interval: Duration = 60.0
-    prune_batch: int = 1000
-    sweep_after: Duration = 24 * 3600.0  # dead servers' records are removed after this
-    admit_batch: int = 1000
-    rescue_batch: int = 500
+    poll_interval: float  # how often an idle pool looks for work without a notification
+    heartbeat_interval: float  # how often a server reports that it is alive
+    dead_after: float  # silence after which a server's running jobs are rescued
+    leader_ttl: float  # lease of the leader (recurring jobs, rescue, sweep, pruning)
+    shutdown_timeout: float  # how long run() waits for running jobs on shutdown
+    kill_grace: float  # extra wait after cancelling jobs that ignored the shutdown
+    timeout: float  # default per-job timeout
+    release_interval: float  # delayed-job check when no notifications arrive
+    sync_threads: int  # threads for plain def handlers; 0: the sum of the pools' concurrency
+    results_batch: int  # results written per round trip
+    results_max_pending: int  # unwritten results beyond which claiming pauses
+    results_flush_interval: float  # how long results gather before a write
+    prune_completed_after: float | None
+    prune_cancelled_after: float | None
+    prune_failed_after: float | None  # None: failed jobs stay until requeued or deleted
+    prune_interval: float
+    prune_batch: int
+    sweep_after: float  # records of servers dead this long are removed
+    admit_batch: int
+    rescue_batch: int
 
-    _DURATIONS = (
-        "poll_interval", "heartbeat_interval", "dead_after", "leader_ttl", "shutdown_timeout",
-        "kill_grace", "timeout", "release_interval", "results_flush_interval", "prune_interval",
-        "sweep_after",
-    )
-    _OPTIONAL = ("prune_completed_after", "prune_cancelled_after", "prune_failed_after")
+    def __init__(
+        self,
+        *,
+        poll_interval: Duration = 1.0,
+        heartbeat_interval: Duration = 5.0,
+        dead_after: Duration = 60.0,
+        leader_ttl: Duration = 15.0,
+        shutdown_timeout: Duration = 30.0,
+        kill_grace: Duration = 5.0,
+        timeout: Duration = 1800.0,
+        release_interval: Duration = 0.1,
+        sync_threads: int = 0,
+        results_batch: int = 500,
+        results_max_pending: int = 10_000,
+        results_flush_interval: Duration = 0.005,
+        prune_completed_after: Duration | None = 24 * 3600.0,
+        prune_cancelled_after: Duration | None = 7 * 24 * 3600.0,
+        prune_failed_after: Duration | None = None,
+        prune_interval: Duration = 60.0,
+        prune_batch: int = 1000,
+        sweep_after: Duration = 24 * 3600.0,
+        admit_batch: int = 1000,
+        rescue_batch: int = 500,
+    ) -> None:
+        given = dict(locals())
+        for name in DEFAULTS:
+            object.__setattr__(self, name, given[name])
+        self.__post_init__()
 
     def __post_init__(self) -> None:
-        for name in self._DURATIONS:
+        for name in _DURATIONS:
             self._positive(name, getattr(self, name))
-        for name in self._OPTIONAL:
+        for name in _OPTIONAL:
             if getattr(self, name) is not None:
                 self._positive(name, getattr(self, name))
-        for name in ("results_batch", "results_max_pending", "prune_batch", "admit_batch",
-                     "rescue_batch"):
+        for name in _COUNTS:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(name, value, "must be a whole number of at least 1")
-        if not isinstance(self.sync_threads, int) or self.sync_threads < 0:
+        if isinstance(self.sync_threads, bool) or not isinstance(self.sync_threads, int) \
+                or self.sync_threads < 0:
             raise ConfigError("sync_threads", self.sync_threads, "must be 0 (auto) or more")
-        floor = 3 * self.heartbeat_interval + self.kill_grace + 5.0  # type: ignore[operator]
-        if self.dead_after <= floor:  # type: ignore[operator]
+        floor = 3 * self.heartbeat_interval + self.kill_grace + 5.0
+        if self.dead_after <= floor:
             raise ConfigError(
                 "dead_after", self.dead_after,
                 "must stay above 3*heartbeat_interval + kill_grace + 5s "
                 f"= {floor:g}s, or a server cut off from the database could still be "
                 "running jobs that another server rescues",
             )
-        if self.leader_ttl <= self.heartbeat_interval:  # type: ignore[operator]
+        if self.leader_ttl <= self.heartbeat_interval:
             raise ConfigError(
                 "leader_ttl", self.leader_ttl, "must be longer than heartbeat_interval"
             )
@@ -94,4 +147,7 @@ class ServerConfig:
         return 3 * float(self.heartbeat_interval)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in DEFAULTS}
+
+    def replace(self, **changes: Any) -> ServerConfig:
+        return ServerConfig(**{**self.as_dict(), **changes})

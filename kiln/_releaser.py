@@ -47,9 +47,8 @@ class Releaser(PeriodicService):
         if result.released:
             self._on_released(result.released)
             for queue, n in result.released.items():
-                self.events and self.events.emit(
-                    JobsReleased(queue=queue, count=n, reason="scheduled")
-                )
+                if self.events is not None:
+                    self.events.emit(JobsReleased(queue=queue, count=n, reason="scheduled"))
         return {"released": sum(result.released.values())}
 
     def next_delay(self, counts: dict[str, int]) -> float:
