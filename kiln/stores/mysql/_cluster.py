@@ -243,21 +243,22 @@ def rate_limit_list() -> Plan[list[tuple[str, RateLimit, int]]]:
 
 # recurring jobs and audit --------------------------------------------------------------
 def cron_enqueue(name: str, slot: datetime, job: NewJob, returning: bool) -> Plan[int | None]:
-    """Claim slot ``slot`` of ``name`` (new row, or a later slot than the stored one) and
-    insert the job in the same transaction. IGNORE only skips the duplicate key here:
-    every value is of the column's type."""
+    """Take slot ``slot`` of ``name`` (a first row, or a later slot than the stored one)
+    and insert the job in the same transaction. The row is locked for update before it
+    is compared, so concurrent callers queue up instead of deadlocking; two callers
+    inserting the very first row collide on the key and the store retries the loser."""
     at = to_db(slot)
     out = yield step(
-        Stmt("INSERT IGNORE INTO kiln_cron (name, last_slot) VALUES (%s, %s)", (name, at)),
+        Stmt("SELECT last_slot FROM kiln_cron WHERE name = %s FOR UPDATE", (name,)),
         begin=True,
     )
-    if out[0].rowcount != 1:
-        moved = yield step(Stmt(
-            "UPDATE kiln_cron SET last_slot = %s WHERE name = %s AND last_slot < %s",
-            (at, name, at),
-        ))
-        if moved[0].rowcount != 1:
-            return None
+    if out[0].rows and out[0].rows[0][0] >= at:
+        return None
+    if out[0].rows:
+        took = Stmt("UPDATE kiln_cron SET last_slot = %s WHERE name = %s", (at, name))
+    else:
+        took = Stmt("INSERT INTO kiln_cron (name, last_slot) VALUES (%s, %s)", (name, at))
+    yield step(took)
     ids = yield from insert([job], returning)
     return ids[0]
 

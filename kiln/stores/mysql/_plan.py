@@ -211,6 +211,7 @@ def server_is_mariadb(conn: Any) -> bool:
 # errors -------------------------------------------------------------------------------
 NO_SUCH_TABLE = 1146
 DEADLOCK = 1213
+DUPLICATE_KEY = 1062
 LOCK_WAIT_TIMEOUT = 1205
 # can't connect, unknown host, gone away, lost, access denied, unknown database,
 # too many connections, server shutting down, connection killed

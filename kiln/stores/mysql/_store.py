@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -42,6 +43,7 @@ from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, Rel
 from kiln.stores.mysql import _admin, _cluster, _jobs, _schema
 from kiln.stores.mysql._plan import (
     DEADLOCK,
+    DUPLICATE_KEY,
     Counter,
     Plan,
     error_code,
@@ -55,7 +57,7 @@ from kiln.stores.mysql._plan import (
 
 T = TypeVar("T")
 LOCK_WAIT_TIMEOUT = 10  # seconds a write waits for a row lock before failing
-DEADLOCK_RETRIES = 3
+DEADLOCK_RETRIES = 5
 _SESSION = (
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
     f" SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT}"
@@ -188,6 +190,8 @@ class MySQLStore:
             pool.close()
             await pool.wait_closed()
         await self._close_sync()
+        for _ in range(2):  # let closed transports finish closing before the loop may end
+            await asyncio.sleep(0)
 
     async def _discard_writer(self) -> None:
         writer, self._writer = self._writer, None
@@ -199,8 +203,11 @@ class MySQLStore:
         return self._counter.value
 
     # running plans -------------------------------------------------------------------
-    async def _write(self, operation: str, factory: Callable[[], Plan[T]]) -> T:
-        """Run a plan on the kept connection, one at a time; retry deadlock victims."""
+    async def _write(
+        self, operation: str, factory: Callable[[], Plan[T]], retry: tuple[int, ...] = (DEADLOCK,)
+    ) -> T:
+        """Run a plan on the kept connection, one at a time; retry deadlock victims (the
+        server rolled their transaction back) and the errors in ``retry``."""
         if self._writer is None:
             await self.open()
         assert self._write_lock is not None
@@ -214,7 +221,8 @@ class MySQLStore:
                 except Exception as exc:
                     if not _alive(conn):
                         await self._discard_writer()
-                    if error_code(exc) == DEADLOCK and attempt + 1 < DEADLOCK_RETRIES:
+                    if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
+                        await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
                         continue
                     if is_driver_error(exc):
                         raise translate(operation, self._where, exc) from exc
@@ -295,6 +303,13 @@ class MySQLStore:
             return self._portal.run(self._insert_on_sync_conn(jobs))
         if inspect.iscoroutinefunction(getattr(conn, "commit", None)):
             raise TypeError("an async connection needs the async enqueue (aenqueue)")
+        if not callable(getattr(conn, "cursor", None)) or not callable(
+            getattr(conn, "commit", None)
+        ):
+            raise TypeError(
+                f"MySQLStore joins only a MySQL DB-API connection's transaction (PyMySQL, "
+                f"mysqlclient, ...), not {type(conn).__name__}"
+            )
         try:
             return run_sync(conn, _jobs.insert(jobs, server_is_mariadb(conn)), self._counter)
         except Exception as exc:
@@ -328,9 +343,13 @@ class MySQLStore:
         if portal is None:
             return
         conn, self._sync_conn = self._sync_conn, None
-        if conn is not None:
-            portal.loop.call_soon_threadsafe(conn.close)
-        await asyncio.get_running_loop().run_in_executor(None, portal.close)
+
+        def shut() -> None:
+            if conn is not None:
+                portal.run(_quit(conn), timeout=5)
+            portal.close()
+
+        await asyncio.get_running_loop().run_in_executor(None, shut)
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str
@@ -441,7 +460,8 @@ class MySQLStore:
     # recurring jobs and audit ------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
         return await self._write(
-            "cron_enqueue", lambda: _cluster.cron_enqueue(name, slot, job, self._mariadb)
+            "cron_enqueue", lambda: _cluster.cron_enqueue(name, slot, job, self._mariadb),
+            retry=(DEADLOCK, DUPLICATE_KEY),
         )
 
     async def cron_last_slot(self, name: str) -> datetime | None:
@@ -463,6 +483,14 @@ def _alive(conn: Any) -> bool:
     if connected is not None:
         return bool(connected() if callable(connected) else connected)
     return not bool(getattr(conn, "closed", False))
+
+
+async def _quit(conn: Any) -> None:
+    try:
+        await conn.ensure_closed()
+    except Exception:
+        conn.close()
+    await asyncio.sleep(0)
 
 
 async def _release(pool: Any, conn: Any) -> None:
