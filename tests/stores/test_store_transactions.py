@@ -25,7 +25,19 @@ def _connect(backend: str, store: Store) -> Any:
         return conn
     if backend == "postgresql":
         return psycopg.connect(store.url)  # not autocommit: a transaction starts
+    if backend == "mysql":
+        import pymysql
+
+        return pymysql.connect(**_mysql_args(store.url))  # autocommit off: a transaction
     pytest.skip(f"{backend}: no transaction-joining test yet")
+
+
+def _mysql_args(url: str) -> dict[str, Any]:
+    from urllib.parse import urlsplit
+
+    p = urlsplit(url)
+    return {"host": p.hostname, "port": p.port or 3306, "user": p.username or "root",
+            "password": p.password or "", "database": p.path.lstrip("/")}
 
 
 @pytest.mark.parametrize("commit", [True, False])
@@ -46,6 +58,18 @@ async def test_sync_insert_joins_the_callers_transaction(
 async def test_async_insert_joins_the_callers_transaction(
     store: Store, backend: str, commit: bool
 ) -> None:
+    if backend == "mysql":
+        import asyncmy
+
+        my = await asyncmy.connect(**_mysql_args(store.url), autocommit=False)
+        try:
+            ids = await store.job_insert_many([job(depends_on=[]), job(delay=5)], my)
+            assert await store.job_count(JobFilter()) == 0
+            await (my.commit() if commit else my.rollback())
+        finally:
+            await my.ensure_closed()
+        assert await store.job_count(JobFilter(ids=tuple(ids))) == (2 if commit else 0)
+        return
     if backend != "postgresql":
         pytest.skip(f"{backend}: the driver has no async connection to join")
     async with await psycopg.AsyncConnection.connect(store.url) as conn:
