@@ -68,6 +68,12 @@ def _mysql_database_url() -> Iterator[str]:
     conn.close()
 
 
+@pytest.fixture
+def mysql_url() -> Iterator[str]:
+    """An empty MySQL/MariaDB database of its own, for the MySQL-only tests."""
+    yield from _mysql_database_url()
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL to an empty, isolated database of each backend."""
