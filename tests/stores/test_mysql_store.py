@@ -1,0 +1,164 @@
+"""MySQLStore only: the lent pool, configuration errors, error translation, the sync
+path without a connection, and admission reading the clock after the key's lock.
+
+Behaviour shared with the other stores is in the conformance suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncmy
+import pymysql
+import pytest
+
+from kiln._errors import ConfigError, NotMigratedError, StoreError, UnreachableError
+from kiln._job import JobFilter, RateLimit
+from kiln.stores import store_from_url
+from kiln.stores.mysql import MySQLStore
+from kiln.stores.mysql._plan import translate
+from tests.stores.factories import claim, job
+
+
+def args_of(url: str) -> dict[str, Any]:
+    p = urlsplit(url)
+    return {"host": p.hostname, "port": p.port or 3306, "user": p.username or "root",
+            "password": p.password or "", "db": p.path.lstrip("/")}
+
+
+async def migrated(url: str, **options: Any) -> MySQLStore:
+    store = MySQLStore(url, **options)
+    await store.open()
+    await store.migrate()
+    return store
+
+
+def test_the_factory_builds_it_for_mysql_and_mariadb_urls() -> None:
+    for scheme in ("mysql", "mariadb", "mysql+asyncmy"):
+        assert isinstance(store_from_url(f"{scheme}://root@127.0.0.1/db"), MySQLStore)
+
+
+def test_configuration_errors_name_the_field() -> None:
+    class TinyPool:
+        maxsize = 1
+
+    with pytest.raises(ConfigError, match=r"pool.*maxsize >= 2"):
+        MySQLStore("mysql://root@127.0.0.1/db", pool=TinyPool())
+    with pytest.raises(ConfigError, match="max_conns"):
+        MySQLStore("mysql://root@127.0.0.1/db", max_conns=1)
+    with pytest.raises(ConfigError, match="names its database"):
+        MySQLStore("mysql://root@127.0.0.1/")
+
+
+async def test_a_lent_pool_is_used_and_left_as_it_was(mysql_url: str) -> None:
+    pool = await asyncmy.create_pool(minsize=1, maxsize=2, autocommit=False, **args_of(mysql_url))
+    try:
+        store = await migrated(mysql_url, pool=pool)
+        [job_id] = await store.job_insert_many([job()])
+        assert [r.id for r in await claim(store)] == [job_id]
+        assert await store.job_count(JobFilter()) == 1  # a read on the pool's other connection
+        await store.close()
+        assert pool.size >= 1  # the store closed nothing of the application's pool
+        async with pool.acquire() as conn:  # the kept connection got its settings back
+            assert conn.get_autocommit() is False
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT COUNT(*) FROM kiln_jobs WHERE state = 'running'")
+                assert (await cur.fetchone())[0] == 1
+            await conn.rollback()
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_unreachable_names_host_and_port() -> None:
+    store = MySQLStore("mysql://root@127.0.0.1:1/test?connect_timeout=1")
+    with pytest.raises(UnreachableError, match=r"127\.0\.0\.1:1/test"):
+        await store.open()
+    with pytest.raises(UnreachableError, match=r"127\.0\.0\.1:1/test"):
+        await asyncio.to_thread(store.job_insert_many_sync, [job()])
+    await store.close()
+
+
+async def test_a_missing_schema_says_run_kiln_migrate(mysql_url: str) -> None:
+    store = MySQLStore(mysql_url)
+    try:
+        with pytest.raises(NotMigratedError, match="kiln migrate"):
+            await store.schema_check()
+        with pytest.raises(NotMigratedError, match="kiln migrate") as caught:
+            await store.job_get(1)
+        assert caught.value.operation == "job_get" and caught.value.__cause__ is not None
+        with pytest.raises(NotMigratedError, match="kiln migrate"):
+            await asyncio.to_thread(store.job_insert_many_sync, [job()])
+    finally:
+        await store.close()
+
+
+def test_translation_keeps_the_password_out() -> None:
+    err = translate("job_claim", "db.example:3307/app", pymysql.err.OperationalError(
+        2003, "Can't connect to MySQL server on 'db.example'"))
+    assert isinstance(err, UnreachableError) and "db.example:3307/app" in str(err)
+    other = translate("job_claim", "h:1/d", pymysql.err.IntegrityError(1062, "Duplicate"))
+    assert type(other) is StoreError and other.operation == "job_claim"
+    assert "secret" not in str(MySQLStore("mysql://u:secret@h/d")._where)
+
+
+async def test_sync_insert_without_a_connection_commits_at_once(mysql_url: str) -> None:
+    store = await migrated(mysql_url)
+    try:
+        ids = await asyncio.to_thread(store.job_insert_many_sync, [job(), job(depends_on=[])])
+        assert await store.job_count(JobFilter(ids=tuple(ids))) == 2
+    finally:
+        await store.close()
+
+
+async def test_migrate_is_repeatable_and_versions_match_the_other_stores(mysql_url: str) -> None:
+    from kiln.stores import _migrations
+
+    store = await migrated(mysql_url)
+    try:
+        assert await store.migrate() == []
+        await store.schema_check()
+        assert _migrations.latest("kiln.stores.mysql") == _migrations.latest("kiln.stores.sqlite")
+    finally:
+        await store.close()
+
+
+async def test_admission_reads_the_clock_after_waiting_for_the_keys_lock(mysql_url: str) -> None:
+    """Another admitter holds the key's row lock for a while: the admission that waited
+    must stamp its jobs with the time it got the lock, not the time it asked."""
+    store = await migrated(mysql_url)
+    holder = await asyncmy.connect(autocommit=False, **args_of(mysql_url))
+    try:
+        await store.rate_limit_declare("api", RateLimit(rate=10, per=1.0, burst=10))
+        [job_id] = await store.job_insert_many([job(rate_key="api")])
+        async with holder.cursor() as cur:
+            await cur.execute("SELECT 1 FROM kiln_rate_limits WHERE `key` = 'api' FOR UPDATE")
+            admitting = asyncio.create_task(store.jobs_admit("api", 10))
+            await asyncio.sleep(0.5)
+            assert not admitting.done()  # waiting for the lock
+            await cur.execute("SELECT UTC_TIMESTAMP(6)")
+            released_at = (await cur.fetchone())[0]
+        await holder.commit()
+        result = await asyncio.wait_for(admitting, 10)
+        assert [a.job_id for a in result.admitted] == [job_id]
+        row = await store.job_get(job_id)
+        assert row is not None and row.admitted_at is not None
+        assert row.admitted_at.replace(tzinfo=None) >= released_at
+    finally:
+        await holder.ensure_closed()
+        await store.close()
+
+
+async def test_claims_of_two_stores_never_overlap(mysql_url: str) -> None:
+    one = await migrated(mysql_url)
+    two = MySQLStore(mysql_url)
+    try:
+        await one.job_insert_many([job() for _ in range(60)])
+        got = await asyncio.gather(*(claim(s, limit=7) for s in [one, two] * 6))
+        ids = [r.id for rows in got for r in rows]
+        assert len(ids) == len(set(ids)) == 60
+    finally:
+        await one.close()
+        await two.close()
