@@ -1,6 +1,6 @@
 """pgqueuer side of the pickup-latency benchmark (runs in the peers' venv).
 
-Usage: latency_pgqueuer.py URL work LOG | latency_pgqueuer.py URL enqueue N INTERVAL
+Usage: latency_pgqueuer.py URL work LOG | latency_pgqueuer.py URL enqueue N INTERVAL FIRST
 Same protocol as bench/latency_kiln.py.
 """
 
@@ -31,13 +31,13 @@ async def work(url: str, log: str) -> None:
     await qm.run(batch_size=10)
 
 
-async def enqueue(url: str, n: int, interval: float) -> None:
+async def enqueue(url: str, n: int, interval: float, first: int) -> None:
     conn = await asyncpg.connect(url)
     queries = Queries(AsyncpgDriver(conn))
     returned = []
     start = time.monotonic()
-    for i in range(n):
-        await asyncio.sleep(max(start + i * interval - time.monotonic(), 0.0))
+    for i in range(first, first + n):
+        await asyncio.sleep(max(start + (i - first) * interval - time.monotonic(), 0.0))
         await queries.enqueue("lat", str(i).encode())
         returned.append(time.time())
     await conn.close()
@@ -49,4 +49,4 @@ if __name__ == "__main__":
     if mode == "work":
         asyncio.run(work(url, sys.argv[3]))
     else:
-        asyncio.run(enqueue(url, int(sys.argv[3]), float(sys.argv[4])))
+        asyncio.run(enqueue(url, int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])))

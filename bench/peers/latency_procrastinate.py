@@ -1,6 +1,6 @@
 """procrastinate side of the pickup-latency benchmark (runs in the peers' venv).
 
-Usage: latency_procrastinate.py URL work LOG | latency_procrastinate.py URL enqueue N INTERVAL
+Usage: latency_procrastinate.py URL work LOG | latency_procrastinate.py URL enqueue N INTERVAL FIRST
 Same protocol as bench/latency_kiln.py.
 """
 
@@ -36,14 +36,14 @@ async def work(url: str, log: str) -> None:
         await app.run_worker_async(queues=["lat"], concurrency=10, wait=True)
 
 
-async def enqueue(url: str, n: int, interval: float) -> None:
+async def enqueue(url: str, n: int, interval: float, first: int) -> None:
     app = make_app(url)
     returned = []
     async with app.open_async():
         task = app.tasks["lat"]
         start = time.monotonic()
-        for i in range(n):
-            await asyncio.sleep(max(start + i * interval - time.monotonic(), 0.0))
+        for i in range(first, first + n):
+            await asyncio.sleep(max(start + (i - first) * interval - time.monotonic(), 0.0))
             await task.defer_async(n=i)
             returned.append(time.time())
     print(json.dumps(returned), flush=True)
@@ -54,4 +54,4 @@ if __name__ == "__main__":
     if mode == "work":
         asyncio.run(work(url, sys.argv[3]))
     else:
-        asyncio.run(enqueue(url, int(sys.argv[3]), float(sys.argv[4])))
+        asyncio.run(enqueue(url, int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])))

@@ -1,0 +1,141 @@
+"""Idle pickup latency on PostgreSQL: kiln side by side with pgqueuer and procrastinate.
+
+From the moment the enqueue call returns (committed) to the moment the handler starts,
+one job every 50 ms into an idle worker process, a few hundred jobs, each system on its
+own fresh database of the same PostgreSQL server and with its own LISTEN/NOTIFY. The
+enqueuer and the worker are separate processes on this host, both stamping
+``time.time()``. Twenty warm-up jobs are not counted. Prints one JSON object per
+system, then a summary; kiln's goal is under 1 ms p50 and under 3 ms p99.
+
+The peers run from their own virtualenv (default /tmp/peers, created with
+bench/peers/setup.sh when missing).
+
+    python -m bench.bench_latency [--jobs 300] [--interval 0.05] [--systems kiln,pgqueuer]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bench_drain import PG, drop_database, fresh_database
+
+ROOT = Path(__file__).resolve().parents[1]
+WARMUP = 20
+
+
+def peers_python(venv: str) -> str:
+    python = Path(venv) / "bin" / "python"
+    check = [str(python), "-c", "import pgqueuer, procrastinate, asyncpg"]
+    if not python.exists() or subprocess.run(check, capture_output=True).returncode != 0:
+        subprocess.run(["bash", str(ROOT / "bench/peers/setup.sh"), venv], check=True,
+                       stdout=subprocess.DEVNULL)
+    return str(python)
+
+
+def commands(system: str, python: str) -> list[str]:
+    if system == "kiln":
+        return [sys.executable, "-m", "bench.latency_kiln"]
+    return [python, str(ROOT / f"bench/peers/latency_{system}.py")]
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def enqueue(cmd: list[str], url: str, n: int, interval: float, first: int) -> list[float]:
+    """Enqueue jobs first..first+n-1; return when each enqueue call returned."""
+    done = subprocess.run([*cmd, url, "enqueue", str(n), str(interval), str(first)],
+                          capture_output=True,
+                          text=True, cwd=ROOT, timeout=n * interval + 120, check=True)
+    returned: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return returned
+
+
+def read_log(log: Path) -> dict[int, float]:
+    started = {}
+    for line in log.read_text().splitlines():
+        n, at = line.split()
+        started[int(n)] = float(at)
+    return started
+
+
+def wait_log(log: Path, want: int, timeout: float) -> dict[int, float]:
+    deadline = time.monotonic() + timeout
+    while True:
+        started = read_log(log) if log.exists() else {}
+        if len(started) >= want or time.monotonic() > deadline:
+            return started
+        time.sleep(0.05)
+
+
+def run_system(system: str, python: str, jobs: int, interval: float) -> dict[str, Any]:
+    url = fresh_database(f"kiln_lat_{system}")
+    cmd = commands(system, python)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "starts.log"
+        worker = subprocess.Popen([*cmd, url, "work", str(log)], stdout=subprocess.PIPE,
+                                  text=True, cwd=ROOT)
+        try:
+            assert worker.stdout is not None
+            ready = worker.stdout.readline()
+            if not ready.startswith("READY"):
+                return {"system": system, "error": f"worker did not start: {ready!r}"}
+            enqueue(cmd, url, WARMUP, interval, 0)
+            wait_log(log, WARMUP, 30)
+            time.sleep(1.0)  # idle again
+            returned = enqueue(cmd, url, jobs, interval, WARMUP)
+            started = wait_log(log, WARMUP + jobs, 30)
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+            drop_database(url)
+    lags = [(started[WARMUP + i] - at) * 1000 for i, at in enumerate(returned)
+            if WARMUP + i in started]
+    if not lags:
+        return {"system": system, "error": "no job started"}
+    return {
+        "system": system, "jobs": jobs, "started": len(lags), "interval_ms": interval * 1000,
+        "p50_ms": round(statistics.median(lags), 3), "p90_ms": round(quantile(lags, 0.9), 3),
+        "p99_ms": round(quantile(lags, 0.99), 3), "max_ms": round(max(lags), 3),
+        "min_ms": round(min(lags), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--systems", default="kiln,pgqueuer,procrastinate")
+    parser.add_argument("--peers-venv", default="/tmp/peers")
+    args = parser.parse_args()
+    systems = args.systems.split(",")
+    python = peers_python(args.peers_venv) if set(systems) - {"kiln"} else sys.executable
+    results = []
+    for system in systems:
+        result = run_system(system, python, args.jobs, args.interval)
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    summary = {r["system"]: {"p50_ms": r.get("p50_ms"), "p99_ms": r.get("p99_ms")}
+               for r in results}
+    kiln = summary.get("kiln", {})
+    goal = {"p50_ms": 1.0, "p99_ms": 3.0}
+    print(json.dumps({"database": PG.rsplit("@", 1)[-1], "summary": summary,
+                      "kiln_goal": goal, "kiln_meets_goal": bool(kiln) and all(
+                          (kiln.get(k) or 1e9) < v for k, v in goal.items())}))
+
+
+if __name__ == "__main__":
+    main()
