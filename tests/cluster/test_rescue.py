@@ -11,6 +11,7 @@ import collections
 
 import kiln
 from kiln._client import Client
+from kiln._job import FINISHED_STATES
 from tests.cluster.conftest import FAST, Cluster
 
 DEAD_AFTER = FAST["dead_after"]
@@ -22,6 +23,15 @@ SLACK = 1.0  # process scheduling on a 2-core machine, the database's commit
 
 async def enqueue(c: Cluster, kind: str, args: dict[str, object], **options: object) -> int:
     return await Client(c.store).enqueue(kind, args, queue=kind, **options)
+
+
+async def completed(c: Cluster, ids: list[int]) -> None:
+    """Wait until the workers' results for ``ids`` are written (they go in batches)."""
+    async def written() -> bool:
+        rows = [await c.store.job_get(i) for i in ids]
+        return all(r is not None and r.state in FINISHED_STATES for r in rows)
+
+    await c.wait_for_async(written, 5, f"the results of jobs {ids}")
 
 
 async def test_killed_worker_jobs_run_again_within_dead_after(cluster: Cluster) -> None:
@@ -55,6 +65,7 @@ async def test_killed_worker_jobs_run_again_within_dead_after(cluster: Cluster) 
         assert DEAD_AFTER - HEARTBEAT - 0.3 <= delay <= DEAD_AFTER + HEARTBEAT + POLL + SLACK
     finishes = collections.Counter(e["job"] for e in c.events("finish"))
     assert all(finishes[j] == 1 for j in ids), finishes  # none completed twice
+    await completed(c, ids)
     for job_id in ids:
         row = await c.store.job_get(job_id)
         assert row is not None and row.state is kiln.JobState.COMPLETED
@@ -97,6 +108,7 @@ async def test_dead_leader_is_replaced_and_waits_before_rescuing(cluster: Cluste
     assert DEAD_AFTER + HEARTBEAT - 0.05 <= waited <= DEAD_AFTER + 2 * HEARTBEAT + SLACK
     assert rescue["pid"] == b.pid and again["pid"] == b.pid
     await c.wait_for(lambda: c.first("finish", job=on_a), 5, "the rerun to finish")
+    await completed(c, [on_a])
     row = await c.store.job_get(on_a)
     assert row is not None and row.state is kiln.JobState.COMPLETED and row.attempt == 2
 
@@ -123,6 +135,7 @@ async def test_job_that_kills_its_process_twice_waits_its_backoff(cluster: Clust
     assert straight_back < POLL + SLACK
     assert backoff - 0.05 <= after_backoff <= backoff + POLL + SLACK
     assert done["pid"] == starts[2]["pid"] and done["pid"] in {w.pid for w in workers}
+    await completed(c, [job_id])
     row = await c.store.job_get(job_id)
     assert row is not None and row.state is kiln.JobState.COMPLETED and row.attempt == 3
     assert sum("rescued" in e.error for e in row.errors) == 2
