@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -184,6 +185,8 @@ class PostgresStore:
                     self._sync_conn = psycopg.connect(
                         self.url, autocommit=True, connect_timeout=self._timeout_s()
                     )
+                    # sync callers may never await close(): close it with the store
+                    weakref.finalize(self, self._sync_conn.close)
                 return run_sync(self._sync_conn, _jobs.insert(jobs), self._counter, tx=True)
             except psycopg.Error as exc:
                 raise translate("job_insert", self.url, exc) from exc

@@ -53,11 +53,26 @@ def connect(path: str, *, timeout: float = 30.0, create: bool = False) -> sqlite
     except sqlite3.Error as exc:
         raise UnreachableError("connect", f"cannot open SQLite database {path!r}: {exc}") from exc
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    _wal(conn, timeout)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     conn.execute("PRAGMA foreign_keys=OFF")
     return conn
+
+
+def _wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch to WAL. The switch needs the file to itself and answers "database is
+    locked" without waiting when several processes open a new file at once: retry."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                conn.close()
+                raise UnreachableError("connect", f"cannot open SQLite database: {exc}") from exc
+            time.sleep(0.01)
 
 
 class SQLiteStore:
