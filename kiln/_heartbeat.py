@@ -62,6 +62,13 @@ class Heartbeater:
     def age(self) -> float:
         return time.monotonic() - self.last_ok
 
+    @property
+    def confirmed(self) -> bool:
+        """Not fenced, and the last heartbeat is recent enough to act on. Checked at each
+        claim, so a server whose event loop stalled past the fence claims nothing before
+        the heartbeat loop gets to fence it."""
+        return self.fenced is None and self.age <= self._config.fence_after
+
     async def register(self) -> None:
         sent = time.monotonic()
         await self._store.server_register(self.info)

@@ -303,8 +303,8 @@ class Server:
 
     # wiring ------------------------------------------------------------------------
     def _may_claim(self) -> bool:
-        return self._state in ("new", "running") and not (
-            self._heartbeat is not None and self._heartbeat.fenced
+        return self._state in ("new", "running") and (
+            self._heartbeat is None or self._heartbeat.confirmed
         )
 
     def _notified(self) -> bool:
