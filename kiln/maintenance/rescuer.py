@@ -15,6 +15,7 @@ alone. Owns no SQL and never touches jobs of live servers.
 
 from __future__ import annotations
 
+import random
 import time
 
 from kiln._config import seconds
@@ -90,7 +91,8 @@ class Rescuer(PeriodicService):
         ready_in = self._ready_in()
         if ready_in is not None and ready_in > 0:
             return ready_in
-        return super().next_delay(counts)
+        # jitter only downwards: a dead server's jobs wait at most one heartbeat_interval
+        return self.interval * random.uniform(0.9, 1.0)
 
     async def run_once(self) -> dict[str, int]:
         """Rescue one batch of dead servers' jobs; returns rescued and failed counts."""
