@@ -23,7 +23,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from kiln import Server
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
-from kilnotel._instruments import Callback, observable
+from kilnotel._instruments import Callback, observable, shared
 
 log = logging.getLogger("kilnotel.gauges")
 
@@ -143,12 +143,6 @@ def _pools(server: Server, field: str) -> dict[str, int]:
     return {q: len(p.running) for q, p in pools.items()}
 
 
-_SETS: weakref.WeakKeyDictionary[Any, GaugeSet] = weakref.WeakKeyDictionary()
-
-
 def gauge_set(provider: Any, meter: Meter) -> GaugeSet:
     """The GaugeSet of ``provider``, registering its instruments on first use."""
-    found = _SETS.get(provider)
-    if found is None:
-        found = _SETS[provider] = GaugeSet(meter)
-    return found
+    return shared(provider, "kilnotel.gauges", lambda: GaugeSet(meter))

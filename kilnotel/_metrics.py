@@ -1,10 +1,12 @@
 """Turns kiln's events into counter and histogram updates.
 
 Owns one inline event subscriber per observed hub (a server's or a client's). It runs
-on the emitter's thread for every event, so each handler does a dictionary lookup and
-one or two instrument updates, with attribute dicts built once per (queue, kind,
-outcome) and reused. It never does I/O; the only other thing it does is poke the
-counts cache, which at most schedules a background refresh.
+on the emitter's thread for every event, so it must be cheap: the per-job counters
+(claimed, finished, retried, handed back) are Tally cells, a dict lookup and an add,
+exported through observable counters; the rare ones are plain OpenTelemetry
+counters; histograms are the only per-job OpenTelemetry calls. Attribute dicts are
+built once per (queue, kind, outcome) and reused. It never does I/O; the only other
+thing it does is poke the counts cache, which at most schedules a background refresh.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from kiln import (
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
 from kilnotel._gauges import ServerSource
-from kilnotel._instruments import counter, histogram
+from kilnotel._instruments import counter, histogram, tally
 
 Attrs = dict[str, str]
 
@@ -41,16 +43,20 @@ class EventMetrics:
     """An inline subscriber: ``hub.subscribe(EventMetrics(meter, ...))``."""
 
     def __init__(
-        self, meter: Meter, counts: CountsCache | None = None, source: ServerSource | None = None
+        self,
+        provider: Any,
+        meter: Meter,
+        counts: CountsCache | None = None,
+        source: ServerSource | None = None,
     ) -> None:
         self._counts = counts
         self._source = source
-        self.enqueued = counter(meter, n.JOBS_ENQUEUED)
-        self.claimed = counter(meter, n.JOBS_CLAIMED)
-        self.finished = counter(meter, n.JOBS_FINISHED)
-        self.retried = counter(meter, n.JOBS_RETRIED)
+        self.enqueued = counter(meter, n.JOBS_ENQUEUED)  # clients emit from any thread
+        self.claimed = tally(provider, meter, n.JOBS_CLAIMED)
+        self.finished = tally(provider, meter, n.JOBS_FINISHED)
+        self.retried = tally(provider, meter, n.JOBS_RETRIED)
+        self.handed_back = tally(provider, meter, n.JOBS_HANDED_BACK)
         self.rescued = counter(meter, n.JOBS_RESCUED)
-        self.handed_back = counter(meter, n.JOBS_HANDED_BACK)
         self.db_errors = counter(meter, n.DB_ERRORS)
         self.heartbeat_failures = counter(meter, n.SERVER_HEARTBEAT_FAILURES)
         self.leader_changes = counter(meter, n.SERVER_LEADER_CHANGES)
@@ -105,19 +111,26 @@ class EventMetrics:
 
     # handlers -----------------------------------------------------------------------------
     def _claimed(self, e: JobClaimed) -> None:
-        attrs = self._qk(e.job.queue, e.job.kind)
-        self.claimed.add(1, attrs)
-        self.claim_latency.record(e.latency, attrs)
+        row = e.job
+        cell = self.claimed.cell((row.queue, row.kind), lambda: self._qk(row.queue, row.kind))
+        cell[1] += 1
+        self.claim_latency.record(e.latency, cell[0])
 
     def _finished(self, e: JobFinished) -> None:
         row, outcome = e.job, e.outcome
-        attrs = self._qko(row.queue, row.kind, outcome.value)
-        self.finished.add(1, attrs)
-        self.job_duration.record(e.duration, attrs)
+        cell = self.finished.cell(
+            (row.queue, row.kind, outcome.value),
+            lambda: self._qko(row.queue, row.kind, outcome.value),
+        )
+        cell[1] += 1
+        self.job_duration.record(e.duration, cell[0])
         if outcome is Outcome.RETRY:
-            self.retried.add(1, self._qk(row.queue, row.kind))
+            self.retried.cell((row.queue, row.kind), lambda: self._qk(row.queue, row.kind))[1] += 1
         elif outcome is Outcome.HANDED_BACK:
-            self.handed_back.add(1, self._qk(row.queue, row.kind))
+            handed = self.handed_back.cell(
+                (row.queue, row.kind), lambda: self._qk(row.queue, row.kind)
+            )
+            handed[1] += 1
 
     def _claim_queried(self, e: ClaimQueried) -> None:
         self.claim_duration.record(e.duration, self._one(n.QUEUE, e.queue))

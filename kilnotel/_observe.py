@@ -112,7 +112,7 @@ def observe(
     gauges.add(source)
     undo: list[Callable[[], None]] = [
         lambda: gauges.discard(source),
-        server.events.subscribe(EventMetrics(meter, counts, source)),
+        server.events.subscribe(EventMetrics(provider, meter, counts, source)),
     ]
     tracing = None
     if traces:
@@ -134,7 +134,7 @@ def observe_client(
     """Enqueue counters and ``send {queue}`` spans for a Client, or for every client of
     an App (``observe_app``). Observe an App or its clients, not both: counts double."""
     provider, meter = _meter(meter_provider)
-    undo = [client.events.subscribe(EventMetrics(meter))]
+    undo = [client.events.subscribe(EventMetrics(provider, meter))]
     tracing = None
     if traces:
         tracing = _tracing(tracer_provider, "link")

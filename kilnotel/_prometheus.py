@@ -13,7 +13,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -29,11 +29,16 @@ def prometheus_provider(
     """A MeterProvider whose metrics are read into ``registry`` (a new one by default).
 
     The resource defaults to ``Resource.create()``, which reads OTEL_SERVICE_NAME and
-    OTEL_RESOURCE_ATTRIBUTES; it is exposed as the ``target_info`` series.
+    OTEL_RESOURCE_ATTRIBUTES; it is exposed as the ``target_info`` series. Exemplars
+    are off: this reader does not expose them, and sampling them costs every
+    measurement a look at the current span.
     """
     registry = registry if registry is not None else CollectorRegistry()
     reader = PrometheusMetricReader(registry=registry)
-    provider = MeterProvider(metric_readers=[reader], resource=resource or Resource.create())
+    provider = MeterProvider(
+        metric_readers=[reader], resource=resource or Resource.create(),
+        exemplar_filter=AlwaysOffExemplarFilter(),
+    )
     remember_registry(provider, registry)
     return provider, registry
 

@@ -44,6 +44,9 @@ class Tracing:
         self._tracer = tracer
         self._parent = trace_parent == "parent"
         self._open: dict[tuple[int, int], Span] = {}
+        # the metadata keys the global propagator reads: most jobs carry none of them
+        # when nothing traced their enqueue, and extracting then is wasted work
+        self._fields = frozenset(propagate.get_global_textmap().fields)
         self.enabled = True
 
     # producer -----------------------------------------------------------------------
@@ -99,11 +102,14 @@ class Tracing:
             otel_context.detach(token)
 
     def _start(self, row: JobRow) -> Span:
-        producer = _extract(row.metadata)
-        span_context = trace.get_current_span(producer).get_span_context()
+        metadata = row.metadata
+        producer = None
         links = None
-        if not self._parent and span_context.is_valid:
-            links = [Link(span_context)]
+        if metadata and not self._fields.isdisjoint(metadata):
+            producer = _extract(metadata)
+            span_context = trace.get_current_span(producer).get_span_context()
+            if not self._parent and span_context.is_valid:
+                links = [Link(span_context)]
         span = self._tracer.start_span(
             n.SPAN_PROCESS.format(queue=row.queue),
             context=producer if self._parent else None,
