@@ -41,6 +41,10 @@ def make_app(url: str) -> kiln.App:
     async def long(job: kiln.Job) -> None:
         await asyncio.sleep(float(job.args.get("seconds", 30)))
 
+    @app.job("limited", queue="limited", rate_limit=kiln.RateLimit(rate=4, per=1.0))
+    async def limited(job: kiln.Job) -> None:
+        return None
+
     @app.job("busy")
     def busy(job: kiln.Job) -> None:
         time.sleep(float(job.args.get("seconds", 0.05)))

@@ -1,4 +1,4 @@
-"""A worker process for the /metrics test: ``python -m tests.otel.worker URL``.
+"""A worker process: ``python -m tests.otel.worker URL [QUEUES_JSON]``.
 
 Serves /metrics the way ``kiln worker --metrics-port`` does (``kilnotel.serve(server)``
 before ``server.run()``), on a free loopback port that it prints as ``READY <port>``.
@@ -7,6 +7,7 @@ before ``server.run()``), on a free loopback port that it prints as ``READY <por
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 import kiln
@@ -14,9 +15,9 @@ import kilnotel
 from tests.otel.jobs import FAST, make_app
 
 
-async def main(url: str) -> None:
+async def main(url: str, queues: dict[str, int]) -> None:
     app = make_app(url)
-    server = app.server({"default": 4, "idle": 1}, kiln.ServerConfig(**FAST))  # type: ignore[arg-type]
+    server = app.server(queues, kiln.ServerConfig(**FAST))  # type: ignore[arg-type]
     metrics = kilnotel.serve(server, port=0, host="127.0.0.1")
     print(f"READY {metrics.port}", flush=True)
     try:
@@ -26,4 +27,5 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    queues = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {"default": 4, "idle": 1}
+    asyncio.run(main(sys.argv[1], queues))
