@@ -316,13 +316,15 @@ def _next_at(result: Result) -> float | None:
     return None if value is None else max(int(value) / 1_000_000, 0.0)
 
 
-def release_due() -> Plan[ReleaseResult]:
-    """Idle, this is one indexed statement outside any transaction; only when a job is
-    due does it lock (skipping rows another releaser holds) and update."""
-    first = yield one(_NEXT_DUE)
-    nxt = _next_at(first[0])
-    if nxt is None or nxt > 0:
-        return ReleaseResult(released={}, next_at=nxt)
+def release_due(probe: bool) -> Plan[ReleaseResult]:
+    """With ``probe`` (nothing known to be due), idle, this is one indexed statement
+    outside any transaction; only when a job is due does it lock (skipping rows another
+    releaser holds) and update."""
+    if probe:
+        first = yield one(_NEXT_DUE)
+        nxt = _next_at(first[0])
+        if nxt is None or nxt > 0:
+            return ReleaseResult(released={}, next_at=nxt)
     out = yield step(
         Stmt(
             f"SELECT id, queue FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= {NOW}"
