@@ -60,9 +60,10 @@ class Lock:
 async def test_health_endpoint_follows_the_database(cluster: Cluster) -> None:
     c = cluster
     url, proxy = c.url, None
-    if c.backend.startswith("postgres"):
+    if c.backend.startswith("postgres") or c.backend == "mysql":
         parts = urlsplit(c.url)
-        proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+        default_port = 3306 if c.backend == "mysql" else 5432
+        proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or default_port)
         await proxy.start()
         c.proxies.append(proxy)
         url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
