@@ -1,8 +1,8 @@
 """Idle cost: queries per second of one API process and two idle worker processes.
 
-On SQLite and PostgreSQL, with the default poll_interval (1 s) and with 200 ms, with
-and without notifications (LISTEN/NOTIFY on PostgreSQL, a RedisBus on SQLite; "without"
-switches a PostgreSQL store's LISTEN off). Every process counts the statements its
+On SQLite, PostgreSQL and MySQL/MariaDB, with the default poll_interval (1 s) and with
+200 ms, with and without notifications (LISTEN/NOTIFY on PostgreSQL, a RedisBus on the
+others; "without" switches a PostgreSQL store's LISTEN off). Every process counts the statements its
 store sent (``store.query_count()``) over the same window after a warm-up; on
 PostgreSQL the database's own count of committed transactions
 (pg_stat_database.xact_commit of a database of the benchmark's own) is reported
@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from bench.bench_drain import drop_database, fresh_database, pg_execute
 
 ROOT = Path(__file__).resolve().parents[1]
+MYSQL = os.environ.get("KILN_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
 BEGIN, END = "<!-- idle-cost:begin -->", "<!-- idle-cost:end -->"
 
 
@@ -34,6 +38,34 @@ def xact_commit(url: str) -> int:
     name = url.rsplit("/", 1)[1]
     rows = pg_execute(f"SELECT xact_commit FROM pg_stat_database WHERE datname = '{name}'")
     return int(rows[0][0])
+
+
+def mysql_execute(sql: str) -> None:
+    import pymysql  # type: ignore[import-untyped,unused-ignore]
+
+    parts = urlsplit(MYSQL)
+    conn = pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+                           user=parts.username or "root", password=parts.password or "")
+    with conn.cursor() as cur:
+        cur.execute(sql)
+    conn.close()
+
+
+def fresh(backend: str, poll: float, notify: bool, tmp: Path) -> str:
+    if backend == "postgres":
+        return fresh_database("kiln_idle")
+    if backend == "mysql":
+        name = f"kiln_idle_{uuid.uuid4().hex[:8]}"
+        mysql_execute(f"CREATE DATABASE {name}")
+        return urlunsplit(urlsplit(MYSQL)._replace(path=f"/{name}"))
+    return f"sqlite:///{tmp / f'idle-{poll}-{notify}.db'}"
+
+
+def drop(backend: str, url: str) -> None:
+    if backend == "postgres":
+        drop_database(url)
+    elif backend == "mysql":
+        mysql_execute(f"DROP DATABASE {url.rsplit('/', 1)[1]}")
 
 
 def start(url: str, role: str, poll: float, notify: bool) -> subprocess.Popen[str]:
@@ -60,10 +92,7 @@ def tell(proc: subprocess.Popen[str], word: str) -> None:
 
 def setup(backend: str, poll: float, notify: bool, warmup: float, window: float,
           tmp: Path) -> dict[str, Any]:
-    if backend == "postgres":
-        url = fresh_database("kiln_idle")
-    else:
-        url = f"sqlite:///{tmp / f'idle-{poll}-{notify}.db'}"
+    url = fresh(backend, poll, notify, tmp)
     subprocess.run([sys.executable, "-c", f"import kiln; kiln.App({url!r}).migrate()"],
                    check=True, cwd=ROOT)
     procs = {"api": start(url, "api", poll, notify)}
@@ -88,8 +117,7 @@ def setup(backend: str, poll: float, notify: bool, warmup: float, window: float,
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
-        if backend == "postgres":
-            drop_database(url)
+        drop(backend, url)
     result: dict[str, Any] = {
         "backend": backend, "poll_interval": poll, "notifications": notify,
         "queries_per_s": round(sum(counts.values()), 1), "per_process": counts,
@@ -100,7 +128,7 @@ def setup(backend: str, poll: float, notify: bool, warmup: float, window: float,
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
     lines = [
         "| Store | poll_interval | Notifications | Queries/s (all 3 processes) | per worker "
         "| API process | PostgreSQL xact_commit/s |",
@@ -129,7 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--backends", default="sqlite,postgres,mysql")
     parser.add_argument("--table", type=Path, default=None)
     args = parser.parse_args()
     results = []

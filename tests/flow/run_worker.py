@@ -2,22 +2,29 @@
 
 Usage: python -m tests.flow.run_worker QUEUE=N [CONFIG_JSON]
 Prints ``READY <server id>`` once running and ``STATS <json>`` after ``run()`` returns.
+KILN_TEST_NO_LISTEN=1 makes the server ignore its store's LISTEN/NOTIFY (it polls).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import sys
+from typing import Any
 
 import kiln
 from kiln._server import run_in_new_loop
 from tests.flow.app import app
 
 
-async def main(queue: str, config: dict[str, float]) -> None:
+async def main(queue: str, config: dict[str, Any]) -> None:
     name, _, concurrency = queue.partition("=")
     server = app.server({name: int(concurrency or 10)}, kiln.ServerConfig(**config))
+    if os.environ.get("KILN_TEST_NO_LISTEN") == "1":
+        caps = dataclasses.replace(server.store.capabilities, listen_notify=False)
+        server.store.capabilities = caps  # this instance only
     task = asyncio.create_task(server.run())
     while server.stats()["state"] != "running":
         if task.done():

@@ -20,7 +20,7 @@ def _after(admin: FlowAdmin, first: int, then: int) -> bool:
     """``then`` started only after ``first`` had finished."""
     a, b = admin.job(first), admin.job(then)
     assert a.finished_at is not None and b.attempted_at is not None
-    return b.attempted_at >= a.finished_at
+    return bool(b.attempted_at >= a.finished_at)
 
 
 def test_chain_runs_in_order(admin: FlowAdmin, start_worker: StartFlowWorker) -> None:
