@@ -26,6 +26,7 @@ from bench import _procs
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("KILN_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+MYSQL = os.environ.get("KILN_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
 PEERS = os.environ.get("KILN_PEERS_VENV", "/tmp/kiln-peers")
 
 
@@ -46,6 +47,33 @@ def fresh_database(prefix: str) -> str:
 def drop_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def my_execute(sql: str, url: str = MYSQL) -> list[tuple[Any, ...]]:
+    from urllib.parse import urlsplit
+
+    import pymysql
+
+    p = urlsplit(url)
+    conn = pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or "root",
+                           password=p.password or "", database=p.path.lstrip("/"),
+                           autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall()) if cur.description else []
+    finally:
+        conn.close()
+
+
+def fresh_mysql_database(prefix: str) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    my_execute(f"CREATE DATABASE {name}")
+    return MYSQL.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_mysql_database(url: str) -> None:
+    my_execute(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]}")
 
 
 def measure(
@@ -86,13 +114,16 @@ def measure(
     }
 
 
-def run_kiln(jobs: int, concurrency: int, observe: bool = False) -> dict[str, Any]:
+def run_kiln(
+    jobs: int, concurrency: int, observe: bool = False, mysql: bool = False
+) -> dict[str, Any]:
     import asyncio
 
     import kiln
     from kiln.stores import store_from_url
 
-    url = fresh_database("kiln_bench")
+    execute, drop = (my_execute, drop_mysql_database) if mysql else (pg_execute, drop_database)
+    url = fresh_mysql_database("kiln_bench") if mysql else fresh_database("kiln_bench")
     try:
         async def fill() -> None:
             store = store_from_url(url)
@@ -108,17 +139,16 @@ def run_kiln(jobs: int, concurrency: int, observe: bool = False) -> dict[str, An
         asyncio.run(fill())
 
         def remaining() -> int:
-            rows = pg_execute(
-                "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'", url
-            )
+            rows = execute("SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'", url)
             return int(rows[0][0])
 
         cmd = [sys.executable, "-m", "bench.drain_kiln", url, str(concurrency)]
         if observe:
             cmd.append("observe")
-        return measure("kiln+otel" if observe else "kiln", cmd, remaining, jobs, "postgres")
+        name = "kiln-mariadb" if mysql else "kiln+otel" if observe else "kiln"
+        return measure(name, cmd, remaining, jobs, "mariadbd" if mysql else "postgres")
     finally:
-        drop_database(url)
+        drop(url)
 
 
 def run_peer(peer: str, jobs: int, concurrency: int) -> dict[str, Any]:
@@ -156,6 +186,8 @@ def main() -> None:
         for system in systems:  # interleaved, so drift hits every system alike
             if system == "kiln":
                 result = run_kiln(args.jobs, args.concurrency)
+            elif system == "kiln-mariadb":
+                result = run_kiln(args.jobs, args.concurrency, mysql=True)
             elif system == "kiln+otel":
                 result = run_kiln(args.jobs, args.concurrency, observe=True)
             else:
