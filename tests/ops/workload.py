@@ -1,0 +1,138 @@
+"""The bounded workload of the live ops test: real kiln servers doing what operators
+chart and alert on.
+
+Owns the test app's job kinds and the scenarios: jobs that complete, retry and fail
+for good, rate-limited jobs, a job handed back at shutdown, a job of a dead server that
+the leader rescues, and a server whose heartbeats fail until it fences itself (its
+running job is then rescued too). Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import kiln
+from kiln._job import ServerInfo
+from kiln.stores import Store
+
+FAST: dict[str, Any] = dict(
+    poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6.0,
+    leader_ttl=1.0, shutdown_timeout=0.3,
+)
+DEAD_SERVER = "ops-test-dead-server"
+
+
+def make_app(url: str) -> kiln.App:
+    app = kiln.App(url)
+
+    @app.job("ok")
+    async def ok(job: kiln.Job) -> None:
+        await asyncio.sleep(float(job.args.get("seconds", 0.005)))
+
+    @app.job("flaky", max_attempts=2, backoff=kiln.Constant(0.1))
+    async def flaky(job: kiln.Job) -> None:
+        raise RuntimeError(f"flaky fails attempt {job.attempt}")
+
+    @app.job("limited", queue="limited", rate_limit=kiln.RateLimit(rate=2, per=1.0))
+    async def limited(job: kiln.Job) -> None:
+        return None
+
+    @app.job("long", queue="handback")
+    async def long(job: kiln.Job) -> None:
+        await asyncio.sleep(60)
+
+    return app
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def run_server(server: kiln.Server) -> asyncio.Task[None]:
+    task = asyncio.create_task(server.run())
+    await wait_until(lambda: task.done() or server.stats()["state"] == "running", 15,
+                     "server running")
+    if task.done():
+        await task
+    return task
+
+
+async def stop_server(server: kiln.Server, task: asyncio.Task[None]) -> None:
+    server.stop(force=True)
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        await asyncio.wait_for(task, 15)
+
+
+async def hand_back_one_job(app: kiln.App, server: kiln.Server) -> None:
+    """Run ``server`` until it holds a long job, then stop it: the job is handed back."""
+    task = await run_server(server)
+    await app.aenqueue("long", {})
+    await wait_until(lambda: server.running_jobs == 1, 15, "the long job running")
+    server.stop()
+    await asyncio.wait_for(task, 15)
+    assert server.stats()["handed_back"] == 1
+
+
+async def claim_as_dead_server(store: Store, app: kiln.App) -> int:
+    """A running job whose server never heartbeats again: the leader must rescue it."""
+    job_id = await app.aenqueue("ok", {"rescue": True})
+    await store.server_register(ServerInfo(
+        id=DEAD_SERVER, host="gone", pid=0, queues={"default": 1}, kinds=["ok"],
+        version=kiln.__version__, started_at=datetime.now(UTC)))
+    rows = await store.job_claim("default", ["ok"], 1, DEAD_SERVER)
+    assert [r.id for r in rows] == [job_id]
+    return job_id
+
+
+async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
+    """Every 0.1 s a job that completes; every second one that fails for good and three
+    rate-limited ones (admitted at 2/s). Bounded by ``stop`` and 90 s."""
+    began = time.monotonic()
+    tick = 0
+    while not stop.is_set() and time.monotonic() - began < 90:
+        await app.aenqueue("ok", {"tick": tick})
+        if tick % 10 == 0:
+            await app.aenqueue("flaky", {"tick": tick})
+            await app.aenqueue_many([("limited", {"tick": tick, "n": n}) for n in range(3)])
+        tick += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.1)
+    return tick
+
+
+async def fence_once(server: kiln.Server) -> None:
+    """Fail the server's heartbeats (the store raises, as when the database is away)
+    until it fences itself, then let them pass: it rejoins under a new id."""
+    store: Any = server.store
+    fenced = server.stats()["fenced"]
+
+    async def unreachable(server_id: str) -> bool:
+        raise kiln.StoreError("server_heartbeat", "injected by the ops test: database away")
+
+    store.server_heartbeat = unreachable
+    try:
+        await wait_until(lambda: server.stats()["fenced"] > fenced, 10, "the server fencing")
+    finally:
+        del store.server_heartbeat  # the store's own method again
+    await wait_until(lambda: bool(server.healthy()), 10, "the server rejoining")
+
+
+async def fence_while_running(app: kiln.App, store: Store, server: kiln.Server) -> int:
+    """Fence ``server`` while it runs a 5 s job: the job is cancelled without a result
+    and left to the rescuer, since the registration it ran under is now silent."""
+    job_id = await app.aenqueue("ok", {"seconds": 5})
+    deadline = time.monotonic() + 10
+    while (row := await store.job_get(job_id)) is None or row.state != kiln.JobState.RUNNING:
+        assert time.monotonic() < deadline, f"job {job_id} never ran: {row}"
+        await asyncio.sleep(0.05)
+    await fence_once(server)
+    return job_id
