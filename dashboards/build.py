@@ -362,8 +362,7 @@ def layout(sections: list[tuple[Panel, int, int]]) -> list[Panel]:
 def variables() -> list[dict[str, Any]]:
     def query(name: str, label: str, definition: str) -> dict[str, Any]:
         return {"name": name, "label": label, "type": "query", "datasource": DATASOURCE,
-                "definition": definition,
-                "query": {"query": definition, "refId": f"{name}-values", "qryType": 1},
+                "definition": definition, "query": definition,
                 "refresh": 2, "sort": 1, "regex": "", "hide": 0,
                 "includeAll": True, "allValue": ".*", "multi": True,
                 "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
@@ -386,7 +385,8 @@ def overview() -> dict[str, Any]:
         "title": "kiln overview",
         "uid": "kiln-overview",
         "description": "kiln job runner: throughput, failures, queues, latency, recovery "
-                       "and servers, from kilnotel's Prometheus metrics.",
+                       "and servers, from kilnotel's Prometheus metrics. Needs the "
+                       "recording rules of alerts/kiln.recording.yml loaded in Prometheus.",
         "tags": ["kiln", "jobs"],
         "schemaVersion": SCHEMA_VERSION,
         "version": 1,
