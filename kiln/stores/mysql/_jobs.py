@@ -309,6 +309,7 @@ _NEXT_DUE = (
     f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(run_at)) FROM kiln_jobs"
     " WHERE state = 'scheduled'"
 )
+_NEXT_LATER = _NEXT_DUE + f" AND run_at > {NOW}"
 
 
 def _next_at(result: Result) -> float | None:
@@ -318,8 +319,8 @@ def _next_at(result: Result) -> float | None:
 
 def release_due(probe: bool) -> Plan[ReleaseResult]:
     """With ``probe`` (nothing known to be due), idle, this is one indexed statement
-    outside any transaction; only when a job is due does it lock (skipping rows another
-    releaser holds) and update."""
+    outside any transaction. When a job is due it locks the due jobs, skipping rows
+    another releaser holds (that releaser makes them available), and updates them."""
     if probe:
         first = yield one(_NEXT_DUE)
         nxt = _next_at(first[0])
@@ -330,19 +331,18 @@ def release_due(probe: bool) -> Plan[ReleaseResult]:
             f"SELECT id, queue FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= {NOW}"
             f" ORDER BY run_at LIMIT {RELEASE_CAP} FOR UPDATE SKIP LOCKED"
         ),
+        Stmt(_NEXT_LATER),
         begin=True,
     )
-    rows = out[0].rows
+    rows, later = out[0].rows, _next_at(out[1])
     if not rows:
-        return ReleaseResult(released={}, next_at=0.0)
+        return ReleaseResult(released={}, next_at=later)
     ids = [r[0] for r in rows]
-    done = yield step(
+    yield step(
         Stmt(f"UPDATE kiln_jobs SET state = 'available' WHERE id IN ({marks(len(ids))})", ids),
-        Stmt(_NEXT_DUE),
         last=True,
     )
     released: dict[str, int] = {}
     for _id, queue in rows:
         released[queue] = released.get(queue, 0) + 1
-    nxt = 0.0 if len(rows) >= RELEASE_CAP else _next_at(done[1])
-    return ReleaseResult(released=released, next_at=nxt)
+    return ReleaseResult(released=released, next_at=0.0 if len(rows) >= RELEASE_CAP else later)

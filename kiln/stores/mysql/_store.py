@@ -120,7 +120,7 @@ class MySQLStore:
         self._max_conns = max_conns
         self._writer: Any = None
         self._restore: list[str] = []  # session settings to give back to a lent connection
-        self._write_lock: asyncio.Lock | None = None
+        self._write_lock = asyncio.Lock()  # one plan at a time on the kept connection
         self._open_lock: asyncio.Lock | None = None
         self._mariadb = True
         self._counter = Counter()
@@ -157,7 +157,6 @@ class MySQLStore:
                 if is_driver_error(exc):
                     raise translate("open", self._where, exc) from exc
                 raise
-            self._write_lock = asyncio.Lock()
 
     async def _borrow(self, conn: Any) -> None:
         """Put a lent connection in kiln's session settings, remembering its own."""
@@ -213,9 +212,6 @@ class MySQLStore:
     ) -> T:
         """Run a plan on the kept connection, one at a time; retry deadlock victims (the
         server rolled their transaction back) and the errors in ``retry``."""
-        if self._writer is None:
-            await self.open()
-        assert self._write_lock is not None
         async with self._write_lock:
             for attempt in range(DEADLOCK_RETRIES):
                 if self._writer is None:
@@ -290,7 +286,7 @@ class MySQLStore:
     # jobs ----------------------------------------------------------------------------
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
-            if inspect.iscoroutinefunction(getattr(conn, "commit", None)):
+            if _is_async(conn):
                 try:  # the caller's transaction: no framing, the caller commits
                     plan = _jobs.insert(jobs, server_is_mariadb(conn))
                     return await run_async(conn, plan, self._counter, own=False)
@@ -308,7 +304,7 @@ class MySQLStore:
             if self._portal is None:
                 self._portal = Portal("kiln-mysql-sync")
             return self._portal.run(self._insert_on_sync_conn(jobs))
-        if inspect.iscoroutinefunction(getattr(conn, "commit", None)):
+        if _is_async(conn):
             raise TypeError("an async connection needs the async enqueue (aenqueue)")
         if not callable(getattr(conn, "cursor", None)) or not callable(
             getattr(conn, "commit", None)
@@ -493,6 +489,14 @@ class MySQLStore:
 
     async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
         return await self._read("audit_list", _cluster.audit_list(limit))
+
+
+def _is_async(conn: Any) -> bool:
+    """An asyncmy or aiomysql connection (their methods are coroutines)."""
+    root = type(conn).__module__.split(".")[0]
+    return root in ("asyncmy", "aiomysql") or inspect.iscoroutinefunction(
+        getattr(conn, "commit", None)
+    )
 
 
 def _alive(conn: Any) -> bool:
