@@ -6,6 +6,7 @@ offset, and take their tab counts from the cached per-state counts.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from collections.abc import Mapping
@@ -71,10 +72,12 @@ async def listing(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
-    rows = await client.list(query.filter(), query.limit + 1, query.before)
+    rows, counts = await asyncio.gather(
+        client.list(query.filter(), query.limit + 1, query.before),
+        dashboard.source.counts.get(),
+    )
     more = len(rows) > query.limit
     rows = rows[: query.limit]
-    counts = await dashboard.source.counts.get()
     tabs = counts.by_state(query.queue)
     return dashboard.render(
         request, "jobs.html", title=f"Jobs: {query.state.value if query.state else 'all'}",

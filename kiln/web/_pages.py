@@ -6,6 +6,7 @@ caches; the small tables (servers, leader, rate limits, audit) are read per requ
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from starlette.requests import Request
@@ -61,13 +62,14 @@ async def overview(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     source = dashboard.source
     store = (await source.client()).store
-    counts = await source.counts.get()
-    servers = await store.server_list()
-    leader = await store.leader_get()
-    oldest = await source.oldest.get()
+    # independent reads, so a cold start waits for the slowest, not for their sum
+    counts, throughput, oldest, servers, leader = await asyncio.gather(
+        source.counts.get(), source.throughput.get(), source.oldest.get(),
+        store.server_list(), store.leader_get(),
+    )
     return dashboard.render(
         request, "overview.html", title="Overview", nav="overview", counts=counts,
-        totals=counts.by_state(), throughput=await source.throughput.get(),
+        totals=counts.by_state(), throughput=throughput,
         servers=servers, alive=alive(servers, dashboard.dead_after), leader=leader,
         checks=health(counts, servers, leader, oldest, dashboard.dead_after), refresh=True,
     )

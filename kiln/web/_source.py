@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -22,13 +23,16 @@ from kiln._job import JobState, StateCount
 from kiln.stores import store_from_url
 
 T = TypeVar("T")
+log = logging.getLogger("kiln.web")
 
 
 class Cached(Generic[T]):
-    """A value refreshed at most once per ``ttl`` seconds, single-flight.
+    """A value fetched at most once per ``ttl`` seconds, by one caller at a time.
 
-    While one caller refreshes, the others get the stale value (when there is one)
-    instead of queueing behind the same slow query.
+    Once there is a value, an expired one is refreshed in the background and the
+    stale value is returned meanwhile, so no page waits for the slow aggregate. Only
+    the first fetch, and the first after ``invalidate()`` (an action changed the
+    data), are awaited.
     """
 
     def __init__(self, ttl: float, fetch: Callable[[], Awaitable[T]]) -> None:
@@ -36,23 +40,46 @@ class Cached(Generic[T]):
         self._fetch = fetch
         self._value: T | None = None
         self._at = float("-inf")
+        self._valid = False
+        self._generation = 0  # bumped by invalidate(): older fetches are discarded
         self._lock: asyncio.Lock | None = None
+        self._refresh: asyncio.Task[None] | None = None
 
     def invalidate(self) -> None:
-        self._at = float("-inf")
+        self._valid = False
+        self._generation += 1
+
+    def cancel(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
 
     async def get(self) -> T:
-        if self._value is not None and time.monotonic() - self._at < self.ttl:
+        fresh = time.monotonic() - self._at < self.ttl
+        if self._value is not None and self._valid:
+            if not fresh and (self._refresh is None or self._refresh.done()):
+                self._refresh = asyncio.get_running_loop().create_task(
+                    self._load(), name="kiln-web-refresh"
+                )
             return self._value
         if self._lock is None:
             self._lock = asyncio.Lock()
-        if self._lock.locked() and self._value is not None and self._at > float("-inf"):
-            return self._value
         async with self._lock:
-            if self._value is None or time.monotonic() - self._at >= self.ttl:
-                self._value = await self._fetch()
-                self._at = time.monotonic()
+            if self._value is None or not self._valid:
+                await self._load()
+            assert self._value is not None
             return self._value
+
+    async def _load(self) -> None:
+        started, generation = time.monotonic(), self._generation
+        try:
+            value = await self._fetch()
+        except Exception:
+            if self._refresh is asyncio.current_task():
+                log.warning("dashboard: background refresh failed", exc_info=True)
+                return  # keep serving the old value; the next request tries again
+            raise
+        if generation == self._generation:
+            self._value, self._at, self._valid = value, started, True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,26 +149,26 @@ class Source:
 
     async def close(self) -> None:
         """Close the store the dashboard opened itself (an App's or a Client's stay open)."""
+        for cached in (self.counts, self.throughput, self.oldest):
+            cached.cancel()
         owned, self._owned = self._owned, None
         if owned is not None:
             self._opened.discard(id(owned.store))
             await owned.store.close()
 
     def invalidate(self) -> None:
-        """Forget cached aggregates after a change made through the dashboard."""
+        """Forget the cached counts after a change made through the dashboard, so the
+        next page shows it. Throughput and queue ages follow within ``ttl``."""
         self.counts.invalidate()
-        self.throughput.invalidate()
-        self.oldest.invalidate()
 
     async def _fetch_counts(self) -> Counts:
         return Counts(tuple(await (await self.client()).counts()))
 
     async def _fetch_throughput(self) -> dict[str, dict[str, int]]:
         store = (await self.client()).store
-        return {
-            "hour": await store.job_throughput(3600.0),
-            "five": await store.job_throughput(300.0),
-        }
+        hour, five = await asyncio.gather(store.job_throughput(3600.0),
+                                          store.job_throughput(300.0))
+        return {"hour": hour, "five": five}
 
     async def _fetch_oldest(self) -> dict[str, float]:
         return await (await self.client()).store.queue_oldest_available()

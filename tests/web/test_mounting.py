@@ -89,20 +89,46 @@ async def test_cached_value_is_fetched_once_per_ttl_and_single_flight() -> None:
     assert await cached.get() == 2
 
 
-async def test_stale_value_is_served_while_one_request_refreshes() -> None:
+async def test_expired_value_is_refreshed_in_the_background() -> None:
     release = asyncio.Event()
-    values = iter([1, 2])
+    calls = 0
 
     async def fetch() -> int:
-        value = next(values)
-        if value == 2:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
             await release.wait()
-        return value
+        return calls
 
-    cached = Cached(0.0, fetch)  # always stale
+    cached = Cached(0.0, fetch)  # expired at once
     assert await cached.get() == 1
-    refreshing = asyncio.create_task(cached.get())
-    await asyncio.sleep(0.01)
-    assert await asyncio.wait_for(cached.get(), 1.0) == 1  # does not wait for the refresh
+    assert await asyncio.wait_for(cached.get(), 1.0) == 1  # stale, refresh started
+    assert await asyncio.wait_for(cached.get(), 1.0) == 1  # one refresh at a time
+    assert calls == 2
     release.set()
-    assert await refreshing == 2
+    await asyncio.sleep(0.01)
+    assert await cached.get() == 2
+    cached.cancel()
+
+
+async def test_a_refresh_started_before_invalidate_is_discarded() -> None:
+    release = asyncio.Event()
+    calls = 0
+
+    async def fetch() -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await release.wait()  # the background refresh, slower than the action
+        return calls
+
+    cached = Cached(0.0, fetch)
+    assert await cached.get() == 1
+    assert await cached.get() == 1  # starts refresh #2
+    await asyncio.sleep(0.01)  # which is now waiting in fetch
+    cached.invalidate()  # an action changed the data
+    assert await asyncio.wait_for(cached.get(), 1.0) == 3  # a fetch started after it
+    release.set()
+    await asyncio.sleep(0.01)
+    assert cached._value == 3  # the older fetch #2 did not overwrite it
+    cached.cancel()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import httpx
 
 from kiln import Client, filter_of
 from kiln._job import RateLimit
-from tests.web.conftest import fail_jobs
+from tests.web.conftest import MakeHttp, fail_jobs
 
 SCRIPT = "<script>alert('kiln')</script>"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -177,3 +178,12 @@ def _ids(page: str) -> list[str]:
 def _ids_of(response: httpx.Response) -> list[int]:
     assert response.status_code == 200, response.text[-500:]
     return [int(x) for x in _ids(response.text)]
+
+
+async def test_a_database_that_does_not_answer_gets_503(make_http: MakeHttp,
+                                                        tmp_path: Path) -> None:
+    http = make_http(f"sqlite:///{tmp_path / 'missing' / 'kiln.db'}")
+    for path in ("/", "/jobs?state=failed", "/jobs/1"):
+        response = await http.get(path)
+        assert response.status_code == 503, path
+        assert "run `kiln migrate`" in html.unescape(response.text)

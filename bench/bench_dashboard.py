@@ -1,0 +1,247 @@
+"""Dashboard pages over 1,000,000 jobs on PostgreSQL: each listing must answer in < 200 ms.
+
+Fills a throwaway schema with ``--jobs`` rows (INSERT ... SELECT generate_series; this
+is bench code, so it writes SQL directly), ANALYZEs it, then times every listing page
+through the ASGI app (httpx ASGITransport: routing, the store calls and the Jinja
+rendering, no network). Each page gets one warm-up, then ``--rounds`` timed requests;
+``cold_ms`` is the first request after the cached counts were dropped (it pays for the
+per-state GROUP BY). Prints one JSON object; the schema is dropped unless ``--keep``.
+
+    python bench/bench_dashboard.py [--url postgresql://postgres@127.0.0.1:5432/test]
+        [--jobs 1000000] [--rounds 7] [--keep | --reuse SCHEMA]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import uuid
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+import psycopg
+
+from kiln.stores import store_from_url
+from kiln.web import create_app
+
+GOAL_MS = 200.0
+CHUNK = 100_000
+ERRORS = [
+    "RuntimeError: SMTP timeout talking to mx.example.com",
+    "ConnectionError: DNS failure for api.example.com",
+    "ValueError: payload is missing customer_id",
+    "TimeoutError: the job ran longer than 30s",
+    "HTTPError: 503 Service Unavailable from payments",
+    "KeyError: 'invoice'",
+    "OSError: [Errno 28] No space left on device",
+]
+RARE = "RareError: needle-7f3a"  # in one job of every 100,003
+
+# state by a deterministic pseudo-random fraction of the id
+STATE_CASE = """CASE
+  WHEN f < 0.700 THEN 'completed' WHEN f < 0.800 THEN 'failed'
+  WHEN f < 0.900 THEN 'available' WHEN f < 0.950 THEN 'scheduled'
+  WHEN f < 0.980 THEN 'cancelled' WHEN f < 0.990 THEN 'running'
+  WHEN f < 0.995 THEN 'awaiting' ELSE 'pending' END"""
+
+FILL = f"""
+INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at, attempt,
+    max_attempts, errors, created_at, attempted_at, finished_at, server_id, rate_key)
+SELECT 'q' || mod(g, 10), 'kind.' || mod(g, 30), state,
+    jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
+    jsonb_build_object('otel', jsonb_build_object('traceparent',
+        '00-' || md5(g::text) || '-' || substr(md5((g + 1)::text), 1, 16) || '-01')),
+    0, created + CASE WHEN state = 'scheduled' THEN interval '1 hour' ELSE interval '0' END,
+    CASE WHEN state IN ('completed', 'failed', 'running') THEN 1 ELSE 0 END, 25,
+    CASE WHEN state = 'failed' OR (state = 'scheduled' AND mod(g, 2) = 0) THEN jsonb_build_array(
+        jsonb_build_object('attempt', 1, 'at', extract(epoch FROM created),
+            'error', CASE WHEN mod(g, 100003) = 0 THEN %(rare)s
+                          ELSE (%(errors)s::text[])[1 + mod(g, 7)] END,
+            'traceback', 'Traceback (most recent call last):' || chr(10)
+                || '  File "jobs.py", line ' || mod(g, 500) || ', in run' || chr(10),
+            'server_id', 'bench-server'))
+        ELSE '[]'::jsonb END,
+    created,
+    CASE WHEN state IN ('completed', 'failed', 'running') THEN created END,
+    CASE WHEN state IN ('completed', 'failed', 'cancelled')
+         THEN created + interval '1 second' END,
+    CASE WHEN state IN ('completed', 'failed', 'running') THEN 'bench-server' END,
+    CASE WHEN state = 'pending' THEN 'rk' || mod(g, 3) END
+FROM (
+    SELECT g, {STATE_CASE} AS state,
+           now() - (%(total)s - g) * interval '10 milliseconds' AS created
+    FROM (SELECT g, mod(g::bigint * 2654435761, 1000003) / 1000003.0 AS f
+          FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS g) AS s
+) AS jobs
+"""
+
+
+def schema_url(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query["options"] = f"-csearch_path={schema}"
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+async def migrate(url: str) -> None:
+    store = store_from_url(url)
+    await store.open()
+    try:
+        await store.migrate()
+    finally:
+        await store.close()
+
+
+def fill(url: str, total: int) -> float:
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for lo in range(1, total + 1, CHUNK):
+            hi = min(lo + CHUNK - 1, total)
+            conn.execute(FILL, {"lo": lo, "hi": hi, "total": total, "rare": RARE,
+                                "errors": ERRORS})
+            print(f"  filled {hi:,} jobs", file=sys.stderr, flush=True)
+        conn.execute(
+            "INSERT INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
+            " heartbeat_at) VALUES ('bench-server', 'bench', 1, '{\"q0\": 10}',"
+            " '[\"kind.0\"]', 'bench', now(), now())"
+        )
+        conn.execute("ANALYZE")
+    return time.perf_counter() - started
+
+
+def facts(url: str) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*), max(id), count(*) FILTER (WHERE state = 'failed') FROM kiln_jobs"
+        ).fetchone()
+    assert row is not None
+    return {"jobs": row[0], "max_id": row[1], "failed": row[2]}
+
+
+def pages(f: dict[str, Any]) -> dict[str, str]:
+    deep = f["max_id"] // 50  # 98% of the way down
+    mid = f["max_id"] // 2
+    return {
+        "all: first page": "/jobs",
+        "all: deep keyset page": f"/jobs?before={deep}",
+        "failed tab": "/jobs?state=failed",
+        "failed tab: deep page": f"/jobs?state=failed&before={deep}",
+        "available tab": "/jobs?state=available",
+        "completed tab: middle page": f"/jobs?state=completed&before={mid}",
+        "filter queue": "/jobs?queue=q3",
+        "filter kind": "/jobs?kind=kind.7",
+        "failed + queue + kind": "/jobs?state=failed&queue=q3&kind=kind.13",
+        "failed + common error": "/jobs?state=failed&error=smtp",
+        "failed + rare error": "/jobs?state=failed&error=needle-7f3a",
+        "all + 100 per page": "/jobs?limit=100",
+        "job page": f"/jobs/{mid}",
+        "overview": "/",
+        "queues": "/queues",
+        "requeue-all confirm (exact count)": "/jobs/requeue-all?state=failed&error=smtp",
+    }
+
+
+async def _timed(http: httpx.AsyncClient, path: str, rounds: int) -> list[float]:
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        response = await http.get(path)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, (path, response.status_code, response.text)
+    return times
+
+
+async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]:
+    """Per page: warm (counts cached), cold (right after an invalidation: start-up or an
+    action) and refreshing (count_ttl=0: every request starts a background refresh of
+    the counts, which then competes for the database)."""
+    app, refreshing = create_app(url), create_app(url, count_ttl=0)
+    source = app.state.kiln.source
+    results: dict[str, Any] = {}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://bench") as http, \
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=refreshing),
+                              base_url="http://bench") as busy:
+        await busy.get("/")
+        for name, path in pages(f).items():
+            source.invalidate()
+            [cold] = await _timed(http, path, 1)
+            median = statistics.median(times := await _timed(http, path, rounds))
+            refresh = statistics.median(await _timed(busy, path, rounds))
+            await _settle(refreshing)  # no background refresh overlaps the next page
+            results[name] = {
+                "path": path, "median_ms": round(median, 1), "max_ms": round(max(times), 1),
+                "cold_ms": round(cold, 1), "refreshing_median_ms": round(refresh, 1),
+                "under_goal": median < GOAL_MS,
+            }
+            print(f"  {name:36s} {median:7.1f} ms  cold {cold:7.1f}  refreshing "
+                  f"{refresh:7.1f}", file=sys.stderr)
+        store = (await source.client()).store
+        results["store: job_counts (GROUP BY)"] = await _time_call(store.job_counts, rounds)
+        results["store: job_throughput(3600)"] = await _time_call(
+            lambda: store.job_throughput(3600.0), rounds)
+        results["store: queue_oldest_available"] = await _time_call(
+            store.queue_oldest_available, rounds)
+        await source.close()
+        await refreshing.state.kiln.source.close()
+    return results
+
+
+async def _settle(app: Any) -> None:
+    source = app.state.kiln.source
+    for cached in (source.counts, source.throughput, source.oldest):
+        task = cached._refresh
+        if task is not None:
+            await asyncio.wait([task], timeout=10)
+
+
+async def _time_call(call: Any, rounds: int) -> dict[str, float]:
+    await call()
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        await call()
+        times.append((time.perf_counter() - started) * 1000)
+    return {"median_ms": round(statistics.median(times), 1), "max_ms": round(max(times), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
+    parser.add_argument("--reuse", metavar="SCHEMA", help="time an already filled schema")
+    args = parser.parse_args()
+    schema = args.reuse or f"kiln_bench_dash_{uuid.uuid4().hex[:8]}"
+    url = schema_url(args.url, schema)
+    fill_s = None
+    try:
+        if not args.reuse:
+            with psycopg.connect(args.url, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {schema}")
+            asyncio.run(migrate(url))
+            print(f"filling {schema} with {args.jobs:,} jobs", file=sys.stderr)
+            fill_s = fill(url, args.jobs)
+        f = facts(url)
+        results = asyncio.run(time_pages(url, args.rounds, f))
+        listing = [v for k, v in results.items() if not k.startswith("store:")]
+        print(json.dumps({
+            "bench": "dashboard", "schema": schema, "fill_seconds": fill_s, **f,
+            "goal_ms": GOAL_MS, "rounds": args.rounds,
+            "all_under_goal": all(v["under_goal"] for v in listing),
+            "pages": results,
+        }, indent=2))
+    finally:
+        if not args.keep and not args.reuse:
+            with psycopg.connect(args.url, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+if __name__ == "__main__":
+    main()
