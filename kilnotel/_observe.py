@@ -99,6 +99,10 @@ def observe(
     histograms fed by the server's events, and, with ``traces``, a ``process {queue}``
     span around every attempt.
     """
+    tracing = None
+    if traces:  # first: a server already running refuses middleware, before any wiring
+        tracing = _tracing(tracer_provider, trace_parent)
+        server.use(tracing.middleware)
     provider, meter = _meter(meter_provider)
     server_ref = weakref.ref(server)
 
@@ -114,10 +118,7 @@ def observe(
         lambda: gauges.discard(source),
         server.events.subscribe(EventMetrics(provider, meter, counts, source)),
     ]
-    tracing = None
-    if traces:
-        tracing = _tracing(tracer_provider, trace_parent)
-        server.use(tracing.middleware)
+    if tracing is not None:
         undo.append(server.events.subscribe(tracing.on_event))
     observer = Observer(provider, undo, counts, tracing)
     _OBSERVED[server] = observer
