@@ -117,12 +117,8 @@ class Cluster:
     ) -> Worker:
         """Start a worker process; with ``wait``, return once it runs."""
         url, proxy = self.url, None
-        if cuttable and self.backend.startswith("postgres"):
-            parts = urlsplit(self.url)
-            proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-            await proxy.start()
-            self.proxies.append(proxy)
-            url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
+        if cuttable and self.backend != "sqlite":
+            url, proxy = await self.proxied()
         status = self.tmp / f"{label}.status.json"
         spec = {
             "url": url, "label": label, "log": str(self.log_path), "status": str(status),
@@ -142,6 +138,17 @@ class Cluster:
         if wait:
             await self.ready(worker)
         return worker
+
+    async def proxied(self) -> tuple[str, Proxy]:
+        """The database's URL through a new loopback proxy (networked databases)."""
+        parts = urlsplit(self.url)
+        default_port = 3306 if self.backend in ("mysql", "mariadb") else 5432
+        proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or default_port)
+        await proxy.start()
+        self.proxies.append(proxy)
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = f"{auth}@127.0.0.1:{proxy.port}" if auth else f"127.0.0.1:{proxy.port}"
+        return urlunsplit(parts._replace(netloc=netloc)), proxy
 
     async def ready(self, worker: Worker, timeout: float = 20.0) -> None:
         def started() -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """``kiln worker --health-port``: 503 while the database is gone, 200 once it is back,
 under a new registration.
 
-PostgreSQL: the worker connects through a loopback proxy that drops every connection
+PostgreSQL and MySQL: the worker connects through a loopback proxy that drops every connection
 and refuses new ones. SQLite: the test holds the database's write lock (BEGIN
 EXCLUSIVE), so the worker's heartbeats wait on the lock as they would on a dead
 server, while the health endpoint keeps answering from the worker's event loop.
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from tests.cluster.conftest import FAST, ROOT, Cluster
 from tests.cluster.proxy import Proxy
@@ -60,13 +60,8 @@ class Lock:
 async def test_health_endpoint_follows_the_database(cluster: Cluster) -> None:
     c = cluster
     url, proxy = c.url, None
-    if c.backend.startswith("postgres") or c.backend == "mysql":
-        parts = urlsplit(c.url)
-        default_port = 3306 if c.backend == "mysql" else 5432
-        proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or default_port)
-        await proxy.start()
-        c.proxies.append(proxy)
-        url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}"))
+    if c.backend != "sqlite":
+        url, proxy = await c.proxied()
     stderr = c.tmp / "cli.stderr"
     env = dict(os.environ, PYTHONPATH=str(ROOT), KILN_CLUSTER_LOG=str(c.log_path))
     with stderr.open("wb") as err:
