@@ -45,7 +45,10 @@ async def _apply(dashboard: Dashboard, request: Request, action: str, f: JobFilt
         n = await client.cancel(f, actor=actor)
     else:
         n = await client.delete(f, actor=actor)
+    # refresh the counts here, so the page this redirects to shows the change at once
+    # without waiting for the GROUP BY itself
     dashboard.source.invalidate()
+    await dashboard.source.counts.get()
     return n
 
 

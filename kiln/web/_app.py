@@ -6,6 +6,7 @@ own (``serve``, ``kiln dashboard``) or mounted inside a user's ASGI application.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -70,7 +71,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        warming = asyncio.get_running_loop().create_task(
+            dashboard.source.warm(), name="kiln-web-warm"
+        )
         yield
+        warming.cancel()
         await dashboard.source.close()
 
     app = Starlette(

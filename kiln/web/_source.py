@@ -147,6 +147,13 @@ class Source:
                     self._opened.add(id(client.store))
         return client
 
+    async def warm(self) -> None:
+        """Load the cached aggregates ahead of the first page (errors are the page's)."""
+        try:
+            await asyncio.gather(self.counts.get(), self.throughput.get(), self.oldest.get())
+        except Exception as exc:
+            log.warning("dashboard: could not preload counts: %s", exc)
+
     async def close(self) -> None:
         """Close the store the dashboard opened itself (an App's or a Client's stay open)."""
         for cached in (self.counts, self.throughput, self.oldest):
