@@ -17,7 +17,7 @@ POSTGRES_URL = os.environ.get(
 )
 MYSQL_URL = os.environ.get("KILN_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
 IN_CI = os.environ.get("CI", "").lower() == "true"
-BACKENDS = ["sqlite", "postgres"] + (["mysql"] if os.environ.get("KILN_MYSQL", "0") == "1" else [])
+BACKENDS = ["sqlite", "postgres"] + (["mysql"] if os.environ.get("KILN_MYSQL", "1") == "1" else [])
 
 
 def _unavailable(backend: str, reason: str) -> None:
