@@ -93,6 +93,7 @@ __all__ = [
     "StoreFailed",
     "UnknownKindError",
     "UnreachableError",
+    "VERSION",
     "ValidationError",
     "filter_of",
     "retry_window",
