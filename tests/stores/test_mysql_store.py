@@ -162,3 +162,48 @@ async def test_claims_of_two_stores_never_overlap(mysql_url: str) -> None:
     finally:
         await one.close()
         await two.close()
+
+
+def test_app_enqueue_joins_a_pymysql_transaction(mysql_url: str) -> None:
+    import kiln
+
+    with kiln.App(mysql_url) as app:
+        app.migrate()
+        a = args_of(mysql_url)
+        conn = pymysql.connect(host=a["host"], port=a["port"], user=a["user"],
+                               password=a["password"], database=a["db"])
+        try:
+            app.enqueue("order.ship", {"order": 1}, conn=conn)
+            conn.rollback()
+            app.enqueue("order.ship", {"order": 2}, conn=conn)
+            assert app._portal.run(count(app)) == 0, "not visible before the caller commits"
+            conn.commit()
+        finally:
+            conn.close()
+        assert app._portal.run(count(app)) == 1
+
+
+async def test_app_aenqueue_joins_an_asyncmy_transaction(mysql_url: str) -> None:
+    import kiln
+
+    app = kiln.App(mysql_url)
+    await app.amigrate()
+    conn = await asyncmy.connect(autocommit=False, **args_of(mysql_url))
+    try:
+        await app.aenqueue("order.ship", {"order": 1}, conn=conn)
+        await conn.rollback()
+        await app.aenqueue("order.ship", {"order": 2}, delay=5, conn=conn)
+        assert await count(app) == 0
+        await conn.commit()
+    finally:
+        await conn.ensure_closed()
+    assert await count(app) == 1
+    await app.aclose()
+
+
+async def count(app: Any) -> int:
+    store = app.new_store()
+    try:
+        return int(await store.job_count(JobFilter()))
+    finally:
+        await store.close()
