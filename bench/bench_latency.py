@@ -10,6 +10,10 @@ system, then a summary; kiln's goal is under 1 ms p50 and under 3 ms p99.
 The peers run from their own virtualenv (default /tmp/peers, created with
 bench/peers/setup.sh when missing).
 
+``--worker-sync-commit off`` runs every system's worker sessions (not the enqueuer's)
+with synchronous_commit off: claims and results then return before their WAL flush,
+which on this machine's disk is most of a millisecond.
+
     python -m bench.bench_latency [--jobs 300] [--interval 0.05] [--systems kiln,pgqueuer]
 """
 
@@ -77,13 +81,25 @@ def wait_log(log: Path, want: int, timeout: float) -> dict[int, float]:
         time.sleep(0.05)
 
 
-def run_system(system: str, python: str, jobs: int, interval: float) -> dict[str, Any]:
+def worker_url(system: str, url: str, sync_commit: str) -> str:
+    if sync_commit == "on":
+        return url
+    if system == "pgqueuer":  # asyncpg passes unknown DSN parameters as server settings
+        return f"{url}?synchronous_commit={sync_commit}"
+    return f"{url}?options=-csynchronous_commit%3D{sync_commit}"  # libpq, for psycopg
+
+
+def run_system(
+    system: str, python: str, jobs: int, interval: float, sync_commit: str
+) -> dict[str, Any]:
     url = fresh_database(f"kiln_lat_{system}")
     cmd = commands(system, python)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "starts.log"
-        worker = subprocess.Popen([*cmd, url, "work", str(log)], stdout=subprocess.PIPE,
-                                  text=True, cwd=ROOT)
+        worker = subprocess.Popen(
+            [*cmd, worker_url(system, url, sync_commit), "work", str(log)],
+            stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        )
         try:
             assert worker.stdout is not None
             ready = worker.stdout.readline()
@@ -108,6 +124,7 @@ def run_system(system: str, python: str, jobs: int, interval: float) -> dict[str
         return {"system": system, "error": "no job started"}
     return {
         "system": system, "jobs": jobs, "started": len(lags), "interval_ms": interval * 1000,
+        "worker_synchronous_commit": sync_commit,
         "p50_ms": round(statistics.median(lags), 3), "p90_ms": round(quantile(lags, 0.9), 3),
         "p99_ms": round(quantile(lags, 0.99), 3), "max_ms": round(max(lags), 3),
         "min_ms": round(min(lags), 3),
@@ -120,12 +137,13 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05)
     parser.add_argument("--systems", default="kiln,pgqueuer,procrastinate")
     parser.add_argument("--peers-venv", default="/tmp/peers")
+    parser.add_argument("--worker-sync-commit", choices=("on", "off"), default="on")
     args = parser.parse_args()
     systems = args.systems.split(",")
     python = peers_python(args.peers_venv) if set(systems) - {"kiln"} else sys.executable
     results = []
     for system in systems:
-        result = run_system(system, python, args.jobs, args.interval)
+        result = run_system(system, python, args.jobs, args.interval, args.worker_sync_commit)
         print(json.dumps(result), flush=True)
         results.append(result)
     summary = {r["system"]: {"p50_ms": r.get("p50_ms"), "p99_ms": r.get("p99_ms")}
