@@ -29,7 +29,8 @@ from kiln.web._dashboard import HERE, SECURITY_HEADERS, Dashboard
 from kiln.web._source import Source
 
 log = logging.getLogger("kiln.web")
-PUBLIC = ("/login", "/static/")
+PUBLIC_PREFIX = "/static/"
+PUBLIC_PATHS = ("/login",)
 UNGUARDED_POSTS = ("/login", "/logout")  # allowed in read-only mode: they change no job
 
 
@@ -117,7 +118,9 @@ def route_path(scope: Scope) -> str:
     """The request path below the mount point."""
     path = str(scope["path"])
     root = str(scope.get("root_path", ""))
-    return path[len(root):] or "/" if root and path.startswith(root) else path
+    if root and path.startswith(root):
+        return path[len(root):] or "/"
+    return path
 
 
 class Guard:
@@ -157,7 +160,7 @@ class Guard:
         scope["kiln.cookie_session"] = self.dashboard.auth.session_valid(
             request.cookies.get(SESSION_COOKIE, "")
         )
-        if user is None and not path.startswith(PUBLIC):
+        if user is None and path not in PUBLIC_PATHS and not path.startswith(PUBLIC_PREFIX):
             return _login.refuse(self.dashboard, request, path)
         if method == "POST" and self.dashboard.read_only and path not in UNGUARDED_POSTS:
             return self.dashboard.render(

@@ -16,7 +16,7 @@ import kiln
 from kiln import Client, ConfigError
 from kiln.web import create_app
 from kiln.web._source import Cached
-from tests.web.conftest import MakeHttp, csrf_of, fail_jobs
+from tests.web.conftest import TOKEN, MakeHttp, csrf_of, fail_jobs
 
 
 def _hrefs(page: str) -> list[str]:
@@ -42,6 +42,19 @@ async def test_mounted_inside_a_users_app(make_http: MakeHttp, client: Client) -
     assert response.status_code == 303
     assert response.headers["location"] == f"/admin/kiln/jobs/{job_id}?done=requeue&n=1"
     assert (await http.get("/admin/kiln/static/kiln.css")).status_code == 200
+
+
+async def test_mounted_with_a_token(make_http: MakeHttp, client: Client) -> None:
+    outer = Starlette(routes=[Mount("/kiln", app=create_app(client, token=TOKEN))])
+    http = make_http(app=outer)
+    refused = await http.get("/kiln/jobs?state=failed")
+    assert refused.status_code == 401 and 'action="/kiln/login"' in refused.text
+    assert (await http.get("/kiln/static/kiln.js")).status_code == 200
+    assert (await http.get("/kiln/loginx")).status_code == 401
+    signed_in = await http.post("/kiln/login", data={
+        "token": TOKEN, "next": "/jobs?state=failed", "csrf": csrf_of(refused.text)})
+    assert signed_in.headers["location"] == "/kiln/jobs?state=failed"
+    assert (await http.get("/kiln/jobs?state=failed")).status_code == 200
 
 
 async def test_root_path_behind_a_proxy(make_http: MakeHttp, client: Client) -> None:
