@@ -3,10 +3,11 @@
 Owns its Redis connections: one subscription connection per event loop that has
 subscribers (read by a task named ``kiln-redis-bus``), an async client for that loop's
 publishes, and a sync client for ``publish_sync``. When the subscription connection
-drops it reconnects with backoff; meanwhile ``connected()`` is false, so the server
-falls back to polling, and subscribers get ``(STATE, "down")`` and later
-``(STATE, "up")``. Publishing is best effort: a wake-up lost while Redis is away costs
-at most one poll_interval, never a job, so errors are counted, not raised.
+drops, or stops answering the PING sent every ``health_check_interval`` while idle, it
+reconnects with backoff; meanwhile ``connected()`` is false, so the server falls back to
+polling, and subscribers get ``(STATE, "down")`` and later ``(STATE, "up")``.
+Publishing is best effort: a wake-up lost while Redis is away costs at most one
+poll_interval, never a job, so errors are counted, not raised.
 
 It knows nothing about jobs or stores; ``redis`` is imported only when one is built.
 """
@@ -67,6 +68,7 @@ class RedisBus:
         self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._sync: redis.Redis | None = None
         self._sync_down_until = 0.0
+        self._tasks: set[asyncio.Task[None]] = set()  # publishes handed to a task
         self.publish_errors = 0
         self.reconnects = 0
 
@@ -79,7 +81,6 @@ class RedisBus:
         return dict(
             socket_connect_timeout=self._connect_timeout,
             socket_timeout=max(self._connect_timeout, self._health * 2),
-            health_check_interval=self._health,
             retry=Retry(NoBackoff(), 0),
             client_name=f"kiln-bus-{self.channel}",
         )
@@ -88,14 +89,16 @@ class RedisBus:
         if self._sync is None:
             import redis
 
-            self._sync = redis.Redis.from_url(self.url, **self._options())
+            options = self._options()
+            options["socket_timeout"] = self._connect_timeout  # a caller waits on it
+            self._sync = redis.Redis.from_url(self.url, **options)
         return self._sync
 
     # publishing --------------------------------------------------------------------
     async def publish(self, payload: str) -> None:
         state = self._states.get(asyncio.get_running_loop())
         if state is None:  # no connection of this loop's own: publish from a thread
-            await asyncio.to_thread(self.publish_sync, payload)
+            await asyncio.to_thread(self._publish_blocking, payload)
             return
         try:
             await state.client.publish(self.channel, payload)
@@ -103,14 +106,26 @@ class RedisBus:
             self._publish_failed(exc)
 
     def publish_sync(self, payload: str) -> None:
-        # after a failure, skip publishing briefly rather than block callers again
+        """Publish from sync code. Called on an event loop's thread (an async client's
+        insert), it publishes in a task instead, so it never blocks that loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._publish_blocking(payload)
+            return
+        task = loop.create_task(self.publish(payload), name="kiln-redis-publish")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _publish_blocking(self, payload: str) -> None:
+        # after a failure, skip publishing for a moment rather than block callers again
         if time.monotonic() < self._sync_down_until:
             self.publish_errors += 1
             return
         try:
             self._sync_client().publish(self.channel, payload)
         except self._errors as exc:
-            self._sync_down_until = time.monotonic() + 0.5
+            self._sync_down_until = time.monotonic() + 1.0
             self._publish_failed(exc)
 
     def _publish_failed(self, exc: BaseException) -> None:
@@ -156,7 +171,11 @@ class RedisBus:
         return any(s.up for s in self._states.values())
 
     async def close(self) -> None:
+        """Close this loop's subscription and the sync client (after pending publishes)."""
         loop = asyncio.get_running_loop()
+        mine = [t for t in self._tasks if t.get_loop() is loop]
+        if mine:
+            await asyncio.wait(mine, timeout=self._connect_timeout + 1.0)
         state = self._states.pop(loop, None)
         if state is not None:
             await self._close_state(state)
@@ -182,19 +201,33 @@ class RedisBus:
                 await pubsub.subscribe(self.channel)
                 self._set_up(state, True)
                 delay = 0.05
-                while True:
-                    message = await pubsub.get_message(timeout=self._health)
-                    if message is not None and message.get("type") == "message":
-                        self._deliver(state, self.channel, _text(message["data"]))
+                await self._listen(state, pubsub)
             except self._errors as exc:
                 if state.up:
                     log.warning("redis bus lost its connection (%s); reconnecting", exc)
-                self._set_up(state, False)
+            except Exception:  # a bug must not end the subscription for good
+                log.exception("redis bus reader failed; reconnecting")
             finally:
+                self._set_up(state, False)
                 with contextlib.suppress(*self._errors):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._max_delay)
+
+    async def _listen(self, state: _LoopState, pubsub: redis.asyncio.client.PubSub) -> None:
+        """Deliver messages; PING when idle, and give up on a silent connection."""
+        silent_after = 2 * self._health + self._connect_timeout
+        last_seen = time.monotonic()
+        while True:
+            message = await pubsub.get_message(timeout=self._health)
+            if message is not None:  # a message, or the answer to our PING
+                last_seen = time.monotonic()
+                if message.get("type") == "message":
+                    self._deliver(state, self.channel, _text(message["data"]))
+                continue
+            if time.monotonic() - last_seen > silent_after:
+                raise TimeoutError(f"redis bus: no answer for {silent_after:g}s")
+            await pubsub.ping()
 
     def _set_up(self, state: _LoopState, up: bool) -> None:
         changed = state.up != up

@@ -9,13 +9,15 @@ import contextlib
 
 class Proxy:
     """Forwards 127.0.0.1:<port> to ``target``; ``cut()`` closes every connection and
-    refuses new ones until ``restore()``."""
+    refuses new ones until ``restore()``; while ``frozen`` it keeps connections open but
+    drops everything sent either way (a peer that went silent)."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self._target = (target_host, target_port)
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
         self.port = 0
+        self.frozen = False
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
@@ -45,20 +47,20 @@ class Proxy:
         assert task is not None
         self._pipes.add(task)
         try:
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
         finally:
             self._pipes.discard(task)
             for w in (writer, up_writer):
                 w.close()
 
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(OSError, RuntimeError):
-            writer.close()
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                if not self.frozen:
+                    writer.write(data)
+                    await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                writer.close()
