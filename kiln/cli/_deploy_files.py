@@ -44,7 +44,7 @@ class Worker:
     notes: list[str] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
     unreadable: list[str] = dataclasses.field(default_factory=list)  # env set from secrets
-    exposed_ports: dict[int, str] = dataclasses.field(default_factory=dict)  # port: why
+    exposed_ports: dict[int, list[str]] = dataclasses.field(default_factory=dict)  # why
 
 
 # ------------------------------------------------------------------ command lines

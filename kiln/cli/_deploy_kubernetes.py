@@ -120,11 +120,11 @@ def _pre_stop(container: dict[str, Any], worker: Worker) -> float:
     return 0.0
 
 
-def _exposed_ports(container: dict[str, Any]) -> dict[int, str]:
+def _exposed_ports(container: dict[str, Any]) -> dict[int, list[str]]:
     """Ports that the kubelet or a scraper reaches on the pod's address, and why."""
     by_name = {str(p.get("name")): int(p["containerPort"])
                for p in container.get("ports") or [] if p.get("name")}
-    exposed = {int(p["containerPort"]): f"port {p.get('name') or p['containerPort']}"
+    exposed = {int(p["containerPort"]): [f"port {p.get('name') or p['containerPort']}"]
                for p in container.get("ports") or [] if "containerPort" in p}
     for probe_name in PROBES:
         action = (container.get(probe_name) or {}).get("httpGet")
@@ -134,5 +134,5 @@ def _exposed_ports(container: dict[str, Any]) -> dict[int, str]:
         number = by_name.get(str(port)) if isinstance(port, str) and not port.isdigit() \
             else int(port)
         if number is not None:
-            exposed[number] = probe_name
+            exposed.setdefault(number, []).append(probe_name)
     return exposed

@@ -50,8 +50,22 @@ def scan(paths: list[str], read: Mapping[str, str]) -> Scan:
                 manifests.extend(_kustomization(path, document, result))
             else:
                 manifests.append((path, document))
-    result.workers.extend(manifest_workers(manifests))
+    result.workers.extend(manifest_workers(_unique(manifests)))
     return result
+
+
+def _unique(manifests: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each object once, when a file is given and also listed by a kustomization."""
+    seen: set[tuple[str, str, str]] = set()
+    unique: list[tuple[str, dict[str, Any]]] = []
+    for path, document in manifests:
+        metadata = document.get("metadata") or {}
+        key = (str(document.get("kind")), str(metadata.get("namespace", "")),
+               str(metadata.get("name")))
+        if key not in seen or path == "-":
+            seen.add(key)
+            unique.append((path, document))
+    return unique
 
 
 def _yaml_documents(path: str, text: str) -> list[dict[str, Any]]:

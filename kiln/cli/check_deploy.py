@@ -178,17 +178,17 @@ def _endpoint_problems(worker: Worker, namespace: argparse.Namespace) -> list[st
         port = int(port_text) if port_text and port_text.isdigit() else None
         if port in worker.exposed_ports and is_loopback(host):
             problems.append(
-                f"{worker.exposed_ports[port]} reaches the {endpoint} port {port} from "
-                f"outside the container, but the worker listens on {host} only: "
-                f"set {env}_HOST=0.0.0.0"
+                f"the {endpoint} port {port} is reached from outside the container "
+                f"({', '.join(worker.exposed_ports[port])}), but the worker listens on {host} "
+                f"only: set {env}_HOST=0.0.0.0"
             )
-    probed = {p: why for p, why in worker.exposed_ports.items() if why.endswith("Probe")}
     health = namespace.health_port or worker.environ.get("KILN_HEALTH_PORT")
-    for port, why in sorted(probed.items()):
-        if str(port) != str(health):
+    for port, reasons in sorted(worker.exposed_ports.items()):
+        probes = [why for why in reasons if why.endswith("Probe")]
+        if probes and str(port) != str(health):
             served = f"on port {health}" if health else "nowhere (no KILN_HEALTH_PORT)"
-            problems.append(f"{why} checks port {port}, but the worker serves /healthz "
-                            f"{served}")
+            problems.append(f"{', '.join(probes)} check port {port}, but the worker serves "
+                            f"/healthz {served}")
     return problems
 
 
