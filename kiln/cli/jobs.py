@@ -1,0 +1,123 @@
+"""``kiln jobs list|show|requeue|cancel|delete``: look at jobs and act on them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+from typing import Any
+
+from kiln._client import Client, filter_of
+from kiln._errors import KilnError
+from kiln._job import JobFilter, JobState
+from kiln.cli import _output as out
+from kiln.cli._database import opened, url_of
+from kiln.cli._parser import Parser, UsageError
+
+STATES = [s.value for s in JobState]
+
+
+class NotFoundError(KilnError):
+    """A job id that names no job."""
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    group = commands.add_parser("jobs", parents=[common], help="list, show and act on jobs")
+    sub = group.add_subparsers(metavar="ACTION", required=True, parser_class=Parser)
+
+    p = sub.add_parser("list", parents=[common], help="list jobs, newest first")
+    _filter_flags(p)
+    p.add_argument("--limit", type=int, default=50, help="at most this many (1-1000)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run_list)
+
+    p = sub.add_parser("show", parents=[common], help="show one job with its errors")
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run_show)
+
+    p = sub.add_parser(
+        "requeue", parents=[common],
+        help="run jobs again with a full retry budget (by id, or all matching --state)",
+    )
+    p.add_argument("ids", type=int, nargs="*", metavar="ID")
+    _filter_flags(p)
+    p.set_defaults(func=run_requeue)
+
+    for action, text in (("cancel", "cancel jobs that have not finished"),
+                         ("delete", "delete jobs")):
+        p = sub.add_parser(action, parents=[common], help=text)
+        p.add_argument("ids", type=int, nargs="+", metavar="ID")
+        p.set_defaults(func=run_admin, action=action)
+
+
+def _filter_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", choices=STATES, help="only jobs in this state")
+    parser.add_argument("--queue", help="only jobs of this queue")
+    parser.add_argument("--kind", help="only jobs of this kind")
+
+
+def _actor() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    job_filter = filter_of(state=args.state, queue=args.queue, kind=args.kind)
+    rows = asyncio.run(_list(url_of(args), job_filter, args.limit))
+    if args.json:
+        out.print_json([out.job_json(r) for r in rows])
+    elif rows:
+        print(out.table(out.JOB_HEADERS, [out.job_line(r) for r in rows]))
+    else:
+        print("no jobs")
+    return 0
+
+
+async def _list(url: str, job_filter: JobFilter, limit: int) -> list[Any]:
+    async with opened(url) as store:
+        return await Client(store).list(job_filter, limit=limit)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    row = asyncio.run(_show(url_of(args), args.id))
+    if row is None:
+        raise NotFoundError(f"job {args.id} not found")
+    if args.json:
+        out.print_json(out.job_json(row))
+    else:
+        print(out.job_details(row))
+    return 0
+
+
+async def _show(url: str, job_id: int) -> Any:
+    async with opened(url) as store:
+        return await Client(store).get(job_id)
+
+
+def run_requeue(args: argparse.Namespace) -> int:
+    if not args.ids and args.state is None:
+        raise UsageError("kiln jobs requeue: give job ids, or --state (e.g. --state failed)")
+    job_filter = filter_of(ids=args.ids, state=args.state, queue=args.queue, kind=args.kind)
+    count = asyncio.run(_admin(url_of(args), "requeue", job_filter))
+    print(f"requeued {count} job{'s' * (count != 1)}")
+    return 0
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    count = asyncio.run(_admin(url_of(args), args.action, filter_of(ids=args.ids)))
+    verb = {"cancel": "cancelled", "delete": "deleted"}[args.action]
+    print(f"{verb} {count} job{'s' * (count != 1)}")
+    return 0
+
+
+async def _admin(url: str, action: str, job_filter: JobFilter) -> int:
+    async with opened(url) as store:
+        client = Client(store)
+        if action == "requeue":
+            return await client.requeue(job_filter, actor=_actor())
+        if action == "cancel":
+            return await client.cancel(job_filter, actor=_actor())
+        return await client.delete(job_filter, actor=_actor())

@@ -1,0 +1,167 @@
+"""``kiln worker APP``: run a server for the job kinds of a kiln.App until SIGTERM/SIGINT.
+
+APP is ``module:attribute`` (the working directory is importable, as with uvicorn).
+Every ServerConfig field is a flag and an environment variable (see _server_config).
+``--health-port`` serves /healthz and /stats; ``--metrics-port`` hands the server to
+kilnotel.serve. The exit code is 0 after a graceful shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from kiln._app import App
+from kiln._errors import ConfigError
+from kiln._server import Server
+from kiln.cli._database import explicit_url
+from kiln.cli._parser import UsageError
+from kiln.cli._server_config import add_flags, config_from
+from kiln.cli.health import HealthServer
+from kiln.cli.metrics import load_serve, serve_metrics, stop_metrics
+from kiln.stores import store_from_url
+
+log = logging.getLogger("kiln.worker")
+DEFAULT_CONCURRENCY = 10
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "worker", parents=[common], help="run a worker for an app's job kinds",
+        description="Run a server for the job kinds of a kiln.App until SIGTERM or SIGINT "
+        "(a second signal skips the wait for running jobs). --database-url, when given, "
+        "overrides the app's own URL.",
+    )
+    parser.add_argument("app", metavar="APP", help="module:attribute naming a kiln.App")
+    parser.add_argument(
+        "--queue", action="append", default=[], type=parse_queue, metavar="NAME[=CONCURRENCY]",
+        help=f"a queue to work on, repeatable (concurrency default {DEFAULT_CONCURRENCY}); "
+        "default: every queue the app's kinds name",
+    )
+    parser.add_argument("--health-port", type=int, default=None, metavar="PORT",
+                        help="serve /healthz and /stats on this port ($KILN_HEALTH_PORT)")
+    parser.add_argument("--health-host", default=None, metavar="HOST",
+                        help="address for the health port ($KILN_HEALTH_HOST; default 127.0.0.1)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve Prometheus /metrics through kilnotel ($KILN_METRICS_PORT)")
+    parser.add_argument("--metrics-host", default=None, metavar="HOST",
+                        help="address for the metrics port ($KILN_METRICS_HOST; "
+                        "default 127.0.0.1)")
+    parser.add_argument("--log-level", default=os.environ.get("KILN_LOG_LEVEL", "info"),
+                        choices=("debug", "info", "warning", "error"), help="default: info")
+    add_flags(parser)
+    parser.set_defaults(func=run)
+
+
+def parse_queue(text: str) -> tuple[str, int]:
+    name, sep, number = text.partition("=")
+    if not name.strip():
+        raise argparse.ArgumentTypeError(f"queue name missing in {text!r}")
+    if not sep:
+        return name, DEFAULT_CONCURRENCY
+    try:
+        concurrency = int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"concurrency of {name!r} must be a number") from None
+    if concurrency < 1:
+        raise argparse.ArgumentTypeError(f"concurrency of {name!r} must be at least 1")
+    return name, concurrency
+
+
+def load_app(spec: str) -> App:
+    """Import ``module:attribute`` and check that it names a kiln.App."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"APP must look like module:attribute, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise UsageError(f"cannot import {module_name!r}: no such module") from exc
+        raise
+    target: Any = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    if not isinstance(target, App):
+        raise UsageError(f"{spec} is a {type(target).__name__}, not a kiln.App")
+    return target
+
+
+def _port(value: int | None, env: str, environ: Mapping[str, str]) -> int | None:
+    if value is not None:
+        return value
+    if env not in environ:
+        return None
+    try:
+        return int(environ[env])
+    except ValueError:
+        raise ConfigError(env, environ[env], "must be a port number") from None
+
+
+def build_server(args: argparse.Namespace, environ: Mapping[str, str]) -> Server:
+    config = config_from(args, environ)
+    app = load_app(args.app)
+    queues = dict(args.queue) or None
+    url = explicit_url(args)
+    if url is None:
+        return app.server(queues=queues, config=config)
+    if queues is None:
+        queues = {k.queue: DEFAULT_CONCURRENCY for k in app.kinds.values()} or {"default": 10}
+    return Server(store_from_url(url), app.kinds, queues, config, bus=app.bus,
+                  middleware=app.middleware, recurring=app.recurring)
+
+
+def run(args: argparse.Namespace) -> int:
+    environ = os.environ
+    health_port = _port(args.health_port, "KILN_HEALTH_PORT", environ)
+    metrics_port = _port(args.metrics_port, "KILN_METRICS_PORT", environ)
+    server = build_server(args, environ)
+    if metrics_port is not None:
+        load_serve()  # fail before starting anything when kilnotel is missing
+    hosts = (args.health_host or environ.get("KILN_HEALTH_HOST", "127.0.0.1"),
+             args.metrics_host or environ.get("KILN_METRICS_HOST", "127.0.0.1"))
+    asyncio.run(serve(server, health_port, metrics_port, hosts))
+    return 0
+
+
+async def serve(
+    server: Server, health_port: int | None, metrics_port: int | None, hosts: tuple[str, str]
+) -> None:
+    """Run ``server`` with its optional health and metrics endpoints around it."""
+    health: HealthServer | None = None
+    metrics: Any = None
+    try:
+        if health_port is not None:
+            health = HealthServer(server, health_port, hosts[0])
+            await health.start()
+            log.info("health on http://%s:%d/healthz and /stats", hosts[0], health.port)
+        if metrics_port is not None:
+            metrics = await serve_metrics(server, metrics_port, hosts[1])
+            log.info("metrics on %s", _metrics_url(metrics, hosts[1], metrics_port))
+        await server.run()
+    finally:
+        if metrics is not None:
+            await stop_metrics(metrics)
+        if health is not None:
+            await health.stop()
+    log.info("server %s stopped: %s", server.id, _summary(server.stats()))
+
+
+def _metrics_url(handle: Any, host: str, port: int) -> str:
+    url = getattr(handle, "url", None)
+    return str(url) if url else f"http://{host}:{port}/metrics"
+
+
+def _summary(stats: Mapping[str, Any]) -> str:
+    keys = ("completed", "retried", "failed", "cancelled", "snoozed", "handed_back")
+    return ", ".join(f"{k} {stats.get(k, 0)}" for k in keys)
