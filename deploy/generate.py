@@ -106,6 +106,10 @@ def stale() -> list[Path]:
             if not path.exists() or path.read_text(encoding="utf-8") != text]
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.generate",
                                      description=__doc__.split("\n\n")[0])
@@ -115,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         outdated = stale()
         for path in outdated:
-            print(f"{path.relative_to(ROOT)} is stale: run python -m deploy.generate",
+            print(f"{_shown(path)} is stale: run python -m deploy.generate",
                   file=sys.stderr)
         return 1 if outdated else 0
     for path, text in artifacts().items():
         path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(ROOT)}")
+        print(f"wrote {_shown(path)}")
     return 0
 
 
