@@ -29,11 +29,13 @@ class Completer:
         config: ServerConfig,
         events: EventHub,
         on_released: Callable[[dict[str, int]], None],
+        on_scheduled: Callable[[float], None] = lambda delay: None,
     ) -> None:
         self._store = store
         self._config = config
         self._events = events
         self._on_released = on_released
+        self._on_scheduled = on_scheduled
         self._buffer: collections.deque[JobResult] = collections.deque()
         self._wake = asyncio.Event()
         self._full = asyncio.Event()
@@ -121,5 +123,8 @@ class Completer:
             self.written += len(batch)
             if applied.released:
                 self._on_released(applied.released)
+            delays = [r.run_at_delay for r in batch if r.run_at_delay > 0]
+            if delays:  # retries and snoozes: the releaser must look when they are due
+                self._on_scheduled(min(delays))
             if not self.over_limit:
                 self._room.set()

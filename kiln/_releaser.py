@@ -59,10 +59,11 @@ class Releaser(PeriodicService):
         return min(max(self._next_at - time.monotonic(), 0.0), self._poll_interval)
 
     async def _sleep(self, delay: float) -> None:
-        # re-evaluate the delay when armed earlier while sleeping
-        await super()._sleep(delay)
-        while self._notified() and self._next_at is not None:
-            remaining = self._next_at - time.monotonic()
-            if remaining <= 0:
+        """Sleep ``delay``, or less when ``arm`` announces an earlier due job meanwhile."""
+        deadline = time.monotonic() + delay
+        while True:
+            await super()._sleep(max(deadline - time.monotonic(), 0.0))
+            if self._notified() and self._next_at is not None:
+                deadline = min(deadline, self._next_at)
+            if time.monotonic() >= deadline:
                 return
-            await super()._sleep(remaining)

@@ -195,7 +195,9 @@ class Server:
     async def _start(self) -> None:
         cfg = self.config
         self._threads = ThreadPool(cfg.sync_threads or sum(self.queues.values()))
-        self._completer = Completer(self.store, cfg, self.events, self._wake)
+        self._completer = Completer(
+            self.store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser
+        )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
             self._middleware,
@@ -323,6 +325,10 @@ class Server:
             for queue in released:
                 task = asyncio.ensure_future(self.bus.publish(queue))
                 task.add_done_callback(lambda t: t.exception())
+
+    def _arm_releaser(self, delay: float) -> None:
+        if self._releaser is not None:
+            self._releaser.arm(delay)
 
     def _on_notification(self, channel: str, payload: str) -> None:
         if channel == STATE:

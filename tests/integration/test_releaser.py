@@ -1,0 +1,44 @@
+"""Retries and snoozes are released on time even when a later delayed job is known."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import kiln
+
+
+async def test_retry_is_not_held_back_by_a_later_delayed_job(store_url: str) -> None:
+    app = kiln.App(store_url, bus=kiln.InProcessBus())
+
+    @app.job("later")
+    async def later(job: kiln.Job) -> None:
+        return None
+
+    @app.job("failing", max_attempts=3, backoff=kiln.Constant(0.5))
+    async def failing(job: kiln.Job) -> None:
+        raise RuntimeError("no")
+
+    await app.amigrate()
+    await app.aenqueue("later", {}, delay=30)
+    failing_id = await app.aenqueue("failing", {})
+    config = kiln.ServerConfig(poll_interval=5, heartbeat_interval=0.2, kill_grace=0.2,
+                               dead_after=6, leader_ttl=1)
+    server = app.server({"default": 2}, config)
+    task = asyncio.create_task(server.run())
+    began = time.monotonic()
+    store = app.client().store
+    try:
+        while True:
+            job = await store.job_get(failing_id)
+            assert job is not None
+            if job.state is kiln.JobState.FAILED:
+                break
+            assert time.monotonic() - began < 6, f"still {job.state} after {job.attempt} attempts"
+            await asyncio.sleep(0.05)
+        # two waits of 0.5 s, released within the notified releaser's timer
+        assert time.monotonic() - began < 3.0
+    finally:
+        server.stop()
+        await task
+        await app.aclose()
