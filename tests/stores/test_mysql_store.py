@@ -72,6 +72,29 @@ async def test_a_lent_pool_is_used_and_left_as_it_was(mysql_url: str) -> None:
         await pool.wait_closed()
 
 
+async def test_stores_on_one_lent_pool_share_the_kept_connection(mysql_url: str) -> None:
+    """An App makes a store per loop and per server from the same options: on a pool
+    of two they must not each keep a connection, or reads would wait forever."""
+    pool = await asyncmy.create_pool(minsize=1, maxsize=2, autocommit=True, **args_of(mysql_url))
+    try:
+        stores = [await migrated(mysql_url, pool=pool) for _ in range(3)]
+        await asyncio.wait_for(asyncio.gather(*(
+            s.job_insert_many([job()]) for s in stores for _ in range(5)
+        )), 10)
+        counts = await asyncio.wait_for(
+            asyncio.gather(*(s.job_count(JobFilter()) for s in stores)), 10
+        )
+        assert counts == [15, 15, 15]
+        await stores[0].close()
+        assert len(await asyncio.wait_for(claim(stores[1], limit=20), 10)) == 15
+        for s in stores[1:]:
+            await s.close()
+        assert pool.size >= 1 and pool.freesize == pool.size  # every connection is back
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
 async def test_unreachable_names_host_and_port() -> None:
     store = MySQLStore("mysql://root@127.0.0.1:1/test?connect_timeout=1")
     with pytest.raises(UnreachableError, match=r"127\.0\.0\.1:1/test"):

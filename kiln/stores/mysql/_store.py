@@ -41,7 +41,8 @@ from kiln._job import (
 )
 from kiln._portal import Portal
 from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
-from kiln.stores.mysql import _admin, _cluster, _jobs, _schema
+from kiln.stores.mysql import _admin, _cluster, _jobs, _kept, _schema
+from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
     DEADLOCK,
     DUPLICATE_KEY,
@@ -57,12 +58,7 @@ from kiln.stores.mysql._plan import (
 )
 
 T = TypeVar("T")
-LOCK_WAIT_TIMEOUT = 10  # seconds a write waits for a row lock before failing
 DEADLOCK_RETRIES = 5
-_SESSION = (
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
-    f" SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT}"
-)
 
 
 def connect_args(url: str) -> dict[str, Any]:
@@ -118,9 +114,7 @@ class MySQLStore:
         self._lent = pool
         self._pool: Any = pool
         self._max_conns = max_conns
-        self._writer: Any = None
-        self._restore: list[str] = []  # session settings to give back to a lent connection
-        self._write_lock = asyncio.Lock()  # one plan at a time on the kept connection
+        self._kept: Kept | None = None  # the pool's connection kept for writes
         self._open_lock: asyncio.Lock | None = None
         self._mariadb = True
         self._counter = Counter()
@@ -138,7 +132,7 @@ class MySQLStore:
         if self._open_lock is None:
             self._open_lock = asyncio.Lock()
         async with self._open_lock:
-            if self._writer is not None:
+            if self._kept is not None:
                 return
             try:
                 if self._pool is None:
@@ -146,49 +140,25 @@ class MySQLStore:
 
                     self._pool = await asyncmy.create_pool(
                         minsize=1, maxsize=self._max_conns, autocommit=True,
-                        init_command=_SESSION, **self._args,
+                        init_command=SESSION, **self._args,
                     )
-                self._writer = await self._pool.acquire()
-                if self._lent is not None:
-                    await self._borrow(self._writer)
-                self._mariadb = server_is_mariadb(self._writer)
+                kept = _kept.join(self._pool, lent=self._lent is not None)
+                try:
+                    async with kept.lock:
+                        self._mariadb = server_is_mariadb(await kept.get())
+                except BaseException:
+                    await _kept.leave(kept)
+                    raise
+                self._kept = kept
             except Exception as exc:
-                await self._discard_writer()
                 if is_driver_error(exc):
                     raise translate("open", self._where, exc) from exc
                 raise
 
-    async def _borrow(self, conn: Any) -> None:
-        """Put a lent connection in kiln's session settings, remembering its own."""
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT @@SESSION.autocommit, @@SESSION.innodb_lock_wait_timeout,"
-                " @@SESSION.tx_isolation" if server_is_mariadb(conn) else
-                "SELECT @@SESSION.autocommit, @@SESSION.innodb_lock_wait_timeout,"
-                " @@SESSION.transaction_isolation"
-            )
-            autocommit, timeout, isolation = (await cur.fetchall())[0]
-            self._restore = [
-                f"SET SESSION autocommit = {int(autocommit)}",
-                f"SET SESSION innodb_lock_wait_timeout = {int(timeout)}",
-                f"SET SESSION TRANSACTION ISOLATION LEVEL {str(isolation).replace('-', ' ')}",
-            ]
-            await cur.execute(f"SET SESSION autocommit = 1; {_SESSION}")
-            while await cur.nextset():
-                pass
-
     async def close(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            if self._restore and _alive(writer):
-                try:
-                    async with writer.cursor() as cur:
-                        await cur.execute("; ".join(self._restore))
-                        while await cur.nextset():
-                            pass
-                except Exception:
-                    writer.close()
-            await _release(self._pool, writer)
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            await _kept.leave(kept)
         if self._lent is None and self._pool is not None:
             pool, self._pool = self._pool, None
             pool.close()
@@ -196,12 +166,6 @@ class MySQLStore:
         await self._close_sync()
         for _ in range(2):  # let closed transports finish closing before the loop may end
             await asyncio.sleep(0)
-
-    async def _discard_writer(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            await _release(self._pool, writer)
 
     def query_count(self) -> int:
         return self._counter.value
@@ -212,16 +176,17 @@ class MySQLStore:
     ) -> T:
         """Run a plan on the kept connection, one at a time; retry deadlock victims (the
         server rolled their transaction back) and the errors in ``retry``."""
-        async with self._write_lock:
+        if self._kept is None:
+            await self.open()
+        kept = self._kept
+        assert kept is not None
+        async with kept.lock:
             for attempt in range(DEADLOCK_RETRIES):
-                if self._writer is None:
-                    await self.open()
-                conn = self._writer
                 try:
+                    conn = await kept.get()
                     return await run_async(conn, factory(), self._counter, own=True)
                 except Exception as exc:
-                    if not _alive(conn):
-                        await self._discard_writer()
+                    await kept.discard_if_dead()
                     if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
                         await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
                         continue
@@ -229,14 +194,13 @@ class MySQLStore:
                         raise translate(operation, self._where, exc) from exc
                     raise
                 except BaseException:
-                    if not _alive(conn):
-                        await self._discard_writer()
+                    await kept.discard_if_dead()
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, operation: str, plan: Plan[T]) -> T:
         """Run a read-only plan on any pooled connection other than the kept one."""
-        if self._writer is None:
+        if self._kept is None:
             await self.open()
         try:
             conn = await self._pool.acquire()
@@ -254,14 +218,14 @@ class MySQLStore:
                 raise translate(operation, self._where, exc) from exc
             raise
         finally:
-            await _release(self._pool, conn)
+            await release(self._pool, conn)
 
     # schema --------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
         try:
             return await self._write("migrate", _schema.migrate)
         finally:
-            if self._writer is not None:  # a closed connection released the lock already
+            if self._kept is not None:  # a closed connection released the lock already
                 await self._write("migrate", _schema.unlock)
 
     async def schema_check(self) -> None:
@@ -327,11 +291,11 @@ class MySQLStore:
             self._sync_lock = asyncio.Lock()
         async with self._sync_lock:
             try:
-                if self._sync_conn is None or not _alive(self._sync_conn):
+                if self._sync_conn is None or not alive(self._sync_conn):
                     import asyncmy
 
                     self._sync_conn = await asyncmy.connect(
-                        autocommit=True, init_command=_SESSION, **self._args
+                        autocommit=True, init_command=SESSION, **self._args
                     )
                 conn = self._sync_conn
                 plan = _jobs.insert(jobs, server_is_mariadb(conn))
@@ -499,24 +463,9 @@ def _is_async(conn: Any) -> bool:
     )
 
 
-def _alive(conn: Any) -> bool:
-    connected = getattr(conn, "connected", None)
-    if connected is not None:
-        return bool(connected() if callable(connected) else connected)
-    return not bool(getattr(conn, "closed", False))
-
-
 async def _quit(conn: Any) -> None:
     try:
         await conn.ensure_closed()
     except Exception:
         conn.close()
     await asyncio.sleep(0)
-
-
-async def _release(pool: Any, conn: Any) -> None:
-    if pool is None:
-        return
-    done = pool.release(conn)
-    if inspect.isawaitable(done):
-        await done
