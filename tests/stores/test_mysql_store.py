@@ -230,3 +230,34 @@ async def count(app: Any) -> int:
         return int(await store.job_count(JobFilter()))
     finally:
         await store.close()
+
+
+async def test_an_app_server_runs_jobs_on_a_lent_pool_of_two(mysql_url: str) -> None:
+    import kiln
+
+    pool = await asyncmy.create_pool(minsize=1, maxsize=2, autocommit=True, **args_of(mysql_url))
+    app = kiln.App(mysql_url, pool=pool)
+    ran = asyncio.Event()
+
+    @app.job("ping")
+    async def ping(job: kiln.Job) -> None:
+        await job.set_param("seen", True)
+        ran.set()
+
+    try:
+        await app.amigrate()
+        server = app.server({"default": 2}, kiln.ServerConfig(
+            poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6,
+            leader_ttl=1,
+        ))
+        task = asyncio.create_task(server.run())
+        job_id = await app.aenqueue("ping", {})
+        await asyncio.wait_for(ran.wait(), 10)
+        server.stop()
+        await asyncio.wait_for(task, 20)
+        row = await app.client().get(job_id)
+        assert row is not None and row.state.value == "completed" and row.params == {"seen": True}
+        await app.aclose()
+    finally:
+        pool.close()
+        await pool.wait_closed()
