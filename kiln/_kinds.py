@@ -28,7 +28,11 @@ class Kind:
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.handler)
+        """``async def`` functions, and objects whose ``__call__`` is ``async def``."""
+        handler = self.handler
+        return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004 - an instance's own __call__
+        )
 
 
 def make_kind(name: str, handler: Handler, **options: Any) -> Kind:

@@ -53,6 +53,7 @@ class Pool:
         self.running: dict[asyncio.Task[None], JobRow] = {}
         self._task: asyncio.Task[None] | None = None
         self._claiming = False
+        self._in_claim = False
         self.claimed = 0
         self.claim_errors = 0
 
@@ -66,13 +67,22 @@ class Pool:
                 self._loop(), name=f"kiln-pool-{self.queue}"
             )
 
-    async def stop_claiming(self) -> None:
+    async def stop_claiming(self, claim_timeout: float = 5.0) -> None:
+        """Stop the claim loop. A claim in flight is let finish (up to ``claim_timeout``):
+        cancelling it after the database committed would strand its jobs as running
+        under this server until a rescue."""
         self._claiming = False
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None:
+            return
+        if self._in_claim:
+            self._wake.set()
+            self._slot.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), claim_timeout)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     async def _loop(self) -> None:
         error_delay = 0.0
@@ -86,16 +96,21 @@ class Pool:
                 continue
             self._wake.clear()
             claimed_as = self.server_id
+            self._in_claim = True
             try:
                 jobs = await self._claim(free)
             except (KilnError, OSError) as exc:
+                self._in_claim = False
                 self.claim_errors += 1
                 self._events.emit(StoreFailed(operation="job_claim", error=exc))
                 error_delay = min(max(error_delay * 2, 0.1), self._poll_interval * 5)
                 await asyncio.sleep(error_delay)
                 continue
+            self._in_claim = False
             error_delay = 0.0
-            if jobs and (self.server_id != claimed_as or not self._may_claim()):
+            if jobs and (
+                self.server_id != claimed_as or not self._may_claim() or not self._claiming
+            ):
                 # a claim that hung while the server fenced itself (or rejoined under a new
                 # id): its rows belong to a registration that is, or will be, judged dead
                 self._hand_back(jobs)

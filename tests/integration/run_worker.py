@@ -11,6 +11,8 @@ import importlib
 import json
 import sys
 
+import logging
+
 import kiln
 from kiln._server import run_in_new_loop
 
@@ -31,5 +33,6 @@ async def main(spec: str, queue: str, config: dict[str, float]) -> None:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
     run_in_new_loop(main(sys.argv[1], sys.argv[2], config))

@@ -42,3 +42,18 @@ async def test_retry_is_not_held_back_by_a_later_delayed_job(store_url: str) -> 
         server.stop()
         await task
         await app.aclose()
+
+
+def test_an_object_with_an_async_call_is_an_async_handler() -> None:
+    from kiln._kinds import make_kind
+
+    class AsyncHandler:
+        async def __call__(self, job: kiln.Job) -> None:
+            return None
+
+    class SyncHandler:
+        def __call__(self, job: kiln.Job) -> None:
+            return None
+
+    assert make_kind("a", AsyncHandler()).is_async
+    assert not make_kind("b", SyncHandler()).is_async
