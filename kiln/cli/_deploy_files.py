@@ -44,6 +44,7 @@ class Worker:
     notes: list[str] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
     unreadable: list[str] = dataclasses.field(default_factory=list)  # env set from secrets
+    liveness_window: float | None = None  # seconds of failed liveness probes before a kill
     exposed_ports: dict[int, list[str]] = dataclasses.field(default_factory=dict)  # why
 
 

@@ -48,6 +48,7 @@ def manifest_workers(manifests: Iterable[tuple[str, dict[str, Any]]]) -> list[Wo
                 worker.environ = _environ(container, config_maps, worker)
                 worker.before_stop = _pre_stop(container, worker)
                 worker.exposed_ports = _exposed_ports(container)
+                worker.liveness_window = _liveness_window(container)
                 workers.append(worker)
     return workers
 
@@ -136,3 +137,11 @@ def _exposed_ports(container: dict[str, Any]) -> dict[int, list[str]]:
         if number is not None:
             exposed.setdefault(number, []).append(probe_name)
     return exposed
+
+
+def _liveness_window(container: dict[str, Any]) -> float | None:
+    """How long a liveness probe fails before the kubelet restarts the container."""
+    probe = container.get("livenessProbe")
+    if not probe:
+        return None
+    return float(probe.get("periodSeconds", 10)) * float(probe.get("failureThreshold", 3))

@@ -128,6 +128,12 @@ def judge(worker: Worker) -> Verdict:
         ServerConfig(**verdict.config)
     except ConfigError as exc:
         verdict.problems.append(f"ServerConfig refuses this configuration: {exc}")
+    need = verdict.config["shutdown_timeout"] + verdict.config["kill_grace"]
+    if worker.liveness_window is not None and worker.liveness_window <= need:
+        verdict.notes.append(
+            f"the liveness probe restarts the container after {_s(worker.liveness_window)} "
+            f"of failures, while a shutdown may take {_s(need)} and /healthz answers 503 "
+            "during it: make periodSeconds * failureThreshold longer")
     grace = _grace_problem(worker, verdict)
     if grace is not None:
         verdict.problems.append(grace)

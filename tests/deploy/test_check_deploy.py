@@ -315,3 +315,13 @@ def test_interpolation() -> None:
     env = {"A": "1", "EMPTY": ""}
     assert interpolate("${A}-$A-${B:-2}-${EMPTY:-3}-${EMPTY-4}-$$A", env) == "1-1-2-3--$A"
     assert interpolate("${B:?must be set}", env) == ""
+
+
+def test_short_liveness_window_is_noted(check_deploy: Check, tmp_path: Path) -> None:
+    def change(d: dict[str, Any]) -> None:
+        worker_container(d)["livenessProbe"]["failureThreshold"] = 3
+
+    result = check_deploy(broken_worker(tmp_path, change))
+    assert result.code == 0, result  # a note, not a failure: kubelets differ here
+    assert "the liveness probe restarts the container after 30s of failures, while a " \
+        "shutdown may take 35s" in result.out
