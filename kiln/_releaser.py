@@ -59,11 +59,14 @@ class Releaser(PeriodicService):
         return min(max(self._next_at - time.monotonic(), 0.0), self._poll_interval)
 
     async def _sleep(self, delay: float) -> None:
-        """Sleep ``delay``, or less when ``arm`` announces an earlier due job meanwhile."""
+        """Sleep ``delay``, or less when ``arm`` announces an earlier due job meanwhile,
+        or when notifications stop (then the release_interval check starts at once)."""
         deadline = time.monotonic() + delay
         while True:
             await super()._sleep(max(deadline - time.monotonic(), 0.0))
-            if self._notified() and self._next_at is not None:
+            if not self._notified():
+                return
+            if self._next_at is not None:
                 deadline = min(deadline, self._next_at)
             if time.monotonic() >= deadline:
                 return
