@@ -100,6 +100,9 @@ class RedisBus:
         if state is None:  # no connection of this loop's own: publish from a thread
             await asyncio.to_thread(self._publish_blocking, payload)
             return
+        if not state.up:  # our subscription lost Redis: do not queue up attempts
+            self.publish_errors += 1
+            return
         try:
             await state.client.publish(self.channel, payload)
         except self._errors as exc:
