@@ -28,8 +28,8 @@ from kiln._config import ServerConfig
 from kiln._context import ServerContext
 from kiln._cron import Recurring
 from kiln._elector import Elector
-from kiln._errors import ConfigError, KilnError
-from kiln._events import EventHub, JobsReleased, NotifierChanged
+from kiln._errors import ConfigError, KilnError, Shutdown
+from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged
 from kiln._executor import Executor, Middleware
 from kiln._health import Counters, Health
 from kiln._heartbeat import Heartbeater, new_server_id
@@ -86,7 +86,6 @@ class Server:
         self._force = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = "new"  # new -> running -> stopping -> stopped
-        self.handed_back_forced = 0
         self._pools: dict[str, Pool] = {}
         self._services: list[Service] = []
         self._threads: ThreadPool | None = None
@@ -146,7 +145,6 @@ class Server:
 
     def stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = self.counters.as_dict()
-        stats["handed_back"] += self.handed_back_forced
         hb = self._heartbeat
         stats.update(
             server_id=self.id,
@@ -284,8 +282,12 @@ class Server:
             _done, pending = await asyncio.wait(pending, timeout=min(left, 0.05))
 
     def _hand_back(self, row: JobRow) -> None:
+        """Hand back a job whose task ignored cancellation; it counts as any hand-back."""
         assert self._completer is not None
-        self.handed_back_forced += 1
+        self.events.emit(
+            JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0,
+                        error=Shutdown("ignored cancellation past kill_grace"))
+        )
         self._completer.push(
             JobResult(job_id=row.id, server_id=row.server_id or self.id, attempt=row.attempt,
                       outcome=Outcome.HANDED_BACK)
