@@ -19,7 +19,7 @@ from kiln._job import JobFilter, RateLimit
 from kiln.stores import store_from_url
 from kiln.stores.mysql import MySQLStore
 from kiln.stores.mysql._plan import translate
-from tests.stores.factories import claim, job
+from tests.stores.factories import claim, job, result, state_of
 
 
 def args_of(url: str) -> dict[str, Any]:
@@ -261,3 +261,31 @@ async def test_an_app_server_runs_jobs_on_a_lent_pool_of_two(mysql_url: str) -> 
     finally:
         pool.close()
         await pool.wait_closed()
+
+
+async def test_a_dependent_inserted_as_its_dependency_completes_is_never_stranded(
+    mysql_url: str,
+) -> None:
+    """A completion commits in one trip only where has_dependents is false; an insert
+    that marks the dependency at the same moment must push it onto the releasing path."""
+    one = await migrated(mysql_url)
+    two = MySQLStore(mysql_url)
+    try:
+        for _ in range(15):
+            [a] = await one.job_insert_many([job(kind="a")])
+            [ra] = await one.job_claim("q", ["a"], 1, "s1")
+            applied, [c] = await asyncio.gather(
+                one.job_results_apply([result(ra)]),
+                two.job_insert_many([job(kind="c", depends_on=[a])]),
+            )
+            assert applied.applied == 1
+            assert await state_of(one, c) == "available"
+        [b] = await one.job_insert_many([job(kind="b")])
+        [rb] = await one.job_claim("q", ["b"], 1, "s1")
+        [d] = await one.job_insert_many([job(kind="d", depends_on=[b])])  # b is running
+        applied = await one.job_results_apply([result(rb)])
+        assert applied.applied == 1 and applied.released == {"q": 1}
+        assert await state_of(one, d) == "available"
+    finally:
+        await one.close()
+        await two.close()

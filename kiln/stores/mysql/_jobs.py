@@ -10,9 +10,17 @@ dependencies are completed. Two transactions completing the two dependencies of 
 job must not both miss the release, so a release first locks the candidate
 dependents (FOR UPDATE) and checks them in a following statement which, at READ
 COMMITTED, sees whatever the other transaction committed before it let go of the
-lock. An insert locks the dependencies it checks (LOCK IN SHARE MODE) for the same
-reason. MariaDB has no UPDATE ... RETURNING, so writes that must report rows lock and
-read them first, then update them by primary key in the same transaction.
+lock. An insert marks the dependencies it checks ``has_dependents`` (which locks them)
+and reads their states with a locking read (the latest committed version, whatever the
+isolation of a caller's transaction), for the same reason.
+
+A result batch commits in the round trip that writes it: completions are written only
+where ``has_dependents`` is false, so they have nothing to release. A completion that
+matched nothing there (its job has dependents, or it was fenced) is written again in a
+second transaction that locks, checks and releases its dependents.
+
+MariaDB has no UPDATE ... RETURNING, so writes that must report rows lock and read them
+first, then update them by primary key in the same transaction.
 """
 
 from __future__ import annotations
@@ -114,9 +122,13 @@ def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
     if limits:
         pre.append(rate_limit_stmt(limits))
     if deps:
+        m = marks(len(deps))
         pre.append(Stmt(
-            f"SELECT id FROM kiln_jobs WHERE id IN ({marks(len(deps))}) AND state <> 'completed'"
-            " ORDER BY id LOCK IN SHARE MODE", deps,
+            f"UPDATE kiln_jobs SET has_dependents = TRUE WHERE id IN ({m}) ORDER BY id", deps
+        ))
+        pre.append(Stmt(
+            f"SELECT id FROM kiln_jobs WHERE id IN ({m}) AND state <> 'completed'"
+            " LOCK IN SHARE MODE", deps,
         ))
     unmet: set[int] = set()
     if pre:
@@ -189,7 +201,7 @@ def claim(
 
 
 # results -----------------------------------------------------------------------------
-def _result_stmt(r: JobResult) -> Stmt:
+def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     state = next_state(r)
     sets = ["state = %s", "attempt = attempt + %s"]
     params: list[Any] = [state.value, attempt_delta(r)]
@@ -207,9 +219,10 @@ def _result_stmt(r: JobResult) -> Stmt:
         params.append(dumps(r.error.to_json()))
     # the fence is evaluated on the row before any SET: MySQL applies SETs left to right
     # but WHERE sees the old row
+    guard = " AND has_dependents = FALSE" if guarded else ""
     return Stmt(
         f"UPDATE kiln_jobs SET {', '.join(sets)}"
-        " WHERE id = %s AND state = 'running' AND server_id = %s AND attempt = %s",
+        f" WHERE id = %s AND state = 'running' AND server_id = %s AND attempt = %s{guard}",
         (*params, r.job_id, r.server_id, r.attempt),
     )
 
@@ -259,33 +272,54 @@ def merge(into: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     return into
 
 
-def results_apply(results: Sequence[JobResult]) -> Plan[ApplyResult]:
-    """One round trip for the results (two when completions release dependents)."""
-    if not results:
-        return ApplyResult(applied=0, released={})
-    ordered = sorted(results, key=lambda r: r.job_id)  # one lock order
-    stmts = [_result_stmt(r) for r in ordered]
-    back = [r.job_id for r in ordered if next_state(r) is JobState.AVAILABLE]
-    if back:
-        stmts.append(Stmt(
-            f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(back))})", back
-        ))
-    completed = [r.job_id for r in ordered if r.outcome is Outcome.COMPLETED]
-    if completed:
-        stmts.extend(lock_dependents(completed))
-    out = yield Step(tuple(stmts), begin=True, last=not completed)
-    applied = {r.job_id for r, res in zip(ordered, out, strict=False) if res.rowcount == 1}
+def _queues_of(ids: list[int]) -> Stmt:
+    return Stmt(f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(ids))})", ids)
+
+
+def _back_to_queue(
+    ordered: Sequence[JobResult], out: list[Result], applied: set[int]
+) -> dict[str, int]:
+    """Queues that got jobs back from applied results (the statement after the updates)."""
     released: dict[str, int] = {}
-    if back:
+    if any(next_state(r) is JobState.AVAILABLE for r in ordered):
         for job_id, queue in out[len(ordered)].rows:
             if int(job_id) in applied:
                 released[queue] = released.get(queue, 0) + 1
-    if completed:
-        update, freed = release_dependents(out[-2], out[-1])
-        if update is not None:
-            yield step(update, last=True)
-            merge(released, freed)
-    return ApplyResult(applied=len(applied), released=released)
+    return released
+
+
+def results_apply(
+    results: Sequence[JobResult],
+) -> Plan[tuple[ApplyResult, list[JobResult]]]:
+    """One round trip. Returns what applied, and the completions to write again with
+    ``results_release`` (their jobs have dependents, or they were fenced)."""
+    if not results:
+        return ApplyResult(applied=0, released={}), []
+    ordered = sorted(results, key=lambda r: r.job_id)  # one lock order
+    stmts = [_result_stmt(r, guarded=r.outcome is Outcome.COMPLETED) for r in ordered]
+    back = [r.job_id for r in ordered if next_state(r) is JobState.AVAILABLE]
+    if back:
+        stmts.append(_queues_of(back))
+    out = yield Step(tuple(stmts), begin=len(stmts) > 1, last=True)
+    applied = {r.job_id for r, res in zip(ordered, out, strict=False) if res.rowcount == 1}
+    again = [r for r in ordered if r.outcome is Outcome.COMPLETED and r.job_id not in applied]
+    released = _back_to_queue(ordered, out, applied)
+    return ApplyResult(applied=len(applied), released=released), again
+
+
+def results_release(completions: Sequence[JobResult]) -> Plan[ApplyResult]:
+    """Write completions of jobs with dependents and release those whose dependencies
+    are all complete, in one transaction: two round trips."""
+    if not completions:
+        return ApplyResult(applied=0, released={})
+    ordered = sorted(completions, key=lambda r: r.job_id)
+    stmts = [_result_stmt(r, guarded=False) for r in ordered]
+    out = yield step(*stmts, *lock_dependents([r.job_id for r in ordered]), begin=True)
+    applied = sum(1 for res in out[: len(ordered)] if res.rowcount == 1)
+    update, released = release_dependents(out[-2], out[-1])
+    if update is not None:
+        yield step(update, last=True)
+    return ApplyResult(applied=applied, released=released if update is not None else {})
 
 
 def param_set(job_id: int, server_id: str, attempt: int, name: str, value: Any) -> Plan[bool]:

@@ -332,9 +332,19 @@ class MySQLStore:
         return jobs
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
-        result = await self._write("job_results_apply", lambda: _jobs.results_apply(results))
-        self._empty_queues.difference_update(result.released)
-        return result
+        first, again = await self._write(
+            "job_results_apply", lambda: _jobs.results_apply(results)
+        )
+        released = dict(first.released)
+        applied = first.applied
+        if again:  # completions of jobs with dependents (or fenced ones)
+            more = await self._write(
+                "job_results_apply", lambda: _jobs.results_release(again)
+            )
+            applied += more.applied
+            _jobs.merge(released, more.released)
+        self._empty_queues.difference_update(released)
+        return ApplyResult(applied=applied, released=released)
 
     async def job_param_set(
         self, job_id: int, server_id: str, attempt: int, name: str, value: Any
