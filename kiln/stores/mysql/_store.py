@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -124,6 +125,7 @@ class MySQLStore:
         self._empty_queues: set[str] = set()
         self._due_at: float | None = None  # monotonic time the next scheduled job is due
         self._portal: Portal | None = None
+        self._portal_lock = threading.Lock()
         self._sync_conn: Any = None
         self._sync_lock: asyncio.Lock | None = None
 
@@ -265,9 +267,11 @@ class MySQLStore:
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is None:
-            if self._portal is None:
-                self._portal = Portal("kiln-mysql-sync")
-            return self._portal.run(self._insert_on_sync_conn(jobs))
+            with self._portal_lock:  # several threads may enqueue at once
+                if self._portal is None:
+                    self._portal = Portal("kiln-mysql-sync")
+                portal = self._portal
+            return portal.run(self._insert_on_sync_conn(jobs))
         if _is_async(conn):
             raise TypeError("an async connection needs the async enqueue (aenqueue)")
         if not callable(getattr(conn, "cursor", None)) or not callable(
