@@ -33,13 +33,13 @@ async def test_every_slot_once_across_servers_and_leader_changes(cluster: Cluste
     for label in ("a", "b", "c"):
         await c.start(label, {"ticks": 2}, schedules=schedules, leader_ttl=TTL)
     first = await c.leader()
-    await asyncio.sleep(6)
+    await asyncio.sleep(4)
     killed_at = first.kill()
     gained = await c.wait_for(
         lambda: [e for e in c.events("leader", is_leader=True) if e["t"] > killed_at],
         TTL + 5, "a new leader",
     )
-    await asyncio.sleep(6)
+    await asyncio.sleep(4)
     end = time.time()
 
     jobs = await c.store.job_list(JobFilter(kind="tick"), limit=1000)
