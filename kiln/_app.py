@@ -21,6 +21,7 @@ from kiln._cron import Recurring
 from kiln._errors import ConfigError
 from kiln._events import EventHub
 from kiln._executor import Middleware
+from kiln._job import NewJob
 from kiln._kinds import Handler, Kind, make_kind
 from kiln._portal import Portal
 from kiln._server import Server
@@ -122,18 +123,18 @@ class App:
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
     ) -> list[int]:
         client = self.sync_client()
-        return client.insert_many_sync([client.build(*_spec(j)[:2], **_spec(j)[2]) for j in jobs], conn)
+        return client.insert_many_sync(_build_all(client, jobs), conn)
 
-    async def aenqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+    async def aenqueue(
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+    ) -> int:
         return await self.client().enqueue(kind, args, conn=conn, **options)
 
     async def aenqueue_many(
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
     ) -> list[int]:
         client = self.client()
-        return await client.insert_many(
-            [client.build(*_spec(j)[:2], **_spec(j)[2]) for j in jobs], conn
-        )
+        return await client.insert_many(_build_all(client, jobs), conn)
 
     # schema ------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -185,7 +186,10 @@ class App:
         )
 
 
-def _spec(item: tuple[Any, ...]) -> tuple[str, Any, dict[str, Any]]:
-    if len(item) == 2:
-        return item[0], item[1], {}
-    return item[0], item[1], dict(item[2])
+def _build_all(client: Client, jobs: Sequence[tuple[Any, ...]]) -> list[NewJob]:
+    """(kind, args) or (kind, args, options) tuples, validated into NewJobs."""
+    built = []
+    for item in jobs:
+        options = dict(item[2]) if len(item) > 2 else {}
+        built.append(client.build(item[0], item[1], **options))
+    return built

@@ -41,7 +41,7 @@ def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options:
     if known and spec is None:
         raise UnknownKindError(kind)
     v.check_json("args", args)
-    queue = options["queue"] if "queue" in options else (spec.queue if spec else "default")
+    queue = options.get("queue", spec.queue if spec else "default")
     v.check_name("queue", queue)
     metadata = dict(options.get("metadata") or {})
     v.check_json("metadata", metadata)
@@ -187,7 +187,9 @@ class Client:
         self._after(jobs, ids, finishers, None)
         return ids
 
-    async def enqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+    async def enqueue(
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+    ) -> int:
         return (await self.insert_many([self.build(kind, args, **options)], conn))[0]
 
     def enqueue_sync(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:

@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 
 from kiln._errors import KilnError
 from kiln._events import EventHub, LeaderChanged, StoreFailed
-from kiln._service import Service
+from kiln._service import LoopService, Service
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.elector")
 
 
-class Elector:
+class Elector(LoopService):
     name = "elector"
 
     def __init__(
@@ -44,22 +44,13 @@ class Elector:
         self.is_leader = False
         self.leader_since: float | None = None  # monotonic
         self.changes = 0
-        self._task: asyncio.Task[None] | None = None
         self._held_as = ""
 
     def add_service(self, service: Service) -> None:
         self._services.append(service)
 
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="kiln-elector")
-
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await super().stop()
         if self.is_leader:
             held = self._held_as
             await self._lose()

@@ -10,7 +10,6 @@ the server rejoins under a new registration (a new server id).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -21,6 +20,7 @@ from kiln._config import ServerConfig, seconds
 from kiln._errors import KilnError
 from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
 from kiln._job import ServerInfo
+from kiln._service import LoopService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.heartbeat")
@@ -30,7 +30,7 @@ def new_server_id(host: str) -> str:
     return f"{host[:40]}-{uuid.uuid4().hex[:12]}"
 
 
-class Heartbeater:
+class Heartbeater(LoopService):
     name = "heartbeat"
 
     def __init__(
@@ -52,7 +52,6 @@ class Heartbeater:
         self.fenced: str | None = None
         self.ok_count = 0
         self.failed_count = 0
-        self._task: asyncio.Task[None] | None = None
 
     @property
     def server_id(self) -> str:
@@ -73,17 +72,6 @@ class Heartbeater:
         sent = time.monotonic()
         await self._store.server_register(self.info)
         self.last_ok = sent
-
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="kiln-heartbeat")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _beat(self) -> bool:
         """One heartbeat, or when fenced one attempt to rejoin; True once confirmed."""

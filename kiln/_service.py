@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from typing import Protocol
+from typing import Any, Protocol
 
 from kiln._events import EventHub, MaintenanceRan
 
@@ -26,15 +26,40 @@ class Service(Protocol):
     async def stop(self) -> None: ...
 
 
-class PeriodicService:
-    """Base of a service that calls ``run_once`` every ``interval`` seconds (±10% jitter)."""
+async def stop_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` and wait until it has finished (None is fine)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class LoopService:
+    """A service that is one named task running ``_loop`` (task name ``kiln-{name}``)."""
 
     name = "service"
+    _task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._loop(), name=f"kiln-{self.name}"
+            )
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await stop_task(task)
+
+
+class PeriodicService(LoopService):
+    """Base of a service that calls ``run_once`` every ``interval`` seconds (±10% jitter)."""
 
     def __init__(self, interval: float, events: EventHub | None = None) -> None:
         self.interval = interval
         self.events = events
-        self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.errors = 0
 
@@ -52,19 +77,6 @@ class PeriodicService:
 
     def wake(self) -> None:
         self._wake.set()
-
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._loop(), name=f"kiln-{self.name}"
-            )
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _sleep(self, delay: float) -> None:
         with contextlib.suppress(TimeoutError):
