@@ -28,9 +28,10 @@ class FlowAdmin(Admin):
 
 
 class FlowWorker:
-    def __init__(self, proc: subprocess.Popen[str], server_id: str) -> None:
+    def __init__(self, proc: subprocess.Popen[str], server_id: str, notified: bool) -> None:
         self.proc = proc
         self.server_id = server_id
+        self.notified = notified  # whether notifications were up when it started
 
     def terminate(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -84,7 +85,8 @@ def start_worker(store_url: str) -> Iterator[StartFlowWorker]:
         if not line.startswith("READY "):
             proc.kill()
             raise AssertionError(f"worker did not start: {line!r}")
-        return FlowWorker(proc, line.split()[1])
+        _ready, server_id, notified = line.split()
+        return FlowWorker(proc, server_id, json.loads(notified))
 
     yield start
     for proc in procs:

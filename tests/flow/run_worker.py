@@ -1,7 +1,8 @@
 """Run one worker process of tests.flow.app.
 
 Usage: python -m tests.flow.run_worker QUEUE=N [CONFIG_JSON]
-Prints ``READY <server id>`` once running and ``STATS <json>`` after ``run()`` returns.
+Prints ``READY <server id> <notifications: true|false>`` once running and
+``STATS <json>`` after ``run()`` returns.
 KILN_TEST_NO_LISTEN=1 makes the server ignore its store's LISTEN/NOTIFY (it polls).
 """
 
@@ -30,7 +31,7 @@ async def main(queue: str, config: dict[str, Any]) -> None:
         if task.done():
             await task
         await asyncio.sleep(0.01)
-    print(f"READY {server.id}", flush=True)
+    print(f"READY {server.id} {json.dumps(server.stats()['notifications'])}", flush=True)
     await task
     stats = {k: v for k, v in server.stats().items() if isinstance(v, int | float | str | bool)}
     print(f"STATS {json.dumps(stats)}", flush=True)
