@@ -42,8 +42,11 @@ class Releaser(PeriodicService):
             self.wake()
 
     async def run_once(self) -> dict[str, int]:
+        # next_at is counted from the database's now at the start of the statement:
+        # count it from when we sent it, or every release comes one round trip late
+        sent = time.monotonic()
         result = await self._store.jobs_release_due()
-        self._next_at = None if result.next_at is None else time.monotonic() + result.next_at
+        self._next_at = None if result.next_at is None else sent + result.next_at
         if result.released:
             self._on_released(result.released)
             for queue, n in result.released.items():
