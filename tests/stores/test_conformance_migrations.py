@@ -30,7 +30,7 @@ async def test_fresh_database_is_not_migrated(fresh: Store) -> None:
 
 
 async def test_migrate_fresh_then_idempotent(fresh: Store) -> None:
-    assert await fresh.migrate() == [1]
+    assert await fresh.migrate() == [1, 2]
     assert await fresh.migrate() == []
     await fresh.schema_check()
     assert await fresh.job_count(JobFilter()) == 0
@@ -44,7 +44,7 @@ async def test_concurrent_migrations_apply_each_version_once(
         for s in others:
             await s.open()
         results = await asyncio.gather(fresh.migrate(), *(s.migrate() for s in others))
-        assert sorted(results) == [[], [], [1]]
+        assert sorted(results) == [[], [], [1, 2]]
     finally:
         for s in others:
             await s.close()

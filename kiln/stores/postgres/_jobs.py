@@ -8,11 +8,14 @@ dependencies are completed. Two transactions completing the two dependencies of 
 job must not both miss the release, so a release first locks the candidate
 dependents (FOR UPDATE) and checks them in a following statement, whose snapshot sees
 whatever the other transaction committed before it let go of the lock. An insert
-locks the dependencies it checks (FOR SHARE) for the same reason.
+locks the dependencies it checks for the same reason, and marks them
+``has_dependents`` under that lock, so that only their completions pay for the
+release (see RESULTS_APPLY).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +37,7 @@ from kiln.stores._rows import (
     loads,
     next_state,
 )
-from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, one, step
+from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one, step
 
 COLUMNS = (
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
@@ -64,14 +67,30 @@ def notify_from(src: str) -> str:
 NOTIFIED = "(SELECT count(*) FROM kiln_notify) >= 0"
 
 
+_STATES = {s.value: s for s in JobState}
+_EMPTY = {"{}", "[]", "null"}  # most params, metadata and errors: no decode needed
+# the claim's columns: JSON as text, decoded only when not empty
+CLAIM_COLS = ", ".join(
+    f"{c}::text" if c in ("args", "params", "metadata", "backoff", "errors") else c
+    for c in COLUMNS
+)
+
+
+def _json(value: Any) -> Any:
+    if value.__class__ is str:
+        if value in _EMPTY:
+            return {} if value == "{}" else [] if value == "[]" else None
+        return json.loads(value)
+    return loads(value)
+
+
 def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRow:
+    errors = row[13]
     return JobRow(
-        id=row[0], queue=row[1], kind=row[2], state=JobState(row[3]), args=loads(row[4]),
-        params=loads(row[5]) or {}, metadata=loads(row[6]) or {}, priority=row[7],
-        run_at=row[8], attempt=row[9], max_attempts=row[10], timeout=row[11],
-        backoff=loads(row[12]), errors=errors_from(row[13]), created_at=row[14],
-        admitted_at=row[15], attempted_at=row[16], finished_at=row[17], server_id=row[18],
-        rate_key=row[19], rescues=row[20], depends_on=depends_on or [],
+        row[0], row[1], row[2], _STATES[row[3]], _json(row[4]), _json(row[5]) or {},
+        _json(row[6]) or {}, row[7], row[8], row[9], row[10], row[11], _json(row[12]),
+        [] if errors == "[]" or not errors else errors_from(_json(errors)), row[14],
+        row[15], row[16], row[17], row[18], row[19], row[20], depends_on or [],
     )
 
 
@@ -134,7 +153,12 @@ def _compact(cols: list[list[Any]]) -> list[Any]:
 
 INSERT_FAST = _insert_sql(with_deps=False)
 INSERT_DEPS = _insert_sql(with_deps=True)
-LOCK_DEPS = "SELECT id FROM kiln_jobs WHERE id = ANY(%s::bigint[]) ORDER BY id FOR SHARE"
+# Locks the dependencies (in id order) for the check in INSERT_DEPS and marks them
+# has_dependents, so their completion takes the release path (see RESULTS_APPLY).
+MARK_DEPS = (
+    "UPDATE kiln_jobs SET has_dependents = true WHERE id IN (SELECT id FROM kiln_jobs"
+    " WHERE id = ANY(%s::bigint[]) ORDER BY id FOR NO KEY UPDATE) AND NOT has_dependents"
+)
 INSERT_EDGES = (
     "INSERT INTO kiln_job_deps (job_id, dep_id) SELECT * FROM unnest(%b::bigint[], %b::bigint[])"
     " ON CONFLICT DO NOTHING"
@@ -190,7 +214,7 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
     if limits:
         pre.append(rate_limit_stmt(limits))
     if deps:
-        pre.append(Stmt(LOCK_DEPS, (deps,)))
+        pre.append(Stmt(MARK_DEPS, (deps,)))
         dp = ["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs]
         ins = Stmt(INSERT_DEPS, tuple(_compact([*cols, dp])))
     else:
@@ -208,21 +232,37 @@ CLAIM = (
     "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = now(),"
     " server_id = %s WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
     " AND queue = %s AND kind = ANY(%s::text[]) ORDER BY priority, run_at, id LIMIT %s"
-    f" FOR UPDATE SKIP LOCKED) RETURNING {JOB_COLS}"
+    f" FOR UPDATE SKIP LOCKED) RETURNING {CLAIM_COLS}"
 )
 
+
+def claim_stmt(queue: str, kinds: list[str], limit: int, server_id: str) -> Stmt:
+    return Stmt(CLAIM, (server_id, queue, kinds, limit), prepare=True, binary=True)
+
+
+def claimed(rows: Rows) -> list[JobRow]:
+    jobs = [row_to_job(r) for r in rows]
+    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+    return jobs
 
 
 def claim(queue: str, kinds: list[str], limit: int, server_id: str) -> Plan[list[JobRow]]:
     """One round trip: lock the first ``limit`` claimable jobs, skipping locked ones."""
     if not kinds or limit <= 0:
         return []
-    rows = (yield one(CLAIM, server_id, queue, kinds, limit, prepare=True))[0]
-    jobs = [row_to_job(r) for r in rows]
-    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
-    return jobs
+    rows = (yield Step((claim_stmt(queue, kinds, limit, server_id),), last=True))[0]
+    return claimed(rows)
 
 
+# A completion releases the job's dependents, which needs a lock-then-check in a
+# transaction (module docstring). Most jobs have none: the first statement applies
+# every result except the completion of a job with dependents (has_dependents, set
+# under the job's row lock when a dependent is inserted, so a completion racing that
+# insert re-reads it), as its own transaction. Completions it held back, if any, go
+# through the full path in a second trip: apply, lock dependents, release, one
+# transaction. 'running' is a parameter: as a literal, the generic plan of this prepared
+# statement picks a partial index on state and walks every running entry, dead ones
+# included (until a vacuum), for each result; a parameter leaves only the primary key.
 RESULTS_APPLY = (
     "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
     " %b::int[], %b::float8[], %b::text[], %b::bool[])"
@@ -236,8 +276,10 @@ RESULTS_APPLY = (
     "  ELSE j.errors || jsonb_build_array(r.error::jsonb) END,"
     " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
     "  THEN j.server_id END"
-    " FROM r WHERE j.id = r.id AND j.state = 'running' AND j.server_id = r.server_id"
-    " AND j.attempt = r.attempt RETURNING j.id, j.queue, j.state, j.run_at)"
+    " FROM r WHERE j.id = r.id AND j.state = %b::text AND j.server_id = r.server_id"
+    " AND j.attempt = r.attempt AND (%b::bool OR r.state <> 'completed'"
+    "  OR NOT j.has_dependents)"
+    " RETURNING j.id, j.queue, j.state, j.run_at)"
     f"{notify_from('upd')} SELECT id, queue, state FROM upd WHERE {NOTIFIED}"
 )
 
@@ -269,31 +311,46 @@ def counted(rows: Rows) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in rows}
 
 
+def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
+    cols: list[Any] = [[], [], [], [], [], [], [], []]
+    ids, servers, attempts, states, deltas, delays, errors, rescued = cols
+    for r in ordered:
+        ids.append(r.job_id)
+        servers.append(r.server_id)
+        attempts.append(r.attempt)
+        states.append(next_state(r).value)
+        deltas.append(attempt_delta(r))
+        delays.append(float(max(r.run_at_delay, 0.0)))
+        errors.append(None if r.error is None else dumps(r.error.to_json()))
+        rescued.append(r.rescued)
+    return Stmt(RESULTS_APPLY, (*cols, "running", with_dependents), prepare=True)
+
+
+def _released(rows: Rows, released: dict[str, int]) -> None:
+    for _id, queue, state in rows:
+        if state == "available":
+            released[queue] = released.get(queue, 0) + 1
+
+
 def results_apply(results: Sequence[JobResult]) -> Plan[ApplyResult]:
+    """One statement in the common case; see RESULTS_APPLY for the second trip."""
     if not results:
         return ApplyResult(applied=0, released={})
     ordered = sorted(results, key=lambda r: r.job_id)  # one lock order
-    states = [next_state(r) for r in ordered]
-    cols = (
-        [r.job_id for r in ordered], [r.server_id for r in ordered],
-        [r.attempt for r in ordered], [s.value for s in states],
-        [attempt_delta(r) for r in ordered], [float(max(r.run_at_delay, 0.0)) for r in ordered],
-        [None if r.error is None else dumps(r.error.to_json()) for r in ordered],
-        [r.rescued for r in ordered],
-    )
-    completed = [r.job_id for r in ordered if r.outcome is Outcome.COMPLETED]
-    stmts = [Stmt(RESULTS_APPLY, cols, prepare=True)]
-    if completed:
-        stmts.extend(release_stmts(completed))
-    out = yield Step(tuple(stmts), last=True)
+    rows = (yield Step((_results_stmt(ordered, False),), last=True))[0]
     released: dict[str, int] = {}
-    for _id, queue, state in out[0]:
-        if state == JobState.AVAILABLE.value:
-            released[queue] = released.get(queue, 0) + 1
-    if completed:
+    _released(rows, released)
+    applied = len(rows)
+    done = {r[0] for r in rows}
+    held = [r for r in ordered if r.outcome is Outcome.COMPLETED and r.job_id not in done]
+    if held:  # completions of jobs with dependents (or fenced results: they apply nothing)
+        held_ids = [r.job_id for r in held]
+        out = yield atomic(_results_stmt(held, True), *release_stmts(held_ids))
+        _released(out[0], released)
+        applied += len(out[0])
         for queue, n in counted(out[2]).items():
             released[queue] = released.get(queue, 0) + n
-    return ApplyResult(applied=len(out[0]), released=released)
+    return ApplyResult(applied=applied, released=released)
 
 
 PARAM_SET = (

@@ -34,18 +34,29 @@ class Stmt:
     sql: str
     params: Sequence[Any] = ()
     prepare: bool | None = None  # True for hot statements: prepared on first use
+    binary: bool = False  # rows in binary format (cheaper timestamps on both sides)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Step:
-    """Statements sent together; ``last`` lets the driver append COMMIT to the same trip."""
+    """Statements sent together; ``last`` lets the driver append COMMIT to the same trip.
+
+    ``atomic``: a step of a plan whose first step ran alone (as its own transaction)
+    that must be a transaction of its own: the driver frames it with BEGIN and COMMIT
+    in the same trip. On a caller's connection it simply joins the caller's transaction.
+    """
 
     stmts: tuple[Stmt, ...]
     last: bool = False
+    atomic: bool = False
 
 
 def step(*stmts: Stmt, last: bool = False) -> Step:
     return Step(stmts=stmts, last=last)
+
+
+def atomic(*stmts: Stmt) -> Step:
+    return Step(stmts=stmts, last=True, atomic=True)
 
 
 Plan = Generator[Step, list[Rows], T]
@@ -71,8 +82,10 @@ def needs_tx(st: Step) -> bool:
     return not (st.last and len(st.stmts) == 1)
 
 
-def _frame(st: Step, tx: bool, first: bool) -> tuple[Stmt, ...]:
+def _frame(st: Step, tx: bool, first: bool, own: bool) -> tuple[Stmt, ...]:
     stmts = st.stmts
+    if own and not tx and st.atomic:
+        return (_BEGIN, *stmts, _COMMIT)
     if tx and first:
         stmts = (_BEGIN, *stmts)
     if tx and st.last:
@@ -88,14 +101,17 @@ def _unframe(stmts: tuple[Stmt, ...], results: list[Rows], st: Step) -> list[Row
 async def run_async(
     conn: psycopg.AsyncConnection[Any], plan: Plan[T], counter: Counter, *, tx: bool
 ) -> T:
-    """Run ``plan`` on an autocommit connection, inside BEGIN/COMMIT when ``tx``."""
-    first = True
+    """Run ``plan`` on an autocommit connection, inside BEGIN/COMMIT when ``tx``.
+
+    ``tx`` False: the caller owns the transaction (or there is none to own).
+    """
+    own, first, framed = tx, True, False
     try:
         st = next(plan)
         tx = tx and needs_tx(st)
         while True:
-            stmts = _frame(st, tx, first)
-            first = False
+            stmts = _frame(st, tx, first, own)
+            first, framed = False, tx or (own and st.atomic)
             results = await _exec_async(conn, stmts, counter)
             st = plan.send(_unframe(stmts, results, st))
     except StopIteration as stop:
@@ -104,7 +120,7 @@ async def run_async(
             await conn.execute("COMMIT")
         return stop.value  # type: ignore[no-any-return]
     except BaseException:
-        if tx and conn.info.transaction_status in (
+        if framed and conn.info.transaction_status in (
             pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR
         ):
             with contextlib.suppress(psycopg.Error):
@@ -117,13 +133,13 @@ async def _exec_async(
 ) -> list[Rows]:
     counter.value += len(stmts)
     if len(stmts) == 1:
-        cur = conn.cursor(row_factory=tuple_row)
+        cur = conn.cursor(row_factory=tuple_row, binary=stmts[0].binary)
         await cur.execute(stmts[0].sql, stmts[0].params or None, prepare=stmts[0].prepare)
         return [await cur.fetchall() if cur.description else []]
     cursors = []
     async with conn.pipeline():
         for s in stmts:
-            cur = conn.cursor(row_factory=tuple_row)
+            cur = conn.cursor(row_factory=tuple_row, binary=s.binary)
             await cur.execute(s.sql, s.params or None, prepare=s.prepare)
             cursors.append(cur)
     return [await c.fetchall() if c.description else [] for c in cursors]
@@ -131,13 +147,13 @@ async def _exec_async(
 
 def run_sync(conn: psycopg.Connection[Any], plan: Plan[T], counter: Counter, *, tx: bool) -> T:
     """The sync twin of run_async (enqueue from sync code)."""
-    first = True
+    own, first, framed = tx, True, False
     try:
         st = next(plan)
         tx = tx and needs_tx(st)
         while True:
-            stmts = _frame(st, tx, first)
-            first = False
+            stmts = _frame(st, tx, first, own)
+            first, framed = False, tx or (own and st.atomic)
             results = _exec_sync(conn, stmts, counter)
             st = plan.send(_unframe(stmts, results, st))
     except StopIteration as stop:
@@ -146,7 +162,7 @@ def run_sync(conn: psycopg.Connection[Any], plan: Plan[T], counter: Counter, *, 
             conn.execute("COMMIT")
         return stop.value  # type: ignore[no-any-return]
     except BaseException:
-        if tx and conn.info.transaction_status in (
+        if framed and conn.info.transaction_status in (
             pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR
         ):
             with contextlib.suppress(psycopg.Error):
@@ -160,7 +176,7 @@ def _exec_sync(
     counter.value += len(stmts)
     results: list[Rows] = []
     for s in stmts:  # a caller's connection may not want pipeline mode; keep it plain
-        cur = conn.cursor(row_factory=tuple_row)
+        cur = conn.cursor(row_factory=tuple_row, binary=s.binary)
         cur.execute(s.sql, s.params or None, prepare=s.prepare)
         results.append(cur.fetchall() if cur.description else [])
     return results
