@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kiln._job import JobRow, Outcome
@@ -128,35 +128,79 @@ Subscriber = Callable[[Event], Any]
 
 
 class EventHub:
-    """Delivers events to subscribers; never lets one break the emitter."""
+    """Delivers events to subscribers; never lets one break the emitter.
+
+    A subscriber that wants only some event types says so with an ``event_types``
+    attribute (a collection of Event subclasses), or ``subscribe(fn, types=...)``.
+    Emitters ask ``wants(JobStarted)`` before building a per-job event, so an event
+    nobody wants costs nothing.
+    """
 
     def __init__(self, queue_size: int = 10_000) -> None:
-        self._inline: list[Subscriber] = []
+        self._inline: list[tuple[Subscriber, frozenset[type[Event]] | None]] = []
         self._queued: list[tuple[Subscriber, asyncio.Queue[Event]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._queue_size = queue_size
         self._warned: set[tuple[int, type[Event]]] = set()
+        self._wanted: dict[type[Event], bool] = {}
+        self._all = False  # some subscriber takes every type
         self.errors = 0
         self.dropped = 0
 
-    def subscribe(self, fn: Subscriber, *, queued: bool = False) -> Callable[[], None]:
+    def subscribe(
+        self, fn: Subscriber, *, queued: bool = False,
+        types: Iterable[type[Event]] | None = None,
+    ) -> Callable[[], None]:
         """Call ``fn(event)`` for every event; returns a function that unsubscribes."""
+        self._wanted.clear()
         if not queued:
-            self._inline.append(fn)
-            return lambda: self._inline.remove(fn) if fn in self._inline else None
+            if types is None:
+                types = getattr(fn, "event_types", None)
+            entry = (fn, None if types is None else frozenset(types))
+            self._inline.append(entry)
+            self._all = self._all or entry[1] is None
+            return lambda: self._unsubscribe_inline(entry)
         queue: asyncio.Queue[Event] = asyncio.Queue(self._queue_size)
-        entry = (fn, queue)
-        self._queued.append(entry)
+        qentry = (fn, queue)
+        self._queued.append(qentry)
+        self._all = True
         with contextlib.suppress(RuntimeError):  # no loop yet: started by start()
-            self._tasks.append(asyncio.get_running_loop().create_task(self._drain(entry)))
-        return lambda: self._queued.remove(entry) if entry in self._queued else None
+            self._tasks.append(asyncio.get_running_loop().create_task(self._drain(qentry)))
+        return lambda: self._unsubscribe_queued(qentry)
+
+    def _unsubscribe_inline(self, entry: tuple[Subscriber, frozenset[type[Event]] | None]) -> None:
+        if entry in self._inline:
+            self._inline.remove(entry)
+        self._recount()
+
+    def _unsubscribe_queued(self, entry: tuple[Subscriber, asyncio.Queue[Event]]) -> None:
+        if entry in self._queued:
+            self._queued.remove(entry)
+        self._recount()
+
+    def _recount(self) -> None:
+        self._wanted.clear()
+        self._all = bool(self._queued) or any(t is None for _fn, t in self._inline)
 
     @property
     def active(self) -> bool:
         return bool(self._inline or self._queued)
 
+    def wants(self, cls: type[Event]) -> bool:
+        """Whether an event of type ``cls`` would reach any subscriber."""
+        if self._all:
+            return True
+        wanted = self._wanted.get(cls)
+        if wanted is None:
+            wanted = self._wanted[cls] = any(
+                t is not None and cls in t for _fn, t in self._inline
+            )
+        return wanted
+
     def emit(self, event: Event) -> None:
-        for fn in self._inline:
+        for fn, types in self._inline:
+            if types is not None and event.__class__ not in types:
+                continue
             try:
                 fn(event)
             except Exception:

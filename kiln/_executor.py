@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kiln._config import ServerConfig
+from kiln._deadlines import Deadlines
 from kiln._errors import Shutdown
 from kiln._events import EventHub, JobFinished, JobStarted
 from kiln._handle import Job
@@ -52,6 +53,8 @@ class Executor:
         self._server_id = server_id
         self._write_param = write_param
         self._middleware = middleware
+        self._is_async = {name: kind.is_async for name, kind in kinds.items()}
+        self._deadlines = Deadlines()
         self.shutting_down = False
 
     def timeout_of(self, row: JobRow, kind: Kind) -> float:
@@ -61,39 +64,53 @@ class Executor:
         return backoff_from_json(row.backoff) or kind.backoff or DEFAULT_BACKOFF
 
     async def run(self, row: JobRow) -> JobResult:
+        """Run one attempt in the current task (the pool's task for this job)."""
         kind = self._kinds[row.kind]
         job = Job(row, self._write_param, asyncio.get_running_loop())
-        self._events.emit(JobStarted(job=row))
+        events = self._events
+        if events.wants(JobStarted):
+            events.emit(JobStarted(job=row))
+        task: asyncio.Task[Any] = asyncio.current_task()  # type: ignore[assignment]
+        deadlines = self._deadlines
+        timeout = self.timeout_of(row, kind)
         started = time.monotonic()
         error: BaseException | None = None
         value: Any = None
+        deadlines.add(task, timeout)
         try:
-            async with asyncio.timeout(self.timeout_of(row, kind)):
+            if self._middleware or not self._is_async[row.kind]:
                 value = await self._call(kind, job)
-        except TimeoutError as exc:
-            job.cancelled.set()
-            error = TimeoutError(f"job timed out after {self.timeout_of(row, kind):g}s")
-            error.__cause__ = exc
-        except asyncio.CancelledError:
-            job.cancelled.set()
-            if not self.shutting_down:
-                raise
-            error = Shutdown("cancelled by server shutdown")
+            else:
+                value = await kind.handler(job)
+        except asyncio.CancelledError as exc:
+            if deadlines.discard(task):
+                task.uncancel()
+                job.cancelled.set()
+                error = _timed_out(timeout, exc)
+            else:
+                job.cancelled.set()
+                if not self.shutting_down:
+                    raise
+                error = Shutdown("cancelled by server shutdown")
         except Exception as exc:
             error = exc
-        duration = time.monotonic() - started
+        finally:
+            if deadlines.discard(task):  # expired, but the handler ended otherwise first:
+                task.uncancel()  # its outcome stands, as with asyncio.timeout
         result = self._result(row, kind, value, error)
-        self._events.emit(
-            JobFinished(
-                job=row, outcome=result.outcome, duration=duration, error=error,
-                retry_in=result.run_at_delay if result.outcome is Outcome.RETRY else None,
+        if events.wants(JobFinished):
+            events.emit(
+                JobFinished(
+                    job=row, outcome=result.outcome, duration=time.monotonic() - started,
+                    error=error,
+                    retry_in=result.run_at_delay if result.outcome is Outcome.RETRY else None,
+                )
             )
-        )
         return result
 
     async def _call(self, kind: Kind, job: Job) -> Any:
         async def call_handler() -> Any:
-            if kind.is_async:
+            if self._is_async[kind.name]:
                 return await kind.handler(job)
             ctx = contextvars.copy_context()
             future = self._threads.submit(ctx.run, kind.handler, job)
@@ -109,31 +126,44 @@ class Executor:
     def _result(
         self, row: JobRow, kind: Kind, value: Any, error: BaseException | None
     ) -> JobResult:
-        def result(outcome: Outcome, delay: float = 0.0, why: str | None = None) -> JobResult:
-            record = None
-            if why is not None:
-                record = AttemptError(
-                    attempt=row.attempt, at=time.time(), error=why, server_id=self._server_id,
-                    traceback="" if error is None
-                    else "".join(traceback.format_exception(error))[-8000:],
-                )
-            return JobResult(
-                job_id=row.id, server_id=row.server_id or self._server_id, attempt=row.attempt,
-                outcome=outcome, run_at_delay=delay, error=record,
-            )
-
+        if error is None and value is None:  # the common case: completed
+            return JobResult(row.id, row.server_id or self._server_id, row.attempt,
+                             Outcome.COMPLETED)
         if isinstance(error, Shutdown):
-            return result(Outcome.HANDED_BACK)
+            return self._made(row, Outcome.HANDED_BACK, error)
         if error is not None:
             why = f"{type(error).__name__}: {error}"
             if row.attempt >= row.max_attempts:
-                return result(Outcome.FAILED, why=why)
-            return result(Outcome.RETRY, self.backoff_of(row, kind).wait(row.attempt), why)
+                return self._made(row, Outcome.FAILED, error, why=why)
+            delay = self.backoff_of(row, kind).wait(row.attempt)
+            return self._made(row, Outcome.RETRY, error, delay, why)
         if isinstance(value, Snooze):
-            return result(Outcome.SNOOZED, value.seconds)
+            return self._made(row, Outcome.SNOOZED, None, value.seconds)
         if isinstance(value, Cancel):
-            return result(Outcome.CANCELLED, why=f"Cancel: {value.reason}")
-        return result(Outcome.COMPLETED)
+            return self._made(row, Outcome.CANCELLED, None, why=f"Cancel: {value.reason}")
+        return self._made(row, Outcome.COMPLETED, None)
+
+    def _made(
+        self, row: JobRow, outcome: Outcome, error: BaseException | None, delay: float = 0.0,
+        why: str | None = None,
+    ) -> JobResult:
+        record = None
+        if why is not None:
+            record = AttemptError(
+                attempt=row.attempt, at=time.time(), error=why, server_id=self._server_id,
+                traceback="" if error is None
+                else "".join(traceback.format_exception(error))[-8000:],
+            )
+        return JobResult(
+            job_id=row.id, server_id=row.server_id or self._server_id, attempt=row.attempt,
+            outcome=outcome, run_at_delay=delay, error=record,
+        )
+
+
+def _timed_out(timeout: float, cause: BaseException) -> TimeoutError:
+    error = TimeoutError(f"job timed out after {timeout:g}s")
+    error.__cause__ = cause
+    return error
 
 
 def _bind(middleware: Middleware, job: Job, call: Next) -> Next:

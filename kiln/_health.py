@@ -7,10 +7,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from kiln._events import (
+    ClaimQueried,
     Event,
     Fenced,
     Heartbeat,
-    JobClaimed,
     JobFinished,
     JobRescued,
     JobsAdmitted,
@@ -37,7 +37,12 @@ class Health:
 
 
 class Counters:
-    """Counts events for ``Server.stats()``; an inline event subscriber."""
+    """Counts events for ``Server.stats()``; an inline event subscriber.
+
+    It takes only the event types it counts (``event_types``), and counts claims per
+    claim query rather than per job, so a server without other subscribers builds no
+    per-job event but JobFinished.
+    """
 
     def __init__(self) -> None:
         self.claimed = 0
@@ -72,8 +77,8 @@ class Counters:
         name = self._OUTCOME_FIELD[event.outcome]
         setattr(self, name, getattr(self, name) + 1)
 
-    def _claimed(self, event: JobClaimed) -> None:
-        self.claimed += 1
+    def _claimed(self, event: ClaimQueried) -> None:
+        self.claimed += event.claimed
 
     def _rescued(self, event: JobRescued) -> None:
         self.rescued += 1
@@ -95,13 +100,15 @@ class Counters:
 
     _dispatch: ClassVar[dict[type[Event], Callable[[Counters, Any], None]]] = {
         JobFinished: _finished,
-        JobClaimed: _claimed,
+        ClaimQueried: _claimed,
         JobRescued: _rescued,
         JobsAdmitted: _admitted,
         Heartbeat: _heartbeat,
         Fenced: _fenced,
         StoreFailed: _store_failed,
     }
+
+    event_types: ClassVar[frozenset[type[Event]]] = frozenset(_dispatch)
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}

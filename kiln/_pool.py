@@ -1,13 +1,24 @@
 """Pool: claims jobs of one queue for the kinds this server handles, and runs them.
 
-Owns the claim loop and the pool's running tasks. Claims in batches up to its free
-slots; when the queue looked empty it waits for a wake-up (notification, released
-jobs) or poll_interval. Does not write results: it hands them to the Completer.
+Owns the claim loop, the pool's running tasks and its few claimed jobs waiting for a
+slot. Claims in batches up to its free slots; when the queue looked empty it waits
+for a wake-up (notification, released jobs) or poll_interval. Does not write results:
+it hands them to the Completer.
+
+Claiming ahead: while this pool's jobs are quick (QUICK_JOB on average), it also claims
+up to ``concurrency`` more jobs than it has free slots, so that the next batch is on
+its way while the current one runs; a finishing job starts the next claimed one at
+once. Claimed jobs never wait for longer than a few quick jobs take, and never more
+than 2 x concurrency are claimed at once. Long jobs switch this off: then a pool
+claims only for its free slots, and idle servers can take the rest. On shutdown the
+jobs waiting for a slot are handed back at once (they never started); on fencing they
+are dropped with the running ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -22,6 +33,8 @@ from kiln.stores import Store
 
 log = logging.getLogger("kiln.pool")
 CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before claiming
+QUICK_JOB = 0.02  # seconds: a pool whose jobs take less on average claims ahead
+_SMOOTHING = 0.1  # weight of the latest duration in the running average
 
 
 class Pool:
@@ -51,14 +64,20 @@ class Pool:
         self._wake = asyncio.Event()
         self._slot = asyncio.Event()
         self.running: dict[asyncio.Task[None], JobRow] = {}
+        self._ready: collections.deque[JobRow] = collections.deque()  # claimed, no slot yet
+        self._average: float | None = None  # seconds a job of this pool takes, smoothed
         self._task: asyncio.Task[None] | None = None
         self._claiming = False
-        self._in_claim = False
         self.claimed = 0
         self.claim_errors = 0
 
     def wake(self) -> None:
         self._wake.set()
+
+    @property
+    def waiting(self) -> int:
+        """Claimed jobs waiting for a slot (claimed ahead)."""
+        return len(self._ready)
 
     async def start(self) -> None:
         if self._task is None:
@@ -67,28 +86,32 @@ class Pool:
                 self._loop(), name=f"kiln-pool-{self.queue}"
             )
 
-    async def stop_claiming(self, claim_timeout: float = 5.0) -> None:
-        """Stop the claim loop. A claim in flight is let finish (up to ``claim_timeout``):
-        cancelling it after the database committed would strand its jobs as running
-        under this server until a rescue."""
+    async def stop_claiming(self) -> None:
+        """Stop claiming; hand back the claimed jobs that have not started."""
         self._claiming = False
         task, self._task = self._task, None
-        if task is None:
-            return
-        if self._in_claim:
-            self._wake.set()
-            self._slot.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), claim_timeout)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        ready, self._ready = list(self._ready), collections.deque()
+        self._hand_back(ready)
+
+    def _quick(self) -> bool:
+        return self._average is not None and self._average < QUICK_JOB
+
+    def _room(self) -> int:
+        """How many jobs this pool may claim now."""
+        held = len(self.running) + len(self._ready)
+        if self._quick():
+            return 2 * self.concurrency - held
+        return self.concurrency - held
 
     async def _loop(self) -> None:
         error_delay = 0.0
         while self._claiming:
-            free = self.concurrency - len(self.running)
-            if free <= 0 or not self._may_claim():
+            room = self._room()
+            if room <= 0 or not self._may_claim():
                 await self._wait(self._slot, self._poll_interval)
                 continue
             if self._completer.over_limit:
@@ -96,38 +119,38 @@ class Pool:
                 continue
             self._wake.clear()
             claimed_as = self.server_id
-            self._in_claim = True
             try:
-                jobs = await self._claim(free)
+                jobs = await self._claim(room)
             except (KilnError, OSError) as exc:
-                self._in_claim = False
                 self.claim_errors += 1
                 self._events.emit(StoreFailed(operation="job_claim", error=exc))
                 error_delay = min(max(error_delay * 2, 0.1), self._poll_interval * 5)
                 await asyncio.sleep(error_delay)
                 continue
-            self._in_claim = False
             error_delay = 0.0
-            if jobs and (
-                self.server_id != claimed_as or not self._may_claim() or not self._claiming
-            ):
+            if jobs and (self.server_id != claimed_as or not self._may_claim()):
                 # a claim that hung while the server fenced itself (or rejoined under a new
                 # id): its rows belong to a registration that is, or will be, judged dead
                 self._hand_back(jobs)
                 continue
-            for row in jobs:
-                self._spawn(row)
-            if len(jobs) < free:
+            self._ready.extend(jobs)
+            self._fill()
+            if len(jobs) < room:
                 await self._wait(self._wake, self._poll_interval)
             else:
                 await self._gather_slots()
 
     async def _gather_slots(self) -> None:
-        """After a full claim: wait for a free slot, then up to CLAIM_COOLDOWN for more.
+        """After a full claim: wait for room, then up to CLAIM_COOLDOWN for more.
 
         Claiming one job per freed slot would cost a round trip per job; waiting a
-        moment lets short jobs finish together so the next claim takes a batch.
+        moment lets short jobs finish together so the next claim takes a batch. A
+        pool that claims ahead claims again once its waiting jobs have all started.
         """
+        if self._ready:
+            while self._ready and self._claiming:
+                await self._wait(self._slot, self._poll_interval)
+            return
         await self._wait(self._slot, self._poll_interval)
         deadline = time.monotonic() + CLAIM_COOLDOWN
         while len(self.running) > 0 and self._claiming:
@@ -145,21 +168,27 @@ class Pool:
     async def _claim(self, limit: int) -> list[JobRow]:
         began = time.monotonic()
         jobs = await self._store.job_claim(self.queue, self._kinds, limit, self.server_id)
-        if self._events.active:
-            self._events.emit(
+        events = self._events
+        if events.wants(ClaimQueried):
+            events.emit(
                 ClaimQueried(queue=self.queue, duration=time.monotonic() - began, claimed=len(jobs))
             )
+        if events.wants(JobClaimed):
             for row in jobs:
                 latency = (row.attempted_at or row.run_at) - row.run_at
-                self._events.emit(JobClaimed(job=row, latency=max(latency.total_seconds(), 0.0)))
+                events.emit(JobClaimed(job=row, latency=max(latency.total_seconds(), 0.0)))
         self.claimed += len(jobs)
         return jobs
 
-    def _spawn(self, row: JobRow) -> None:
-        task = asyncio.get_running_loop().create_task(self._run(row), name=f"kiln-job-{row.id}")
-        self.running[task] = row
+    def _fill(self) -> None:
+        """Start claimed jobs while there are free slots."""
+        ready, running, loop = self._ready, self.running, asyncio.get_running_loop()
+        while ready and len(running) < self.concurrency:
+            row = ready.popleft()
+            running[loop.create_task(self._run(row), name=f"kiln-job-{row.id}")] = row
 
     async def _run(self, row: JobRow) -> None:
+        began = time.monotonic()
         try:
             result = await self._executor.run(row)
         except asyncio.CancelledError:
@@ -173,7 +202,12 @@ class Pool:
             )
         finally:
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            if self._ready and self._claiming and self._may_claim():
+                self._fill()
             self._slot.set()
+        took = time.monotonic() - began
+        average = self._average
+        self._average = took if average is None else average + (took - average) * _SMOOTHING
         self._completer.push(result)
 
     def _hand_back(self, rows: list[JobRow]) -> None:
@@ -188,7 +222,9 @@ class Pool:
             task.cancel(msg="kiln: server shutting down")
 
     def abandon(self) -> list[JobRow]:
-        """Forget tasks that ignored cancellation; return their jobs to hand back."""
-        rows = list(self.running.values())
+        """Forget tasks that ignored cancellation, and the claimed jobs not yet started;
+        return their jobs (the server hands them back, or leaves them to the rescuer)."""
+        rows = [*self.running.values(), *self._ready]
         self.running.clear()
+        self._ready.clear()
         return rows

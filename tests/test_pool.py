@@ -1,0 +1,138 @@
+"""Pool: claims up to its free slots, claims ahead only while its jobs are quick, never
+holds more than 2 x concurrency, and hands back the claimed jobs that never started.
+
+A fake store stands in for the database (the stores have their own suite): it hands
+out rows and records what each claim asked for and what the pool held at the time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kiln._completer import Completer
+from kiln._config import ServerConfig
+from kiln._events import EventHub
+from kiln._executor import Executor
+from kiln._handle import Job
+from kiln._job import JobResult, JobRow, JobState, Outcome
+from kiln._kinds import make_kind
+from kiln._pool import QUICK_JOB, Pool
+from kiln._threads import ThreadPool
+from kiln.stores._protocol import ApplyResult
+
+CONCURRENCY = 4
+
+
+def row(job_id: int) -> JobRow:
+    now = datetime.now(UTC)
+    return JobRow(
+        id=job_id, queue="q", kind="k", state=JobState.RUNNING, args={}, params={},
+        metadata={}, priority=0, run_at=now, attempt=1, max_attempts=3, timeout=None,
+        backoff=None, errors=[], created_at=now, admitted_at=None, attempted_at=now,
+        finished_at=None, server_id="s1", rate_key=None, rescues=0,
+    )
+
+
+class FakeStore:
+    def __init__(self, jobs: int) -> None:
+        self.left = list(range(1, jobs + 1))
+        self.asked: list[tuple[int, int]] = []  # (limit, jobs the pool held when asked)
+        self.results: list[JobResult] = []
+        self.pool: Pool | None = None
+
+    async def job_claim(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+    ) -> list[JobRow]:
+        assert self.pool is not None
+        self.asked.append((limit, len(self.pool.running) + self.pool.waiting))
+        await asyncio.sleep(0.001)  # a round trip, during which jobs go on running
+        taken, self.left = self.left[:limit], self.left[limit:]
+        return [row(i) for i in taken]
+
+    async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
+        self.results.extend(results)
+        return ApplyResult(applied=len(results), released={})
+
+
+async def drain(
+    store: FakeStore, handler: Callable[[Job], Awaitable[Any]], until: Callable[[], bool],
+    timeout: float = 10.0,
+) -> Pool:
+    config = ServerConfig(poll_interval=0.05, heartbeat_interval=0.2, kill_grace=0.2,
+                          dead_after=6, leader_ttl=1)
+    events = EventHub()
+    threads = ThreadPool(2)
+    executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
+                        "s1", _no_params, [])
+    completer = Completer(store, config, events, lambda released: None)  # type: ignore[arg-type]
+    pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
+                events, "s1", 0.05, lambda: True)
+    store.pool = pool
+    await completer.start()
+    await pool.start()
+    try:
+        async with asyncio.timeout(timeout):
+            while not until():
+                await asyncio.sleep(0.005)
+    finally:
+        await pool.stop_claiming()
+        await completer.stop()
+        threads.shutdown()
+    return pool
+
+
+async def _no_params(row: JobRow, name: str, value: Any) -> bool:
+    return True
+
+
+async def test_quick_jobs_are_claimed_ahead_up_to_twice_the_concurrency() -> None:
+    store = FakeStore(400)
+
+    async def quick(job: Job) -> None:
+        await asyncio.sleep(0)
+
+    await drain(store, quick, lambda: len(store.results) == 400)
+    assert all(limit + held <= 2 * CONCURRENCY for limit, held in store.asked)
+    assert max(limit for limit, _held in store.asked) > CONCURRENCY  # claimed ahead
+    assert all(r.outcome is Outcome.COMPLETED for r in store.results)
+    assert sorted(r.job_id for r in store.results) == list(range(1, 401))
+
+
+async def test_slow_jobs_are_claimed_only_for_free_slots() -> None:
+    store = FakeStore(3 * CONCURRENCY)
+
+    async def slow(job: Job) -> None:
+        await asyncio.sleep(QUICK_JOB * 2)
+
+    await drain(store, slow, lambda: len(store.results) == 3 * CONCURRENCY)
+    assert all(limit + held <= CONCURRENCY for limit, held in store.asked)
+
+
+async def test_stop_hands_back_claimed_jobs_that_never_started() -> None:
+    store = FakeStore(1000)
+    gate = asyncio.Event()
+    started: list[int] = []
+
+    async def handler(job: Job) -> None:
+        started.append(job.id)
+        if len(started) > 40:  # quick at first (the pool learns to claim ahead), then stuck
+            await gate.wait()
+
+    def stuck() -> bool:  # every slot taken by a blocked job, and more jobs claimed
+        pool = store.pool
+        return len(started) == 40 + CONCURRENCY and pool is not None and pool.waiting > 0
+
+    pool = await drain(store, handler, stuck)
+    running = list(pool.running)
+    assert pool.waiting == 0 and len(running) == CONCURRENCY
+    handed = [r for r in store.results if r.outcome is Outcome.HANDED_BACK]
+    assert handed, "the claimed jobs waiting for a slot were handed back"
+    assert not {r.job_id for r in handed} & set(started)  # none of them had started
+    assert all(r.attempt == 1 for r in handed)  # hand-back keeps the attempt
+    gate.set()
+    await asyncio.wait(running, timeout=5)
+    assert not pool.running and pool.waiting == 0  # stopped: no claimed job started since
+    assert len(started) == 40 + CONCURRENCY
