@@ -205,8 +205,9 @@ def main() -> None:
         summary["ratios_vs_kiln"] = {
             system: {
                 "kiln_speedup": round(base["jobs_per_s"] / s["jobs_per_s"], 2),
-                "worker_cpu_ratio": round(s["worker_cpu_s_per_1000"] / base["worker_cpu_s_per_1000"], 2)
-                if base["worker_cpu_s_per_1000"] else None,
+                "worker_cpu_ratio": round(
+                    s["worker_cpu_s_per_1000"] / base["worker_cpu_s_per_1000"], 2
+                ) if base["worker_cpu_s_per_1000"] else None,
                 "db_cpu_ratio": round(s["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"], 2)
                 if base["db_cpu_s_per_1000"] else None,
             }
