@@ -75,11 +75,16 @@ class RateLimit:
     """
 
     rate: int
-    per: float = 1.0
+    per: float = 1.0  # seconds; a timedelta is accepted and stored as seconds
     burst: int = 0
 
     def __post_init__(self) -> None:
+        from datetime import timedelta
+
         from kiln._errors import ConfigError
+
+        if isinstance(self.per, timedelta):
+            object.__setattr__(self, "per", self.per.total_seconds())
 
         if self.rate < 1:
             raise ConfigError("rate", self.rate, "rate must be at least 1")
