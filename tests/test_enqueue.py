@@ -100,7 +100,7 @@ def test_unknown_url_scheme() -> None:
 
 def test_unreachable_database() -> None:
     with kiln.App("postgresql://postgres@127.0.0.1:1/test") as app, pytest.raises(
-        kiln.UnreachableError, match="127.0.0.1"
+        kiln.UnreachableError, match=r"127\.0\.0\.1"
     ):
         app.enqueue("anything", {})
 

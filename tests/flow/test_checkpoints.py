@@ -9,19 +9,18 @@ from pathlib import Path
 import pytest
 
 from kiln import JobState, filter_of
-from tests.flow.conftest import FlowAdmin, StartFlowWorker
-from tests.integration.conftest import wait_for
+from tests.plugins.workers import Admin, StartWorker, wait_for
 
 KINDS = ["checkpointed", "checkpointed_sync"]
 
 
-def _cursor(admin: FlowAdmin, job_id: int) -> int:
+def _cursor(admin: Admin, job_id: int) -> int:
     return int(admin.job(job_id).params.get("cursor", 0))
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_checkpoint_is_visible_while_the_job_runs(
-    admin: FlowAdmin, start_worker: StartFlowWorker, kind: str, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, kind: str, tmp_path: Path
 ) -> None:
     job_id = admin.enqueue(kind, {"steps": 8, "step_seconds": 0.15, "log": str(tmp_path / "l")})
     start_worker()
@@ -34,7 +33,7 @@ def test_checkpoint_is_visible_while_the_job_runs(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_handed_back_job_resumes_from_its_checkpoint(
-    admin: FlowAdmin, start_worker: StartFlowWorker, kind: str, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, kind: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "fenced.log"
     job_id = admin.enqueue(kind, {"steps": 30, "step_seconds": 0.1, "log": str(log)})
@@ -54,7 +53,7 @@ def test_handed_back_job_resumes_from_its_checkpoint(
 
 
 def test_checkpoint_is_fenced_once_the_attempt_is_no_longer_running_here(
-    admin: FlowAdmin, start_worker: StartFlowWorker, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     log = tmp_path / "fenced.log"
     job_id = admin.enqueue("checkpointed_sync", {"steps": 50, "step_seconds": 0.1, "log": str(log)})
@@ -69,7 +68,7 @@ def test_checkpoint_is_fenced_once_the_attempt_is_no_longer_running_here(
 
 
 def test_killed_worker_job_resumes_on_another_worker(
-    admin: FlowAdmin, start_worker: StartFlowWorker, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     job_id = admin.enqueue(
         "checkpointed", {"steps": 40, "step_seconds": 0.1, "log": str(tmp_path / "l")}

@@ -19,8 +19,7 @@ import pytest
 
 import kiln
 from kiln import Client, JobFilter
-from tests.flow.conftest import FlowAdmin, StartFlowWorker
-from tests.integration.conftest import wait_for
+from tests.plugins.workers import Admin, StartWorker, wait_for
 
 JOBS = 300
 GOAL = {"none": 0.150, "notify": 0.020}  # p99 seconds from run_at to handler start
@@ -33,7 +32,7 @@ def quantile(values: list[float], q: float) -> float:
 
 @pytest.mark.parametrize("notifications", ["none", "notify"])
 def test_delayed_jobs_start_on_time(
-    admin: FlowAdmin, start_worker: StartFlowWorker, backend: str, notifications: str,
+    admin: Admin, start_worker: StartWorker, backend: str, notifications: str,
     bus_env: dict[str, str], tmp_path: Path,
 ) -> None:
     from tests.flow.app import app

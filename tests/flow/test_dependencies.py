@@ -8,22 +8,21 @@ import time
 from pathlib import Path
 
 from kiln import JobState, filter_of
-from tests.flow.conftest import FlowAdmin, StartFlowWorker
-from tests.integration.conftest import wait_for
+from tests.plugins.workers import Admin, StartWorker, wait_for
 
 
-def _done(admin: FlowAdmin, ids: list[int]) -> bool:
+def _done(admin: Admin, ids: list[int]) -> bool:
     return admin.states(ids).get("completed", 0) == len(ids)
 
 
-def _after(admin: FlowAdmin, first: int, then: int) -> bool:
+def _after(admin: Admin, first: int, then: int) -> bool:
     """``then`` started only after ``first`` had finished."""
     a, b = admin.job(first), admin.job(then)
     assert a.finished_at is not None and b.attempted_at is not None
     return bool(b.attempted_at >= a.finished_at)
 
 
-def test_chain_runs_in_order(admin: FlowAdmin, start_worker: StartFlowWorker) -> None:
+def test_chain_runs_in_order(admin: Admin, start_worker: StartWorker) -> None:
     client = admin.client()
     ids = admin.portal.run(client.enqueue_chain(
         [("step", {"n": i, "seconds": 0.05}) for i in range(4)]
@@ -35,7 +34,7 @@ def test_chain_runs_in_order(admin: FlowAdmin, start_worker: StartFlowWorker) ->
     assert all(_after(admin, a, b) for a, b in itertools.pairwise(ids))
 
 
-def test_fan_in_waits_for_every_part(admin: FlowAdmin, start_worker: StartFlowWorker) -> None:
+def test_fan_in_waits_for_every_part(admin: Admin, start_worker: StartWorker) -> None:
     client = admin.client()
     parts, final = admin.portal.run(client.enqueue_fan_in(
         [("step", {"n": i, "seconds": 0.05 * i}) for i in range(5)], ("step", {"final": True})
@@ -47,7 +46,7 @@ def test_fan_in_waits_for_every_part(admin: FlowAdmin, start_worker: StartFlowWo
     assert all(_after(admin, p, final) for p in parts)
 
 
-def _failed_chain(admin: FlowAdmin, start_worker: StartFlowWorker, flag: Path) -> list[int]:
+def _failed_chain(admin: Admin, start_worker: StartWorker, flag: Path) -> list[int]:
     """A chain whose first job fails for good; returns its ids once that happened."""
     client = admin.client()
     ids = admin.portal.run(client.enqueue_chain(
@@ -61,7 +60,7 @@ def _failed_chain(admin: FlowAdmin, start_worker: StartFlowWorker, flag: Path) -
 
 
 def test_failed_dependency_holds_dependents_until_requeued(
-    admin: FlowAdmin, start_worker: StartFlowWorker, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     flag = tmp_path / "fixed"
     ids = _failed_chain(admin, start_worker, flag)
@@ -73,7 +72,7 @@ def test_failed_dependency_holds_dependents_until_requeued(
 
 
 def test_failed_dependency_deleted_releases_dependents(
-    admin: FlowAdmin, start_worker: StartFlowWorker, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     ids = _failed_chain(admin, start_worker, tmp_path / "never")
     assert admin.portal.run(admin.client().delete(filter_of(ids=[ids[0]]))) == 1
@@ -82,7 +81,7 @@ def test_failed_dependency_deleted_releases_dependents(
 
 
 def test_fan_in_with_a_failed_part_waits_for_its_requeue(
-    admin: FlowAdmin, start_worker: StartFlowWorker, tmp_path: Path
+    admin: Admin, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     flag = tmp_path / "fixed"
     client = admin.client()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from kiln import JobFilter
 from tests.flow.app import LIMIT
-from tests.flow.conftest import FlowAdmin, StartFlowWorker
 from tests.flow.test_rate_limit_property import _crowded_windows
-from tests.integration.conftest import wait_for
+from tests.plugins.workers import Admin, StartWorker, wait_for
 
 JOBS = 30
 
 
-def test_two_workers_share_one_limit(admin: FlowAdmin, start_worker: StartFlowWorker) -> None:
+def test_two_workers_share_one_limit(admin: Admin, start_worker: StartWorker) -> None:
     workers = [start_worker("default=4"), start_worker("default=4")]
     ids = admin.enqueue_many("limited", [{"i": i} for i in range(JOBS)])
     wait_for(lambda: admin.states(ids).get("completed", 0) == JOBS, 60, "all jobs completed")

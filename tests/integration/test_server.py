@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from kiln import JobState
-from tests.integration.conftest import Admin, StartWorker, wait_for
+from tests.plugins.workers import Admin, StartWorker, wait_for
 
 
 def test_jobs_complete(admin: Admin, start_worker: StartWorker) -> None:

@@ -1,6 +1,6 @@
-"""Run one worker process of tests.flow.app.
+"""Run one worker process for the tests.
 
-Usage: python -m tests.flow.run_worker QUEUE=N [CONFIG_JSON]
+Usage: python -m tests.plugins.run_worker MODULE:APP QUEUE=N [CONFIG_JSON]
 Prints ``READY <server id> <notifications: true|false>`` once running and
 ``STATS <json>`` after ``run()`` returns.
 KILN_TEST_NO_LISTEN=1 makes the server ignore its store's LISTEN/NOTIFY (it polls).
@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import sys
 from typing import Any
 
 import kiln
 from kiln._server import run_in_new_loop
-from tests.flow.app import app
+from tests.plugins.workers import load_app
 
 
-async def main(queue: str, config: dict[str, Any]) -> None:
+async def main(app_spec: str, queue: str, config: dict[str, Any]) -> None:
+    app = load_app(app_spec)
     name, _, concurrency = queue.partition("=")
     server = app.server({name: int(concurrency or 10)}, kiln.ServerConfig(**config))
     if os.environ.get("KILN_TEST_NO_LISTEN") == "1":
@@ -38,4 +40,6 @@ async def main(queue: str, config: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    run_in_new_loop(main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}))
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    config = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    run_in_new_loop(main(sys.argv[1], sys.argv[2], config))
