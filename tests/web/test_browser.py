@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,13 @@ async def test_requeue_all_failed_from_the_browser(
         await wait_for(lambda: _all_in(admin, failed, JobState.FAILED))
         page = await browser.new_page(viewport={"width": 1280, "height": 860})
         await _sign_in(page, live.url)
+        # counts are cached (count_ttl): reload until they show the failures, so the
+        # screenshots show what an operator would see a few seconds later
+        deadline = time.monotonic() + 15
+        while f"{len(failed)} failed" not in await page.content():
+            assert time.monotonic() < deadline, "the overview never counted the failures"
+            await asyncio.sleep(0.5)
+            await page.goto(live.url + "/")
         await page.screenshot(path=str(SCREENSHOTS / "overview.png"), full_page=True)
 
         await page.click("a.card-failed")  # the overview's failed count opens the tab
