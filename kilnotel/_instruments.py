@@ -1,9 +1,10 @@
-"""Creates OpenTelemetry instruments from the names module's Metric records.
+"""Creates OpenTelemetry counters and observable instruments from Metric records.
 
-Owns the mapping from a Metric's type to an instrument, the per-provider registry of
-observable instruments (registering one twice on a meter keeps only the first
-callback, so each provider gets one set, fed by every observer that uses it), and
-Tally, the cheap counter behind the per-job counts. It never spells a name.
+Owns the mapping from a Metric's type to an instrument (histograms: ``_histograms``),
+the per-provider registry of observable instruments (registering one twice on a meter
+keeps only the first callback, so each provider gets one set, fed by every observer
+that uses it), and Tally, the cheap counter behind the per-job counts. It never
+spells a name.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any, TypeVar
 from opentelemetry.metrics import (
     CallbackOptions,
     Counter,
-    Histogram,
     Meter,
     Observation,
 )
@@ -30,14 +30,6 @@ Attrs = dict[str, str]
 def counter(meter: Meter, metric: Metric) -> Counter:
     assert metric.type == "counter", metric
     return meter.create_counter(metric.name, unit=metric.unit, description=metric.description)
-
-
-def histogram(meter: Meter, metric: Metric) -> Histogram:
-    assert metric.type == "histogram" and metric.buckets, metric
-    return meter.create_histogram(
-        metric.name, unit=metric.unit, description=metric.description,
-        explicit_bucket_boundaries_advisory=list(metric.buckets),
-    )
 
 
 def observable(meter: Meter, metric: Metric, callback: Callback) -> None:

@@ -1,17 +1,20 @@
 """Turns kiln's events into counter and histogram updates.
 
-Owns one inline event subscriber per observed hub (a server's or a client's). It runs
-on the emitter's thread for every event, so it must be cheap: the per-job counters
-(claimed, finished, retried, handed back) are Tally cells, a dict lookup and an add,
-exported through observable counters; the rare ones are plain OpenTelemetry
-counters; histograms are the only per-job OpenTelemetry calls. Attribute dicts are
-built once per (queue, kind, outcome) and reused. It never does I/O; the only other
-thing it does is poke the counts cache, which at most schedules a background refresh.
+Owns the event handlers that feed the counters and histograms of one observed hub (a
+server's or a client's). They run inline on the emitter's thread for every event, so
+they must be cheap: everything an event touches is looked up once per attribute set
+(queue and kind, plus outcome) in a dict of slotted records built on first use; the
+per-job counters are Tally cells (an add) and the histograms are recorders from
+``_histograms`` (a bisect and two adds on the Prometheus path, one SDK ``record``
+otherwise); the rare counters are plain OpenTelemetry counters. ``seed()`` exports
+every counter at 0 for the label sets known up front, so Prometheus sees the first
+increase of each. It never does I/O; the only other thing it does is poke the counts
+cache, which at most schedules a background refresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.metrics import Meter
@@ -34,18 +37,56 @@ from kiln import (
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
 from kilnotel._gauges import ServerSource
-from kilnotel._instruments import counter, histogram, tally
+from kilnotel._histograms import Histogram, Recorder
+from kilnotel._instruments import counter, tally
 
 Attrs = dict[str, str]
+Handlers = dict[type[Event], Callable[[Any], None]]
+HistogramFactory = Callable[[n.Metric], Histogram]
+RESCUE_OUTCOMES = (Outcome.RETRY.value, Outcome.FAILED.value)
+
+
+class _ByKind:
+    """What the events of one (queue, kind) update; histogram recorders bound lazily,
+    so a histogram series appears at its first observation, as in the SDK."""
+
+    __slots__ = ("admission", "attrs", "claimed", "handed_back", "key", "latency", "retried")
+
+    def __init__(self, key: tuple[str, str], attrs: Attrs, m: EventMetrics) -> None:
+        self.key = key
+        self.attrs = attrs
+        self.claimed: list[Any] = m.claimed.cell(key, lambda: attrs)
+        self.retried: list[Any] = m.retried.cell(key, lambda: attrs)
+        self.handed_back: list[Any] = m.handed_back.cell(key, lambda: attrs)
+        self.latency: Recorder | None = None
+        self.admission: Recorder | None = None
+
+
+class _ByOutcome:
+    """What the events of one (queue, kind, outcome) update."""
+
+    __slots__ = ("attrs", "by_kind", "duration", "finished", "key")
+
+    def __init__(self, key: tuple[str, str, str], by_kind: _ByKind, m: EventMetrics) -> None:
+        self.key = key
+        self.by_kind = by_kind
+        self.attrs = attrs = {**by_kind.attrs, n.OUTCOME: key[2]}
+        self.finished: list[Any] = m.finished.cell(key, lambda: attrs)
+        self.duration: Recorder | None = None
 
 
 class EventMetrics:
-    """An inline subscriber: ``hub.subscribe(EventMetrics(meter, ...))``."""
+    """Counters and histograms fed by one hub's events.
+
+    ``handlers()`` maps event types to handlers (observe() merges them with the
+    tracer's into one subscriber); calling the object dispatches one event.
+    """
 
     def __init__(
         self,
         provider: Any,
         meter: Meter,
+        histograms: HistogramFactory,
         counts: CountsCache | None = None,
         source: ServerSource | None = None,
     ) -> None:
@@ -61,12 +102,15 @@ class EventMetrics:
         self.heartbeat_failures = counter(meter, n.SERVER_HEARTBEAT_FAILURES)
         self.leader_changes = counter(meter, n.SERVER_LEADER_CHANGES)
         self.fenced = counter(meter, n.SERVER_FENCED)
-        self.claim_latency = histogram(meter, n.CLAIM_LATENCY)
-        self.claim_duration = histogram(meter, n.CLAIM_DURATION)
-        self.admission_delay = histogram(meter, n.ADMISSION_DELAY)
-        self.job_duration = histogram(meter, n.JOB_DURATION)
-        self._attrs: dict[tuple[str, ...], Attrs] = {}
-        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+        self.claim_latency = histograms(n.CLAIM_LATENCY)
+        self.claim_duration = histograms(n.CLAIM_DURATION)
+        self.admission_delay = histograms(n.ADMISSION_DELAY)
+        self.job_duration = histograms(n.JOB_DURATION)
+        self._kinds: dict[tuple[str, str], _ByKind] = {}
+        self._outcomes: dict[tuple[str, str, str], _ByOutcome] = {}
+        self._claim_queries: dict[str, Recorder] = {}
+        self._one: dict[tuple[str, str], Attrs] = {}
+        self._handlers: Handlers = {
             JobClaimed: self._claimed,
             JobFinished: self._finished,
             ClaimQueried: self._claim_queried,
@@ -80,76 +124,106 @@ class EventMetrics:
             NotifierChanged: self._notifier,
         }
 
+    def handlers(self) -> Handlers:
+        return dict(self._handlers)
+
     def __call__(self, event: Event) -> None:
         handler = self._handlers.get(type(event))
         if handler is not None:
             handler(event)
 
-    # attribute dicts, built once ------------------------------------------------------
-    def _qk(self, queue: str, kind: str) -> Attrs:
+    # zero series ----------------------------------------------------------------------
+    def seed(self, queues: Iterable[str], kinds: Iterable[str]) -> None:
+        """Export every counter of a server at 0 for the label sets known now: a series
+        born at 1 hides its first increase from Prometheus's increase() and rate()."""
+        for op in n.DB_OPERATIONS:
+            self.db_errors.add(0, self._attr(n.OPERATION, op))
+        for change in n.LEADER_CHANGES:
+            self.leader_changes.add(0, self._attr(n.CHANGE, change))
+        self.heartbeat_failures.add(0)
+        self.fenced.add(0)
+        kinds = list(kinds)
+        for queue in queues:
+            for kind in kinds:
+                for outcome in n.OUTCOMES:
+                    self._by_outcome(queue, kind, outcome)
+                for outcome in RESCUE_OUTCOMES:
+                    self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
+
+    # attribute sets, built once ---------------------------------------------------------
+    def _by_kind(self, queue: str, kind: str) -> _ByKind:
         key = (queue, kind)
-        attrs = self._attrs.get(key)
-        if attrs is None:
-            attrs = self._attrs[key] = {n.QUEUE: queue, n.KIND: kind}
+        found = self._kinds.get(key)
+        if found is None:
+            found = self._kinds[key] = _ByKind(key, {n.QUEUE: queue, n.KIND: kind}, self)
             if self._counts is not None:
                 self._counts.add_queue(queue)
-        return attrs
+        return found
 
-    def _qko(self, queue: str, kind: str, outcome: str) -> Attrs:
+    def _by_outcome(self, queue: str, kind: str, outcome: str) -> _ByOutcome:
         key = (queue, kind, outcome)
-        attrs = self._attrs.get(key)
-        if attrs is None:
-            attrs = self._attrs[key] = {n.QUEUE: queue, n.KIND: kind, n.OUTCOME: outcome}
-        return attrs
+        found = self._outcomes.get(key)
+        if found is None:
+            found = self._outcomes[key] = _ByOutcome(key, self._by_kind(queue, kind), self)
+        return found
 
-    def _one(self, name: str, value: str) -> Attrs:
-        key = (name, value, "")
-        attrs = self._attrs.get(key)
-        if attrs is None:
-            attrs = self._attrs[key] = {name: value}
-        return attrs
+    def _attr(self, name: str, value: str) -> Attrs:
+        found = self._one.get((name, value))
+        if found is None:
+            found = self._one[(name, value)] = {name: value}
+        return found
 
-    # handlers -----------------------------------------------------------------------------
+    # handlers: the first two run for every job ----------------------------------------
     def _claimed(self, e: JobClaimed) -> None:
         row = e.job
-        cell = self.claimed.cell((row.queue, row.kind), lambda: self._qk(row.queue, row.kind))
-        cell[1] += 1
-        self.claim_latency.record(e.latency, cell[0])
+        s = self._kinds.get((row.queue, row.kind)) or self._by_kind(row.queue, row.kind)
+        s.claimed[1] += 1
+        record = s.latency
+        if record is None:
+            record = s.latency = self.claim_latency.recorder(s.key, s.attrs)
+        record(e.latency)
 
     def _finished(self, e: JobFinished) -> None:
         row, outcome = e.job, e.outcome
-        cell = self.finished.cell(
-            (row.queue, row.kind, outcome.value),
-            lambda: self._qko(row.queue, row.kind, outcome.value),
-        )
-        cell[1] += 1
-        self.job_duration.record(e.duration, cell[0])
+        s = (self._outcomes.get((row.queue, row.kind, outcome))
+             or self._by_outcome(row.queue, row.kind, outcome.value))
+        s.finished[1] += 1
+        record = s.duration
+        if record is None:
+            record = s.duration = self.job_duration.recorder(s.key, s.attrs)
+        record(e.duration)
         if outcome is Outcome.RETRY:
-            self.retried.cell((row.queue, row.kind), lambda: self._qk(row.queue, row.kind))[1] += 1
+            s.by_kind.retried[1] += 1
         elif outcome is Outcome.HANDED_BACK:
-            handed = self.handed_back.cell(
-                (row.queue, row.kind), lambda: self._qk(row.queue, row.kind)
-            )
-            handed[1] += 1
+            s.by_kind.handed_back[1] += 1
 
     def _claim_queried(self, e: ClaimQueried) -> None:
-        self.claim_duration.record(e.duration, self._one(n.QUEUE, e.queue))
+        record = self._claim_queries.get(e.queue)
+        if record is None:
+            attrs = self._attr(n.QUEUE, e.queue)
+            record = self._claim_queries[e.queue] = self.claim_duration.recorder(
+                (e.queue,), attrs)
+        record(e.duration)
         if self._counts is not None:
             self._counts.poke()
 
+    # the rest ---------------------------------------------------------------------------
     def _enqueued(self, e: JobsEnqueued) -> None:
-        self.enqueued.add(e.count, self._qk(e.queue, e.kind))
+        self.enqueued.add(e.count, self._by_kind(e.queue, e.kind).attrs)
 
     def _rescued(self, e: JobRescued) -> None:
-        self.rescued.add(1, self._qko(e.job.queue, e.job.kind, e.outcome.value))
+        self.rescued.add(1, self._by_outcome(e.job.queue, e.job.kind, e.outcome.value).attrs)
 
     def _admitted(self, e: JobsAdmitted) -> None:
-        attrs = self._qk(e.queue, e.kind)
+        s = self._by_kind(e.queue, e.kind)
+        record = s.admission
+        if record is None:
+            record = s.admission = self.admission_delay.recorder(s.key, s.attrs)
         for delay in e.delays:
-            self.admission_delay.record(delay, attrs)
+            record(delay)
 
     def _store_failed(self, e: StoreFailed) -> None:
-        self.db_errors.add(1, self._one(n.OPERATION, e.operation))
+        self.db_errors.add(1, self._attr(n.OPERATION, e.operation))
 
     def _heartbeat(self, e: Heartbeat) -> None:
         if not e.ok:
@@ -158,7 +232,7 @@ class EventMetrics:
             self._counts.poke()
 
     def _leader(self, e: LeaderChanged) -> None:
-        self.leader_changes.add(1, self._one(n.CHANGE, "gained" if e.is_leader else "lost"))
+        self.leader_changes.add(1, self._attr(n.CHANGE, "gained" if e.is_leader else "lost"))
 
     def _notifier(self, e: NotifierChanged) -> None:
         if self._source is not None:

@@ -51,6 +51,17 @@ OUTCOMES: tuple[str, ...] = (
     "handed_back",
 )
 
+# values of the ``operation`` attribute of kiln.db.errors: the store operations whose
+# failures the core reports (kiln.StoreFailed); each is exported at 0 from the start
+DB_OPERATIONS: tuple[str, ...] = (
+    "job_claim",
+    "job_results_apply",
+    "server_heartbeat",
+    "leader_elect",
+)
+# values of the ``change`` attribute of kiln.server.leader.changes
+LEADER_CHANGES: tuple[str, ...] = ("gained", "lost")
+
 # ------------------------------------------------------- histogram boundaries (s)
 # Waits (ready to claimed, created to admitted): milliseconds when idle, up to an
 # hour when a queue backs up, so the tail goes to tens of minutes.

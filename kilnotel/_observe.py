@@ -19,11 +19,14 @@ from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
-from kiln import App, Client, Server, __version__
+from kiln import App, Client, Event, Server, __version__
 from kilnotel import _names as n
+from kilnotel._collector import HistogramCollector
 from kilnotel._counts import CountsCache
 from kilnotel._gauges import GaugeSet, ServerSource, gauge_set
-from kilnotel._metrics import EventMetrics
+from kilnotel._histograms import BucketHistogram, SdkHistogram
+from kilnotel._instruments import shared
+from kilnotel._metrics import EventMetrics, Handlers, HistogramFactory
 from kilnotel._tracing import TraceParent, Tracing
 
 _REGISTRIES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -83,6 +86,57 @@ def _tracing(provider: TracerProvider | None, trace_parent: TraceParent) -> Trac
     return Tracing(provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__), trace_parent)
 
 
+def _histograms(provider: Any, meter: Any) -> HistogramFactory:
+    """kilnotel's own bucket counts, exposed on the registry, for a provider made by
+    prometheus_provider() (whose only reader is that registry's); the SDK's histograms
+    for any other provider, whose readers (OTLP, in-memory...) only the SDK can feed."""
+    registry = _REGISTRIES.get(provider)
+    if registry is None:
+        return lambda metric: shared(
+            provider, f"kilnotel.histogram:{metric.name}", lambda: SdkHistogram(meter, metric))
+    collector = shared(provider, "kilnotel.histograms", lambda: HistogramCollector(
+        registry, n.INSTRUMENTATION_SCOPE, __version__))
+
+    def bucketed(metric: n.Metric) -> BucketHistogram:
+        histogram = BucketHistogram(metric)  # one per observer: one writing thread each
+        collector.add(histogram)
+        return histogram
+
+    return bucketed
+
+
+class _Subscriber:
+    """One inline subscriber for several handler tables: one lookup per event. Its
+    ``event_types`` tells the hub which events it takes, so a hub that filters never
+    calls it (nor builds the event) for the others."""
+
+    __slots__ = ("_handlers", "event_types")
+
+    def __init__(self, tables: list[Handlers]) -> None:
+        merged: Handlers = {}
+        for table in tables:
+            for kind, handler in table.items():
+                first = merged.get(kind)
+                merged[kind] = handler if first is None else _both(first, handler)
+        self._handlers = merged
+        self.event_types = frozenset(merged)
+
+    def __call__(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+
+def _both(first: Callable[[Any], None], then: Callable[[Any], None]) -> Callable[[Any], None]:
+    def both(event: Any) -> None:
+        try:
+            first(event)
+        finally:  # the hub logs and counts an error; the second handler still runs
+            then(event)
+
+    return both
+
+
 def observe(
     server: Server,
     meter_provider: MeterProvider | None = None,
@@ -114,12 +168,13 @@ def observe(
     source = ServerSource(server, counts)
     gauges: GaugeSet = gauge_set(provider, meter)
     gauges.add(source)
+    metrics = EventMetrics(provider, meter, _histograms(provider, meter), counts, source)
+    metrics.seed(server.queues, server.kinds)
+    tables = [metrics.handlers()] + ([tracing.handlers()] if tracing is not None else [])
     undo: list[Callable[[], None]] = [
         lambda: gauges.discard(source),
-        server.events.subscribe(EventMetrics(provider, meter, counts, source)),
+        server.events.subscribe(_Subscriber(tables)),
     ]
-    if tracing is not None:
-        undo.append(server.events.subscribe(tracing.on_event))
     observer = Observer(provider, undo, counts, tracing)
     _OBSERVED[server] = observer
     return observer
@@ -135,7 +190,8 @@ def observe_client(
     """Enqueue counters and ``send {queue}`` spans for a Client, or for every client of
     an App (``observe_app``). Observe an App or its clients, not both: counts double."""
     provider, meter = _meter(meter_provider)
-    undo = [client.events.subscribe(EventMetrics(provider, meter))]
+    undo = [client.events.subscribe(_Subscriber([
+        EventMetrics(provider, meter, _histograms(provider, meter)).handlers()]))]
     tracing = None
     if traces:
         tracing = _tracing(tracer_provider, "link")

@@ -44,6 +44,8 @@ class Tracing:
         self._tracer = tracer
         self._parent = trace_parent == "parent"
         self._open: dict[tuple[int, int], Span] = {}
+        self._names: dict[str, str] = {}  # queue -> "process {queue}"
+        self._attrs: dict[tuple[str, str], dict[str, Any]] = {}  # (queue, kind) -> attrs
         # the metadata keys the global propagator reads: most jobs carry none of them
         # when nothing traced their enqueue, and extracting then is wasted work
         self._fields = frozenset(propagate.get_global_textmap().fields)
@@ -94,7 +96,8 @@ class Tracing:
         except Exception:  # a broken tracer or processor must not fail the attempt
             log.warning("kilnotel: could not start a process span", exc_info=True)
             return await call_next()
-        self._open[(row.id, row.attempt)] = span
+        if span.is_recording():  # an unsampled span has nothing to end or record
+            self._open[(row.id, row.attempt)] = span
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             return await call_next()
@@ -110,32 +113,42 @@ class Tracing:
             span_context = trace.get_current_span(producer).get_span_context()
             if not self._parent and span_context.is_valid:
                 links = [Link(span_context)]
+        queue, kind = row.queue, row.kind
+        name = self._names.get(queue) or self._name(queue)
+        base = self._attrs.get((queue, kind)) or self._base(queue, kind)
         span = self._tracer.start_span(
-            n.SPAN_PROCESS.format(queue=row.queue),
+            name,
             context=producer if self._parent else None,
             kind=SpanKind.CONSUMER,
             links=links,
-            attributes={
-                n.MESSAGING_SYSTEM: n.MESSAGING_SYSTEM_VALUE,
-                n.MESSAGING_DESTINATION: row.queue,
-                n.MESSAGING_OPERATION_TYPE: "process",
-                n.MESSAGING_OPERATION_NAME: "process",
-                n.MESSAGING_MESSAGE_ID: str(row.id),
-                n.KIND: row.kind,
-                n.SPAN_ATTEMPT: row.attempt,
-            },
+            attributes={**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt},
         )
         if row.rescues:
             # the previous attempt was lost with its server and rescued by the leader
             span.add_event(n.EVENT_RESCUED, {n.SPAN_RESCUES: row.rescues})
         return span
 
-    def on_event(self, event: Event) -> None:
-        """Inline subscriber: ends the span of an attempt when its outcome is known."""
-        if type(event) is JobFinished:
-            self._finish(event)
-        elif type(event) is Fenced:
-            self._abandon(f"fenced: {event.reason}")
+    def _name(self, queue: str) -> str:
+        name = self._names[queue] = n.SPAN_PROCESS.format(queue=queue)
+        return name
+
+    def _base(self, queue: str, kind: str) -> dict[str, Any]:
+        # built once per (queue, kind); each span gets a copy plus its id and attempt
+        attrs = self._attrs[(queue, kind)] = {
+            n.MESSAGING_SYSTEM: n.MESSAGING_SYSTEM_VALUE,
+            n.MESSAGING_DESTINATION: queue,
+            n.MESSAGING_OPERATION_TYPE: "process",
+            n.MESSAGING_OPERATION_NAME: "process",
+            n.KIND: kind,
+        }
+        return attrs
+
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The events this tracer ends spans on, for observe()'s one subscriber."""
+        return {JobFinished: self._finish, Fenced: self._fenced}
+
+    def _fenced(self, e: Fenced) -> None:
+        self._abandon(f"fenced: {e.reason}")
 
     def _finish(self, e: JobFinished) -> None:
         span = self._open.pop((e.job.id, e.job.attempt), None)
