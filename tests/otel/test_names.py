@@ -119,3 +119,15 @@ def test_public_surface() -> None:
     }
     public = {k for k in vars(kilnotel) if not k.startswith("_")}
     assert public == set(kilnotel.__all__)
+
+
+def test_db_operations_are_the_ones_the_core_reports() -> None:
+    """kiln.db.errors is exported at 0 for each operation in the names module: the list
+    must be exactly the operations the core emits StoreFailed for."""
+    core = Path(kiln.__file__).parent
+    emitted = {
+        op for path in core.rglob("*.py")
+        for op in re.findall(r"StoreFailed\(\s*operation=\"([a-z_]+)\"", path.read_text())
+    }
+    assert emitted == set(n.DB_OPERATIONS)
+    assert n.LEADER_CHANGES == ("gained", "lost")
