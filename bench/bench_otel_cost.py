@@ -1,14 +1,21 @@
 """The cost of observability: the drain benchmark with kilnotel on and off, same run.
 
 Each run drains N no-op jobs with one worker process twice, interleaved: once bare,
-once with ``kilnotel.observe`` fully on: metrics through a real SDK MeterProvider read
-by the Prometheus reader (and /metrics scraped every second, as Prometheus would),
-and tracing through an SDK TracerProvider whose BatchSpanProcessor hands every
-span to an exporter that drops it. Prints one JSON line per drain, then a summary
-with the median jobs/s of each and the slowdown (goal: under 10%).
+once with ``kilnotel.observe`` fully on: metrics on ``kilnotel.prometheus_provider()``
+(and /metrics scraped every second, as Prometheus would), and tracing of every
+attempt through an SDK TracerProvider with its default sampler, ParentBased(AlwaysOn),
+whose BatchSpanProcessor hands every span to an exporter that drops it. Prints one
+JSON line per drain, then a summary with the median jobs/s of each and the slowdown
+(goal: under 10%).
+
+``--components`` runs no database: it drives a server's events and middleware the
+way the pool and executor do around a no-op job, and prints the CPU each part of
+kilnotel adds per job (metrics on either histogram path, kilnotel's tracing work
+through a no-op tracer, SDK spans without and with the batch processor, sampling).
 
     python -m bench.bench_otel_cost --jobs 20000 --concurrency 10 --runs 3
     python -m bench.bench_otel_cost --store sqlite
+    python -m bench.bench_otel_cost --components --jobs 20000 --runs 5
 """
 
 from __future__ import annotations
@@ -43,13 +50,15 @@ def _tracer_provider(ratio: float = 1.0) -> Any:
         SpanExporter,
         SpanExportResult,
     )
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
     class Discard(SpanExporter):
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    # every attempt: the SDK's default sampler, ParentBased(AlwaysOn)
+    root = ALWAYS_ON if ratio >= 1.0 else TraceIdRatioBased(ratio)
+    provider = TracerProvider(sampler=ParentBased(root))
     provider.add_span_processor(BatchSpanProcessor(Discard()))
     return provider
 
@@ -141,6 +150,110 @@ def drain(store: str, jobs: int, concurrency: int, mode: str) -> dict[str, Any]:
             drop_database(url)
 
 
+# ----------------------------------------------------------------------- components
+COMPONENTS = (
+    ("bare", "none", "none"),
+    ("metrics, prometheus_provider()", "prometheus", "none"),
+    ("metrics, SDK histograms (any other provider)", "sdk", "none"),
+    ("metrics + tracing through a no-op tracer", "prometheus", "noop"),
+    ("metrics + SDK spans, no span processor", "prometheus", "bare"),
+    ("metrics + SDK spans, batch processor (on)", "prometheus", "batch"),
+    ("metrics + SDK spans, 10% sampled", "prometheus", "sampled"),
+)
+
+
+def _component_server(meters: str, tracer: str) -> tuple[kiln.Server, Any]:
+    """A server (never run) observed as described, and the middleware to call."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    import kilnotel
+
+    app = kiln.App("sqlite:///:memory:")
+    app.job("noop")(_noop)
+    server = app.server({"default": 10})
+    if meters == "none":
+        return server, None
+    provider: Any = (kilnotel.prometheus_provider()[0] if meters == "prometheus"
+                     else MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    tracers: dict[str, Any] = {
+        "noop": NoOpTracerProvider(), "bare": TracerProvider(),
+        "batch": _tracer_provider(1.0), "sampled": _tracer_provider(0.1),
+    }
+    observer = kilnotel.observe(server, provider, tracers.get(tracer), traces=tracer != "none",
+                                counts_ttl=86400.0)  # one (failing) count query per drive
+    return server, observer.tracing.middleware if observer.tracing else None
+
+
+async def _noop(job: kiln.Job) -> None:
+    return None
+
+
+async def _drive(server: kiln.Server, middleware: Any, jobs: int) -> float:
+    """What the pool and executor do around a no-op job, minus the store: the events
+    and the middleware. Returns process CPU µs per job (every thread)."""
+    import datetime as dt
+    import time
+
+    from kiln._handle import Job
+    from kiln._job import JobRow, JobState
+
+    hub, now, loop = server.events, dt.datetime.now(dt.UTC), asyncio.get_running_loop()
+
+    async def writer(row: JobRow, name: str, value: Any) -> bool:
+        return True
+
+    async def one(row: JobRow) -> None:
+        if hub.wants(kiln.JobStarted):
+            hub.emit(kiln.JobStarted(job=row))
+        began = time.monotonic()
+        if middleware is None:
+            await _noop(Job(row, writer, loop))
+        else:
+            job = Job(row, writer, loop)
+            await middleware(job, lambda: _noop(job))
+        if hub.wants(kiln.JobFinished):
+            hub.emit(kiln.JobFinished(job=row, outcome=kiln.Outcome.COMPLETED,
+                                      duration=time.monotonic() - began))
+
+    cpu = time.process_time()
+    for start in range(0, jobs, 10):
+        rows = [JobRow(
+            id=i, queue="default", kind="noop", state=JobState.RUNNING, args={}, params={},
+            metadata={}, priority=0, run_at=now, attempt=1, max_attempts=25, timeout=None,
+            backoff=None, errors=[], created_at=now, admitted_at=None, attempted_at=now,
+            finished_at=None, server_id="s", rate_key=None, rescues=0,
+        ) for i in range(start, start + 10)]
+        if hub.wants(kiln.ClaimQueried):
+            hub.emit(kiln.ClaimQueried(queue="default", duration=0.001, claimed=len(rows)))
+        if hub.wants(kiln.JobClaimed):
+            for row in rows:
+                hub.emit(kiln.JobClaimed(job=row, latency=0.01))
+        await asyncio.gather(*[loop.create_task(one(r)) for r in rows])
+    return (time.process_time() - cpu) / jobs * 1e6
+
+
+def components(jobs: int, runs: int) -> dict[str, Any]:
+    """µs of CPU per job each configuration adds to the bare events and middleware:
+    where the cost of observing goes, without the database's noise."""
+    import logging
+
+    logging.getLogger("kilnotel.counts").setLevel(logging.ERROR)  # no database here
+    times: dict[str, list[float]] = {label: [] for label, _m, _t in COMPONENTS}
+    for _run in range(runs):
+        for label, meters, tracer in COMPONENTS:
+            server, middleware = _component_server(meters, tracer)
+            times[label].append(asyncio.run(_drive(server, middleware, jobs)))
+    bare = statistics.median(times["bare"])
+    return {
+        "jobs": jobs, "runs": runs, "bare_us_per_job": round(bare, 1),
+        "added_us_per_job": {label: round(statistics.median(t) - bare, 1)
+                             for label, t in times.items() if label != "bare"},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -150,7 +263,12 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"of {MODES + EXTRA_MODES}; the summary compares off and on")
     parser.add_argument("--worker", nargs=3, metavar=("URL", "CONCURRENCY", "MODE"))
+    parser.add_argument("--components", action="store_true",
+                        help="no database: the µs per job each part of kilnotel adds")
     args = parser.parse_args()
+    if args.components:
+        print(json.dumps(components(args.jobs, args.runs), indent=2))
+        return
     if args.worker:
         url, concurrency, mode = args.worker
         asyncio.run(worker(url, int(concurrency), mode))
