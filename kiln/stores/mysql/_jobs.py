@@ -276,16 +276,29 @@ def _queues_of(ids: list[int]) -> Stmt:
     return Stmt(f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(ids))})", ids)
 
 
-def _back_to_queue(
-    ordered: Sequence[JobResult], out: list[Result], applied: set[int]
-) -> dict[str, int]:
-    """Queues that got jobs back from applied results (the statement after the updates)."""
-    released: dict[str, int] = {}
-    if any(next_state(r) is JobState.AVAILABLE for r in ordered):
-        for job_id, queue in out[len(ordered)].rows:
-            if int(job_id) in applied:
-                released[queue] = released.get(queue, 0) + 1
-    return released
+def _plain(r: JobResult) -> bool:
+    return r.outcome is Outcome.COMPLETED and r.error is None and not r.rescued
+
+
+def _completions(done: Sequence[JobResult]) -> tuple[Stmt, Stmt]:
+    """Plain completions as two statements for the whole batch: lock the rows the
+    update will change (they say which applied), then update them. ``id IN`` gives the
+    primary-key range; the row constructor is the fence."""
+    ids = [r.job_id for r in done]
+    fence = [x for r in done for x in (r.job_id, r.server_id, r.attempt)]
+    cond = (
+        f"id IN ({marks(len(ids))}) AND (id, server_id, attempt) IN"
+        f" ({', '.join(['(%s, %s, %s)'] * len(done))})"
+        " AND state = 'running' AND has_dependents = FALSE"
+    )
+    return (
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} FOR UPDATE", (*ids, *fence)),
+        Stmt(
+            f"UPDATE kiln_jobs SET state = 'completed', finished_at = {NOW}, rescues = 0"
+            f" WHERE {cond}",
+            (*ids, *fence),
+        ),
+    )
 
 
 def results_apply(
@@ -296,14 +309,26 @@ def results_apply(
     if not results:
         return ApplyResult(applied=0, released={}), []
     ordered = sorted(results, key=lambda r: r.job_id)  # one lock order
-    stmts = [_result_stmt(r, guarded=r.outcome is Outcome.COMPLETED) for r in ordered]
-    back = [r.job_id for r in ordered if next_state(r) is JobState.AVAILABLE]
+    done = [r for r in ordered if _plain(r)]
+    if len(done) < 2:
+        done = []
+    rest = [r for r in ordered if not done or not _plain(r)]
+    stmts: list[Stmt] = list(_completions(done)) if done else []
+    stmts.extend(_result_stmt(r, guarded=r.outcome is Outcome.COMPLETED) for r in rest)
+    back = [r.job_id for r in rest if next_state(r) is JobState.AVAILABLE]
     if back:
         stmts.append(_queues_of(back))
     out = yield Step(tuple(stmts), begin=len(stmts) > 1, last=True)
-    applied = {r.job_id for r, res in zip(ordered, out, strict=False) if res.rowcount == 1}
+    applied = {int(row[0]) for row in out[0].rows} if done else set()
+    first = 2 if done else 0
+    updates = out[first : first + len(rest)]
+    applied.update(r.job_id for r, res in zip(rest, updates, strict=True) if res.rowcount == 1)
+    released: dict[str, int] = {}
+    if back:
+        for job_id, queue in out[first + len(rest)].rows:
+            if int(job_id) in applied:
+                released[queue] = released.get(queue, 0) + 1
     again = [r for r in ordered if r.outcome is Outcome.COMPLETED and r.job_id not in applied]
-    released = _back_to_queue(ordered, out, applied)
     return ApplyResult(applied=len(applied), released=released), again
 
 
