@@ -1,4 +1,6 @@
-"""SQLite statements, one function per store operation, run on a sqlite3.Connection.
+"""SQLite statements for jobs: schema, insert, claim, results, release and admin.
+
+Servers, leader and maintenance are in _cluster; rate limits in _rates.
 
 Write operations are called through ``write`` which wraps them in BEGIN IMMEDIATE,
 so the write lock is taken before anything is read and "now" is read after it.
@@ -9,23 +11,16 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 from kiln._job import (
     FINISHED_STATES,
-    Admission,
-    AdmitResult,
-    AuditEntry,
     JobFilter,
     JobResult,
     JobRow,
     JobState,
     NewJob,
     Outcome,
-    RateLimit,
-    RescueCandidate,
-    ServerInfo,
     StateCount,
 )
 from kiln.stores import _migrations
@@ -33,7 +28,6 @@ from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     attempt_delta,
     dumps,
-    epoch,
     errors_from,
     first_state,
     loads,
@@ -42,9 +36,9 @@ from kiln.stores._rows import (
     ts,
     ts_required,
 )
+from kiln.stores.sqlite._rates import rate_limit_declare
 
 T = TypeVar("T")
-RESCUE_REASON = "rescued: the server running this job stopped sending heartbeats"
 
 
 def write(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
@@ -409,215 +403,3 @@ def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
         (time.time() - since,),
     ).fetchall()
     return {r[0]: int(r[1]) for r in rows}
-
-
-# servers and leader ------------------------------------------------------------------
-def server_register(conn: sqlite3.Connection, info: ServerInfo) -> None:
-    now = time.time()
-    conn.execute(
-        "INSERT OR REPLACE INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
-        " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (info.id, info.host, info.pid, dumps(info.queues), dumps(info.kinds), info.version,
-         epoch(info.started_at), now),
-    )
-
-
-def server_heartbeat(conn: sqlite3.Connection, server_id: str) -> bool:
-    cur = conn.execute(
-        "UPDATE kiln_servers SET heartbeat_at = ? WHERE id = ?", (time.time(), server_id)
-    )
-    return cur.rowcount == 1
-
-
-def server_deregister(conn: sqlite3.Connection, server_id: str) -> None:
-    conn.execute("DELETE FROM kiln_servers WHERE id = ?", (server_id,))
-    conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
-
-
-def server_list(conn: sqlite3.Connection) -> list[ServerInfo]:
-    now = time.time()
-    rows = conn.execute("SELECT * FROM kiln_servers ORDER BY started_at").fetchall()
-    return [
-        ServerInfo(
-            id=r["id"], host=r["host"], pid=r["pid"], queues=loads(r["queues"]),
-            kinds=loads(r["kinds"]), version=r["version"], started_at=ts_required(r["started_at"]),
-            heartbeat_at=ts(r["heartbeat_at"]), heartbeat_age=max(now - r["heartbeat_at"], 0.0),
-        )
-        for r in rows
-    ]
-
-
-def leader_elect(conn: sqlite3.Connection, server_id: str, ttl: float) -> bool:
-    now = time.time()
-    conn.execute(
-        "INSERT INTO kiln_leader (name, server_id, expires_at) VALUES ('default', ?, ?)"
-        " ON CONFLICT (name) DO UPDATE SET server_id = excluded.server_id,"
-        " expires_at = excluded.expires_at"
-        " WHERE kiln_leader.server_id = excluded.server_id OR kiln_leader.expires_at < ?",
-        (server_id, now + ttl, now),
-    )
-    row = conn.execute("SELECT server_id FROM kiln_leader WHERE name = 'default'").fetchone()
-    return row is not None and row[0] == server_id
-
-
-def leader_resign(conn: sqlite3.Connection, server_id: str) -> None:
-    conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
-
-
-def leader_get(conn: sqlite3.Connection) -> str | None:
-    row = conn.execute(
-        "SELECT server_id FROM kiln_leader WHERE name = 'default' AND expires_at >= ?",
-        (time.time(),),
-    ).fetchone()
-    return None if row is None else str(row[0])
-
-
-def rescue_candidates(
-    conn: sqlite3.Connection, dead_after: float, limit: int
-) -> list[RescueCandidate]:
-    cutoff = time.time() - dead_after
-    rows = conn.execute(
-        "SELECT j.* FROM kiln_jobs j LEFT JOIN kiln_servers s ON s.id = j.server_id"
-        " WHERE j.state = 'running' AND (s.id IS NULL OR s.heartbeat_at < ?)"
-        " AND j.attempted_at < ? ORDER BY j.id LIMIT ?",
-        (cutoff, cutoff, limit),
-    ).fetchall()
-    return [RescueCandidate(job=row_to_job(r), dead_server_id=r["server_id"]) for r in rows]
-
-
-def sweep(conn: sqlite3.Connection, dead_for: float) -> int:
-    cur = conn.execute(
-        "DELETE FROM kiln_servers WHERE heartbeat_at < ?", (time.time() - dead_for,)
-    )
-    return cur.rowcount
-
-
-def prune(conn: sqlite3.Connection, state: JobState, older_than: float, limit: int) -> int:
-    cutoff = time.time() - older_than
-    ids = [
-        int(r[0])
-        for r in conn.execute(
-            "SELECT id FROM kiln_jobs WHERE state = ? AND finished_at < ? LIMIT ?",
-            (state.value, cutoff, limit),
-        )
-    ]
-    if not ids:
-        return 0
-    marks = ",".join("?" * len(ids))
-    conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", ids)
-    return len(ids)
-
-
-# rate limits -------------------------------------------------------------------------
-def rate_limit_declare(conn: sqlite3.Connection, key: str, limit: RateLimit) -> None:
-    conn.execute(
-        "INSERT INTO kiln_rate_limits (key, rate, per, burst, tokens, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET rate = excluded.rate,"
-        " per = excluded.per, burst = excluded.burst"
-        " WHERE rate != excluded.rate OR per != excluded.per OR burst != excluded.burst",
-        (key, limit.rate, limit.per, limit.burst, float(max(limit.burst, 1)), time.time()),
-    )
-
-
-def rate_keys_pending(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute(
-        "SELECT DISTINCT rate_key FROM kiln_jobs WHERE state = 'pending' AND run_at <= ?",
-        (time.time(),),
-    ).fetchall()
-    return [str(r[0]) for r in rows]
-
-
-def admit(conn: sqlite3.Connection, key: str, max_batch: int) -> AdmitResult:
-    from kiln.stores._admission import plan
-
-    limit_row = conn.execute(
-        "SELECT rate, per, burst, tokens, updated_at FROM kiln_rate_limits WHERE key = ?", (key,)
-    ).fetchone()
-    now = time.time()  # read after BEGIN IMMEDIATE took the lock
-    if limit_row is None:
-        return AdmitResult(admitted=[], next_at=None)
-    limit = RateLimit(rate=limit_row[0], per=limit_row[1], burst=limit_row[2])
-    in_window = int(
-        conn.execute(
-            "SELECT COUNT(*) FROM kiln_jobs WHERE rate_key = ? AND admitted_at > ?",
-            (key, now - limit.per),
-        ).fetchone()[0]
-    )
-    oldest_in_window = conn.execute(
-        "SELECT admitted_at FROM kiln_jobs WHERE rate_key = ? AND admitted_at > ?"
-        " ORDER BY admitted_at LIMIT 1",
-        (key, now - limit.per),
-    ).fetchone()
-    pending = conn.execute(
-        "SELECT id, queue, kind, created_at FROM kiln_jobs WHERE rate_key = ? AND state = 'pending'"
-        " AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?",
-        (key, now, max_batch),
-    ).fetchall()
-    decision = plan(
-        limit, limit_row[3], limit_row[4], now, in_window, len(pending),
-        None if oldest_in_window is None else oldest_in_window[0],
-    )
-    chosen = pending[: decision.admit]
-    if chosen:
-        marks = ",".join("?" * len(chosen))
-        conn.execute(
-            "UPDATE kiln_jobs SET state = 'available', admitted_at = ?, run_at = ?"
-            f" WHERE id IN ({marks})",
-            [now, now, *[r[0] for r in chosen]],
-        )
-    conn.execute(
-        "UPDATE kiln_rate_limits SET tokens = ?, updated_at = ? WHERE key = ?",
-        (decision.tokens, now, key),
-    )
-    admitted = [
-        Admission(job_id=r[0], queue=r[1], kind=r[2], delay=max(now - r[3], 0.0)) for r in chosen
-    ]
-    more = len(pending) > len(chosen) or conn.execute(
-        "SELECT 1 FROM kiln_jobs WHERE rate_key = ? AND state = 'pending' LIMIT 1", (key,)
-    ).fetchone() is not None
-    return AdmitResult(admitted=admitted, next_at=decision.next_at if more else None)
-
-
-def rate_limit_list(conn: sqlite3.Connection) -> list[tuple[str, RateLimit, int]]:
-    rows = conn.execute(
-        "SELECT r.key, r.rate, r.per, r.burst, (SELECT COUNT(*) FROM kiln_jobs j"
-        " WHERE j.rate_key = r.key AND j.state = 'pending') FROM kiln_rate_limits r ORDER BY r.key"
-    ).fetchall()
-    return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in rows]
-
-
-# recurring jobs and audit --------------------------------------------------------------
-def cron_enqueue(conn: sqlite3.Connection, name: str, slot: datetime, job: NewJob) -> int | None:
-    at = epoch(slot)
-    cur = conn.execute(
-        "INSERT INTO kiln_cron (name, last_slot) VALUES (?, ?) ON CONFLICT (name) DO UPDATE"
-        " SET last_slot = excluded.last_slot WHERE kiln_cron.last_slot < excluded.last_slot",
-        (name, at),
-    )
-    if cur.rowcount != 1:
-        return None
-    return insert_jobs(conn, [job])[0]
-
-
-def cron_last_slot(conn: sqlite3.Connection, name: str) -> datetime | None:
-    row = conn.execute("SELECT last_slot FROM kiln_cron WHERE name = ?", (name,)).fetchone()
-    return None if row is None else ts(row[0])
-
-
-def audit_record(
-    conn: sqlite3.Connection, actor: str, action: str, n: int, detail: dict[str, Any]
-) -> None:
-    conn.execute(
-        "INSERT INTO kiln_audit (at, actor, action, count, detail) VALUES (?, ?, ?, ?, ?)",
-        (time.time(), actor, action, n, dumps(detail)),
-    )
-
-
-def audit_list(conn: sqlite3.Connection, limit: int) -> list[AuditEntry]:
-    rows = conn.execute("SELECT * FROM kiln_audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
-    return [
-        AuditEntry(id=r["id"], at=ts_required(r["at"]), actor=r["actor"], action=r["action"],
-                   count=r["count"], detail=loads(r["detail"]) or {})
-        for r in rows
-    ]

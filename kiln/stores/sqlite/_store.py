@@ -34,7 +34,7 @@ from kiln._job import (
 )
 from kiln.stores import _migrations
 from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
-from kiln.stores.sqlite import _ops
+from kiln.stores.sqlite import _cluster, _ops, _rates
 
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
@@ -263,68 +263,68 @@ class SQLiteStore:
 
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
-        await self._run("server_register", lambda c: _ops.write(c, _ops.server_register, info))
+        await self._run("server_register", lambda c: _ops.write(c, _cluster.server_register, info))
 
     async def server_heartbeat(self, server_id: str) -> bool:
         return await self._run(
-            "server_heartbeat", lambda c: _ops.write(c, _ops.server_heartbeat, server_id)
+            "server_heartbeat", lambda c: _ops.write(c, _cluster.server_heartbeat, server_id)
         )
 
     async def server_deregister(self, server_id: str) -> None:
         await self._run(
-            "server_deregister", lambda c: _ops.write(c, _ops.server_deregister, server_id)
+            "server_deregister", lambda c: _ops.write(c, _cluster.server_deregister, server_id)
         )
 
     async def server_list(self) -> list[ServerInfo]:
-        return await self._run("server_list", _ops.server_list)
+        return await self._run("server_list", _cluster.server_list)
 
     async def leader_elect(self, server_id: str, ttl: float) -> bool:
         return await self._run(
-            "leader_elect", lambda c: _ops.write(c, _ops.leader_elect, server_id, ttl)
+            "leader_elect", lambda c: _ops.write(c, _cluster.leader_elect, server_id, ttl)
         )
 
     async def leader_resign(self, server_id: str) -> None:
-        await self._run("leader_resign", lambda c: _ops.write(c, _ops.leader_resign, server_id))
+        await self._run("leader_resign", lambda c: _ops.write(c, _cluster.leader_resign, server_id))
 
     async def leader_get(self) -> str | None:
-        return await self._run("leader_get", _ops.leader_get)
+        return await self._run("leader_get", _cluster.leader_get)
 
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._run(
-            "jobs_rescue_candidates", lambda c: _ops.rescue_candidates(c, dead_after, limit)
+            "jobs_rescue_candidates", lambda c: _cluster.rescue_candidates(c, dead_after, limit)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:
-        return await self._run("servers_sweep", lambda c: _ops.write(c, _ops.sweep, dead_for))
+        return await self._run("servers_sweep", lambda c: _ops.write(c, _cluster.sweep, dead_for))
 
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
         return await self._run(
-            "jobs_prune", lambda c: _ops.write(c, _ops.prune, state, older_than, limit)
+            "jobs_prune", lambda c: _ops.write(c, _cluster.prune, state, older_than, limit)
         )
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
         await self._run(
-            "rate_limit_declare", lambda c: _ops.write(c, _ops.rate_limit_declare, key, limit)
+            "rate_limit_declare", lambda c: _ops.write(c, _rates.rate_limit_declare, key, limit)
         )
 
     async def rate_keys_pending(self) -> list[str]:
-        return await self._run("rate_keys_pending", _ops.rate_keys_pending)
+        return await self._run("rate_keys_pending", _rates.rate_keys_pending)
 
     async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        return await self._run("jobs_admit", lambda c: _ops.write(c, _ops.admit, key, max_batch))
+        return await self._run("jobs_admit", lambda c: _ops.write(c, _rates.admit, key, max_batch))
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
-        return await self._run("rate_limit_list", _ops.rate_limit_list)
+        return await self._run("rate_limit_list", _rates.rate_limit_list)
 
     # recurring jobs ----------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
         return await self._run(
-            "cron_enqueue", lambda c: _ops.write(c, _ops.cron_enqueue, name, slot, job)
+            "cron_enqueue", lambda c: _ops.write(c, _cluster.cron_enqueue, name, slot, job)
         )
 
     async def cron_last_slot(self, name: str) -> datetime | None:
-        return await self._run("cron_last_slot", lambda c: _ops.cron_last_slot(c, name))
+        return await self._run("cron_last_slot", lambda c: _cluster.cron_last_slot(c, name))
 
     # audit -------------------------------------------------------------------------
     async def audit_record(
@@ -332,8 +332,8 @@ class SQLiteStore:
     ) -> None:
         await self._run(
             "audit_record",
-            lambda c: _ops.write(c, _ops.audit_record, actor, action, count, detail),
+            lambda c: _ops.write(c, _cluster.audit_record, actor, action, count, detail),
         )
 
     async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
-        return await self._run("audit_list", lambda c: _ops.audit_list(c, limit))
+        return await self._run("audit_list", lambda c: _cluster.audit_list(c, limit))

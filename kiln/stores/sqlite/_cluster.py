@@ -1,0 +1,162 @@
+"""SQLite statements for servers, the leader, rescue, sweep, prune, recurring jobs and audit.
+
+Write operations are called through ``write`` which wraps them in BEGIN IMMEDIATE,
+so the write lock is taken before anything is read and "now" is read after it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import datetime
+from typing import Any
+
+from kiln._job import (
+    AuditEntry,
+    JobState,
+    NewJob,
+    RescueCandidate,
+    ServerInfo,
+)
+from kiln.stores._rows import (
+    dumps,
+    epoch,
+    loads,
+    ts,
+    ts_required,
+)
+from kiln.stores.sqlite._ops import insert_jobs, row_to_job
+
+
+# servers and leader ------------------------------------------------------------------
+def server_register(conn: sqlite3.Connection, info: ServerInfo) -> None:
+    now = time.time()
+    conn.execute(
+        "INSERT OR REPLACE INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
+        " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (info.id, info.host, info.pid, dumps(info.queues), dumps(info.kinds), info.version,
+         epoch(info.started_at), now),
+    )
+
+
+def server_heartbeat(conn: sqlite3.Connection, server_id: str) -> bool:
+    cur = conn.execute(
+        "UPDATE kiln_servers SET heartbeat_at = ? WHERE id = ?", (time.time(), server_id)
+    )
+    return cur.rowcount == 1
+
+
+def server_deregister(conn: sqlite3.Connection, server_id: str) -> None:
+    conn.execute("DELETE FROM kiln_servers WHERE id = ?", (server_id,))
+    conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
+
+
+def server_list(conn: sqlite3.Connection) -> list[ServerInfo]:
+    now = time.time()
+    rows = conn.execute("SELECT * FROM kiln_servers ORDER BY started_at").fetchall()
+    return [
+        ServerInfo(
+            id=r["id"], host=r["host"], pid=r["pid"], queues=loads(r["queues"]),
+            kinds=loads(r["kinds"]), version=r["version"], started_at=ts_required(r["started_at"]),
+            heartbeat_at=ts(r["heartbeat_at"]), heartbeat_age=max(now - r["heartbeat_at"], 0.0),
+        )
+        for r in rows
+    ]
+
+
+def leader_elect(conn: sqlite3.Connection, server_id: str, ttl: float) -> bool:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO kiln_leader (name, server_id, expires_at) VALUES ('default', ?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET server_id = excluded.server_id,"
+        " expires_at = excluded.expires_at"
+        " WHERE kiln_leader.server_id = excluded.server_id OR kiln_leader.expires_at < ?",
+        (server_id, now + ttl, now),
+    )
+    row = conn.execute("SELECT server_id FROM kiln_leader WHERE name = 'default'").fetchone()
+    return row is not None and row[0] == server_id
+
+
+def leader_resign(conn: sqlite3.Connection, server_id: str) -> None:
+    conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
+
+
+def leader_get(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute(
+        "SELECT server_id FROM kiln_leader WHERE name = 'default' AND expires_at >= ?",
+        (time.time(),),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def rescue_candidates(
+    conn: sqlite3.Connection, dead_after: float, limit: int
+) -> list[RescueCandidate]:
+    cutoff = time.time() - dead_after
+    rows = conn.execute(
+        "SELECT j.* FROM kiln_jobs j LEFT JOIN kiln_servers s ON s.id = j.server_id"
+        " WHERE j.state = 'running' AND (s.id IS NULL OR s.heartbeat_at < ?)"
+        " AND j.attempted_at < ? ORDER BY j.id LIMIT ?",
+        (cutoff, cutoff, limit),
+    ).fetchall()
+    return [RescueCandidate(job=row_to_job(r), dead_server_id=r["server_id"]) for r in rows]
+
+
+def sweep(conn: sqlite3.Connection, dead_for: float) -> int:
+    cur = conn.execute(
+        "DELETE FROM kiln_servers WHERE heartbeat_at < ?", (time.time() - dead_for,)
+    )
+    return cur.rowcount
+
+
+def prune(conn: sqlite3.Connection, state: JobState, older_than: float, limit: int) -> int:
+    cutoff = time.time() - older_than
+    ids = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT id FROM kiln_jobs WHERE state = ? AND finished_at < ? LIMIT ?",
+            (state.value, cutoff, limit),
+        )
+    ]
+    if not ids:
+        return 0
+    marks = ",".join("?" * len(ids))
+    conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", ids)
+    return len(ids)
+
+
+# recurring jobs and audit --------------------------------------------------------------
+def cron_enqueue(conn: sqlite3.Connection, name: str, slot: datetime, job: NewJob) -> int | None:
+    at = epoch(slot)
+    cur = conn.execute(
+        "INSERT INTO kiln_cron (name, last_slot) VALUES (?, ?) ON CONFLICT (name) DO UPDATE"
+        " SET last_slot = excluded.last_slot WHERE kiln_cron.last_slot < excluded.last_slot",
+        (name, at),
+    )
+    if cur.rowcount != 1:
+        return None
+    return insert_jobs(conn, [job])[0]
+
+
+def cron_last_slot(conn: sqlite3.Connection, name: str) -> datetime | None:
+    row = conn.execute("SELECT last_slot FROM kiln_cron WHERE name = ?", (name,)).fetchone()
+    return None if row is None else ts(row[0])
+
+
+def audit_record(
+    conn: sqlite3.Connection, actor: str, action: str, n: int, detail: dict[str, Any]
+) -> None:
+    conn.execute(
+        "INSERT INTO kiln_audit (at, actor, action, count, detail) VALUES (?, ?, ?, ?, ?)",
+        (time.time(), actor, action, n, dumps(detail)),
+    )
+
+
+def audit_list(conn: sqlite3.Connection, limit: int) -> list[AuditEntry]:
+    rows = conn.execute("SELECT * FROM kiln_audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+    return [
+        AuditEntry(id=r["id"], at=ts_required(r["at"]), actor=r["actor"], action=r["action"],
+                   count=r["count"], detail=loads(r["detail"]) or {})
+        for r in rows
+    ]
