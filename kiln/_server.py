@@ -174,11 +174,13 @@ class Server:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         cancelled = False
-        await self.store.open()
+        # signals first: a SIGTERM that arrives while the server starts (after its pools
+        # may have claimed jobs) must shut it down gracefully, not kill the process
+        self._install_signals()
         try:
+            await self.store.open()
             await self.store.schema_check()
             await self._start()
-            self._install_signals()
             try:
                 await self._stopping.wait()
             except asyncio.CancelledError:
