@@ -29,6 +29,17 @@ def latest(package: str) -> int:
 
 
 def split_statements(sql: str) -> list[str]:
-    """Split a migration on semicolons at line ends (no procedural bodies in our files)."""
+    """Split a migration on semicolons, except inside ``$$ ... $$`` bodies."""
     lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
-    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+    statements: list[str] = []
+    current: list[str] = []
+    for part in "\n".join(lines).split(";"):
+        current.append(part)
+        if "".join(current).count("$$") % 2 == 0:  # not inside a dollar-quoted body
+            statement = ";".join(current).strip()
+            if statement:
+                statements.append(statement)
+            current = []
+    if current and ";".join(current).strip():
+        statements.append(";".join(current).strip())
+    return statements

@@ -39,7 +39,7 @@ async def test_dependency_recorded_before_version_2_still_releases(
             ).fetchall()[0][0]
             conn.execute("INSERT INTO kiln_job_deps (job_id, dep_id) VALUES (%s, %s)", (c, a))
         monkeypatch.setattr(_migrations, "load", every)
-        assert await store.migrate() == [2]
+        assert (await store.migrate())[0] == 2  # and whatever came after
         await store.schema_check()
         [row] = await claim(store)
         await complete(store, row)

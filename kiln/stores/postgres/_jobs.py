@@ -407,8 +407,9 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
         clauses.append("kind = %s")
         params.append(f.kind)
     if f.error_contains:
-        clauses.append("strpos(lower(errors::text), lower(%s)) > 0")
-        params.append(f.error_contains)
+        # LIKE, not strpos: a trigram index (migration 0003) can answer it
+        clauses.append("lower(errors::text) LIKE %s")
+        params.append("%" + like_escape(f.error_contains.lower()) + "%")
     if f.ids:
         clauses.append("id = ANY(%s::bigint[])")
         params.append(list(f.ids))
@@ -521,3 +522,8 @@ def throughput(since: float) -> Plan[dict[str, int]]:
     )
     rows = (yield one(sql, since))[0]
     return {r[0]: int(r[1]) for r in rows}
+
+
+def like_escape(text: str) -> str:
+    """Escape LIKE's wildcards (backslash is PostgreSQL's default escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
