@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from kiln._completer import Completer
 from kiln._errors import KilnError
-from kiln._events import ClaimQueried, EventHub, JobClaimed, StoreFailed
+from kiln._events import ClaimQueried, EventHub, JobClaimed, JobFinished, StoreFailed
 from kiln._executor import Executor
 from kiln._job import JobResult, JobRow, Outcome
 from kiln.stores import Store
@@ -68,6 +68,7 @@ class Pool:
         self._average: float | None = None  # seconds a job of this pool takes, smoothed
         self._task: asyncio.Task[None] | None = None
         self._claiming = False
+        self._in_claim = False
         self.claimed = 0
         self.claim_errors = 0
 
@@ -86,11 +87,20 @@ class Pool:
                 self._loop(), name=f"kiln-pool-{self.queue}"
             )
 
-    async def stop_claiming(self) -> None:
-        """Stop claiming; hand back the claimed jobs that have not started."""
+    async def stop_claiming(self, claim_timeout: float = 5.0) -> None:
+        """Stop claiming; hand back the claimed jobs that have not started.
+
+        A claim in flight is let finish (up to ``claim_timeout``): cancelling it after
+        the database committed would strand its jobs as running under this server
+        until a rescue."""
         self._claiming = False
         task, self._task = self._task, None
         if task is not None:
+            if self._in_claim:
+                self._wake.set()
+                self._slot.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), claim_timeout)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -119,16 +129,21 @@ class Pool:
                 continue
             self._wake.clear()
             claimed_as = self.server_id
+            self._in_claim = True
             try:
                 jobs = await self._claim(room)
             except (KilnError, OSError) as exc:
+                self._in_claim = False
                 self.claim_errors += 1
                 self._events.emit(StoreFailed(operation="job_claim", error=exc))
                 error_delay = min(max(error_delay * 2, 0.1), self._poll_interval * 5)
                 await asyncio.sleep(error_delay)
                 continue
+            self._in_claim = False
             error_delay = 0.0
-            if jobs and (self.server_id != claimed_as or not self._may_claim()):
+            if jobs and (
+                self.server_id != claimed_as or not self._may_claim() or not self._claiming
+            ):
                 # a claim that hung while the server fenced itself (or rejoined under a new
                 # id): its rows belong to a registration that is, or will be, judged dead
                 self._hand_back(jobs)
@@ -211,7 +226,9 @@ class Pool:
         self._completer.push(result)
 
     def _hand_back(self, rows: list[JobRow]) -> None:
+        """Give back claimed jobs that never started; they count as handed back."""
         for row in rows:
+            self._events.emit(JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0))
             self._completer.push(JobResult(
                 job_id=row.id, server_id=row.server_id or self.server_id, attempt=row.attempt,
                 outcome=Outcome.HANDED_BACK,
