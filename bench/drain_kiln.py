@@ -21,8 +21,9 @@ async def main(url: str, concurrency: int, observe: bool) -> None:
 
     server = app.server({"default": concurrency})
     if observe:
-        import kilnotel  # type: ignore[import-not-found,unused-ignore]
         from opentelemetry.sdk.trace import TracerProvider
+
+        import kilnotel  # type: ignore[import-not-found,unused-ignore]
 
         kilnotel.observe(server, tracer_provider=TracerProvider())
     print("READY", flush=True)
