@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LINTED = [name for name in ("kiln", "kilnotel", "tests", "bench") if (ROOT / name).is_dir()]
+LINTED = [
+    name
+    for name in ("kiln", "kilnotel", "tests", "bench", "deploy", "dashboards")
+    if (ROOT / name).is_dir()
+]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
