@@ -55,6 +55,7 @@ class Executor:
         self._middleware = middleware
         self._is_async = {name: kind.is_async for name, kind in kinds.items()}
         self._deadlines = Deadlines()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.shutting_down = False
 
     def timeout_of(self, row: JobRow, kind: Kind) -> float:
@@ -66,11 +67,14 @@ class Executor:
     async def run(self, row: JobRow) -> JobResult:
         """Run one attempt in the current task (the pool's task for this job)."""
         kind = self._kinds[row.kind]
-        job = Job(row, self._write_param, asyncio.get_running_loop())
+        loop = self._loop
+        if loop is None:  # looked up once: on Python 3.11 each lookup is a getpid() call
+            loop = self._loop = asyncio.get_running_loop()
+        job = Job(row, self._write_param, loop)
         events = self._events
         if events.wants(JobStarted):
             events.emit(JobStarted(job=row))
-        task: asyncio.Task[Any] = asyncio.current_task()  # type: ignore[assignment]
+        task: asyncio.Task[Any] = asyncio.current_task(loop)  # type: ignore[assignment]
         deadlines = self._deadlines
         timeout = self.timeout_of(row, kind)
         started = time.monotonic()

@@ -5,14 +5,18 @@ slot. Claims in batches up to its free slots; when the queue looked empty it wai
 for a wake-up (notification, released jobs) or poll_interval. Does not write results:
 it hands them to the Completer.
 
-Claiming ahead: while this pool's jobs are quick (QUICK_JOB on average), it also claims
-up to ``concurrency`` more jobs than it has free slots, so that the next batch is on
-its way while the current one runs; a finishing job starts the next claimed one at
-once. Claimed jobs never wait for longer than a few quick jobs take, and never more
-than 2 x concurrency are claimed at once. Long jobs switch this off: then a pool
-claims only for its free slots, and idle servers can take the rest. On shutdown the
-jobs waiting for a slot are handed back at once (they never started); on fencing they
-are dropped with the running ones.
+Claiming ahead: while this pool's jobs are quick, it also claims more jobs than it has
+free slots, so that the next batch is on its way while the current one runs; a
+finishing job starts the next claimed one at once. It claims ahead only as many as its
+slots get through in AHEAD_WAIT (20 ms) at the recent average duration, and never more
+than (1 + AHEAD_MAX) x concurrency in all, so a job claimed ahead waits about 20 ms
+at most. Long jobs switch this off (from concurrency x AHEAD_WAIT on average): then a
+pool claims only for its free slots, and idle servers can take the rest. Should long
+jobs take every slot while claimed jobs wait, no slot coming free for AHEAD_STALL
+(100 ms), the waiting jobs are handed back (without using an attempt) and claiming
+ahead stops until jobs finish again. On shutdown the jobs waiting for a
+slot are handed back at once (they never started); on fencing they are dropped with
+the running ones.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from kiln.stores import Store
 
 log = logging.getLogger("kiln.pool")
 CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before claiming
-QUICK_JOB = 0.02  # seconds: a pool whose jobs take less on average claims ahead
+AHEAD_WAIT = 0.02  # seconds a job claimed ahead may wait for its slot, on average
+AHEAD_MAX = 8  # a pool holds at most (1 + AHEAD_MAX) x concurrency claimed jobs
+AHEAD_STALL = 0.1  # seconds without a free slot after which waiting jobs are handed back
 _SMOOTHING = 0.1  # weight of the latest duration in the running average
 
 
@@ -66,7 +72,9 @@ class Pool:
         self.running: dict[asyncio.Task[None], JobRow] = {}
         self._ready: collections.deque[JobRow] = collections.deque()  # claimed, no slot yet
         self._average: float | None = None  # seconds a job of this pool takes, smoothed
+        self._freed = time.monotonic()  # when a slot last came free
         self._task: asyncio.Task[None] | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._claiming = False
         self._in_claim = False
         self.claimed = 0
@@ -83,7 +91,8 @@ class Pool:
     async def start(self) -> None:
         if self._task is None:
             self._claiming = True
-            self._task = asyncio.get_running_loop().create_task(
+            self._event_loop = asyncio.get_running_loop()
+            self._task = self._event_loop.create_task(
                 self._loop(), name=f"kiln-pool-{self.queue}"
             )
 
@@ -107,22 +116,28 @@ class Pool:
         ready, self._ready = list(self._ready), collections.deque()
         self._hand_back(ready)
 
-    def _quick(self) -> bool:
-        return self._average is not None and self._average < QUICK_JOB
+    def _ahead(self) -> int:
+        """How many jobs beyond its slots this pool may hold: as many as its slots get
+        through in AHEAD_WAIT at the recent average duration, at most AHEAD_MAX x
+        concurrency (none until a job has finished, or when jobs are slow)."""
+        average = self._average
+        if average is None:
+            return 0
+        if average <= 0:
+            return AHEAD_MAX * self.concurrency
+        return min(AHEAD_MAX * self.concurrency, int(self.concurrency * AHEAD_WAIT / average))
 
     def _room(self) -> int:
         """How many jobs this pool may claim now."""
-        held = len(self.running) + len(self._ready)
-        if self._quick():
-            return 2 * self.concurrency - held
-        return self.concurrency - held
+        return self.concurrency + self._ahead() - len(self.running) - len(self._ready)
 
     async def _loop(self) -> None:
         error_delay = 0.0
         while self._claiming:
+            self._unstall()
             room = self._room()
             if room <= 0 or not self._may_claim():
-                await self._wait(self._slot, self._poll_interval)
+                await self._wait(self._slot, self._patience())
                 continue
             if self._completer.over_limit:
                 await self._completer.wait_for_room()
@@ -148,23 +163,43 @@ class Pool:
                 # id): its rows belong to a registration that is, or will be, judged dead
                 self._hand_back(jobs)
                 continue
+            if not self._ready:  # the stall clock starts when jobs begin to wait
+                self._freed = time.monotonic()
             self._ready.extend(jobs)
             self._fill()
             if len(jobs) < room:
-                await self._wait(self._wake, self._poll_interval)
+                await self._wait(self._wake, self._patience())
             else:
                 await self._gather_slots()
+
+    def _patience(self) -> float:
+        """How long the loop may sleep: not past AHEAD_STALL while claimed jobs wait."""
+        return min(self._poll_interval, AHEAD_STALL) if self._ready else self._poll_interval
+
+    def _unstall(self) -> bool:
+        """Hand back the jobs claimed ahead when no slot came free for AHEAD_STALL: jobs
+        longer than the average hold every slot, and another server may be idle. Claiming
+        ahead stops until this pool's jobs finish again."""
+        if not self._ready or time.monotonic() - self._freed < AHEAD_STALL:
+            return False
+        self._average = None
+        ready, self._ready = list(self._ready), collections.deque()
+        self._hand_back(ready)
+        return True
 
     async def _gather_slots(self) -> None:
         """After a full claim: wait for room, then up to CLAIM_COOLDOWN for more.
 
         Claiming one job per freed slot would cost a round trip per job; waiting a
         moment lets short jobs finish together so the next claim takes a batch. A
-        pool that claims ahead claims again once its waiting jobs have all started.
+        pool that claims ahead claims again once half of what it may hold has left,
+        so that the next batch arrives while the claimed jobs still run.
         """
-        if self._ready:
-            while self._ready and self._claiming:
-                await self._wait(self._slot, self._poll_interval)
+        ahead = self._ahead()
+        if ahead:
+            target = max(self.concurrency, (self.concurrency + ahead) // 2)
+            while self._room() < target and self._claiming and not self._unstall():
+                await self._wait(self._slot, self._patience())
             return
         await self._wait(self._slot, self._poll_interval)
         deadline = time.monotonic() + CLAIM_COOLDOWN
@@ -197,7 +232,10 @@ class Pool:
 
     def _fill(self) -> None:
         """Start claimed jobs while there are free slots."""
-        ready, running, loop = self._ready, self.running, asyncio.get_running_loop()
+        # the loop is passed around rather than looked up: on Python 3.11 every lookup
+        # (get_running_loop, current_task without a loop) is a getpid() system call
+        ready, running, loop = self._ready, self.running, self._event_loop
+        assert loop is not None
         while ready and len(running) < self.concurrency:
             row = ready.popleft()
             running[loop.create_task(self._run(row), name=f"kiln-job-{row.id}")] = row
@@ -216,11 +254,12 @@ class Pool:
                 outcome=Outcome.HANDED_BACK,
             )
         finally:
-            self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self.running.pop(asyncio.current_task(self._event_loop), None)  # type: ignore[arg-type]
+            self._freed = ended = time.monotonic()
             if self._ready and self._claiming and self._may_claim():
                 self._fill()
             self._slot.set()
-        took = time.monotonic() - began
+        took = ended - began
         average = self._average
         self._average = took if average is None else average + (took - average) * _SMOOTHING
         self._completer.push(result)

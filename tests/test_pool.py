@@ -1,5 +1,6 @@
 """Pool: claims up to its free slots, claims ahead only while its jobs are quick, never
-holds more than 2 x concurrency, and hands back the claimed jobs that never started.
+holds more than (1 + AHEAD_MAX) x concurrency, and hands back the claimed jobs that
+never started.
 
 A fake store stands in for the database (the stores have their own suite): it hands
 out rows and records what each claim asked for and what the pool held at the time.
@@ -19,7 +20,7 @@ from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobResult, JobRow, JobState, Outcome
 from kiln._kinds import make_kind
-from kiln._pool import QUICK_JOB, Pool
+from kiln._pool import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT, Pool
 from kiln._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult
 
@@ -88,14 +89,14 @@ async def _no_params(row: JobRow, name: str, value: Any) -> bool:
     return True
 
 
-async def test_quick_jobs_are_claimed_ahead_up_to_twice_the_concurrency() -> None:
+async def test_quick_jobs_are_claimed_ahead_up_to_a_bound() -> None:
     store = FakeStore(400)
 
     async def quick(job: Job) -> None:
         await asyncio.sleep(0)
 
     await drain(store, quick, lambda: len(store.results) == 400)
-    assert all(limit + held <= 2 * CONCURRENCY for limit, held in store.asked)
+    assert all(limit + held <= (1 + AHEAD_MAX) * CONCURRENCY for limit, held in store.asked)
     assert max(limit for limit, _held in store.asked) > CONCURRENCY  # claimed ahead
     assert all(r.outcome is Outcome.COMPLETED for r in store.results)
     assert sorted(r.job_id for r in store.results) == list(range(1, 401))
@@ -105,7 +106,7 @@ async def test_slow_jobs_are_claimed_only_for_free_slots() -> None:
     store = FakeStore(3 * CONCURRENCY)
 
     async def slow(job: Job) -> None:
-        await asyncio.sleep(QUICK_JOB * 2)
+        await asyncio.sleep(AHEAD_WAIT * CONCURRENCY * 1.5)  # too long to claim ahead
 
     await drain(store, slow, lambda: len(store.results) == 3 * CONCURRENCY)
     assert all(limit + held <= CONCURRENCY for limit, held in store.asked)
@@ -136,3 +137,32 @@ async def test_stop_hands_back_claimed_jobs_that_never_started() -> None:
     await asyncio.wait(running, timeout=5)
     assert not pool.running and pool.waiting == 0  # stopped: no claimed job started since
     assert len(started) == 40 + CONCURRENCY
+
+
+async def test_jobs_claimed_ahead_are_handed_back_when_long_jobs_take_every_slot() -> None:
+    store = FakeStore(1000)
+    gate = asyncio.Event()
+    started: list[int] = []
+
+    async def handler(job: Job) -> None:
+        started.append(job.id)
+        if len(started) > 40:  # quick at first, then every slot is taken by a long job
+            await gate.wait()
+
+    def handed_back() -> bool:
+        return any(r.outcome is Outcome.HANDED_BACK for r in store.results)
+
+    began = asyncio.get_running_loop().time()
+    pool_task = asyncio.ensure_future(drain(store, handler, handed_back))
+    while store.pool is None or not (len(started) == 40 + CONCURRENCY and store.pool.waiting):
+        await asyncio.sleep(0.005)
+        assert asyncio.get_running_loop().time() - began < 5, "never claimed ahead"
+    stuck_at = asyncio.get_running_loop().time()
+    asked = len(store.asked)
+    pool = await pool_task  # returns once the waiting jobs are handed back (then stops)
+    assert asyncio.get_running_loop().time() - stuck_at >= AHEAD_STALL * 0.9
+    handed = [r for r in store.results if r.outcome is Outcome.HANDED_BACK]
+    assert not {r.job_id for r in handed} & set(started) and all(r.attempt == 1 for r in handed)
+    assert all(limit + held <= CONCURRENCY for limit, held in store.asked[asked:])
+    gate.set()
+    await asyncio.wait(list(pool.running), timeout=5)
