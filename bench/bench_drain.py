@@ -3,7 +3,10 @@
 Reports jobs/s, worker CPU seconds per 1,000 jobs and database CPU seconds per 1,000
 jobs for kiln and, in the same run, pgqueuer and procrastinate (from the peers'
 virtualenv, see bench/peers/setup.sh), each with the same workload and concurrency.
-Prints one JSON object per system and run, then a summary with ratios.
+Prints one JSON object per system and run, then a summary with ratios. The clock runs
+from the worker's start (its own start-up included) until the harness, looking every
+10 ms on one kept connection, sees no job left; that connection's database CPU is
+left out of the database figure.
 
     python -m bench.bench_drain --jobs 20000 --concurrency 10 --runs 3
 """
@@ -76,9 +79,35 @@ def drop_mysql_database(url: str) -> None:
     my_execute(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]}")
 
 
+class PgProbe:
+    """Counts the jobs left on one kept connection, every POLL seconds. Its backend's CPU
+    is measured, so that the database CPU of a run leaves the probing out."""
+
+    def __init__(self, url: str, sql: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.sql = sql
+        self.pid = self.conn.info.backend_pid
+
+    def remaining(self) -> int:
+        row = self.conn.execute(self.sql, prepare=True).fetchone()
+        return int(row[0]) if row else 0
+
+    def cpu(self) -> float:
+        return _procs.cpu_seconds(self.pid)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+POLL = 0.01  # seconds between two looks at what is left
+
+
 def measure(
     name: str, cmd: list[str], remaining: Callable[[], int], jobs: int, db_process: str,
     env: dict[str, str] | None = None, timeout: float = 600.0,
+    probe_cpu: Callable[[], float] = lambda: 0.0, poll: float = POLL,
 ) -> dict[str, Any]:
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -90,6 +119,7 @@ def measure(
         proc.kill()
         raise RuntimeError(f"{name} worker failed to start: {line!r}")
     db_before = _procs.snapshot(db_process)
+    probe_before = probe_cpu()
     worker_before = _procs.cpu_seconds(proc.pid)
     began = time.perf_counter()
     proc.stdin.write("go\n")
@@ -98,10 +128,10 @@ def measure(
         if time.perf_counter() - began > timeout:
             proc.kill()
             raise RuntimeError(f"{name} did not drain within {timeout}s")
-        time.sleep(0.05)
+        time.sleep(poll)
     elapsed = time.perf_counter() - began
     worker_cpu = _procs.cpu_seconds(proc.pid) - worker_before
-    db_cpu = _procs.delta(db_before, _procs.snapshot(db_process))
+    db_cpu = _procs.delta(db_before, _procs.snapshot(db_process)) - (probe_cpu() - probe_before)
     proc.kill()
     proc.wait()
     return {
@@ -138,15 +168,23 @@ def run_kiln(
 
         asyncio.run(fill())
 
-        def remaining() -> int:
-            rows = execute("SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'", url)
-            return int(rows[0][0])
-
+        left = "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'"
+        left_pg = (  # 0 once drained; two index probes, so that polling costs little
+            "SELECT (EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'available'))::int"
+            " + (EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'running'))::int"
+        )
         cmd = [sys.executable, "-m", "bench.drain_kiln", url, str(concurrency)]
         if observe:
             cmd.append("observe")
         name = "kiln-mariadb" if mysql else "kiln+otel" if observe else "kiln"
-        return measure(name, cmd, remaining, jobs, "mariadbd" if mysql else "postgres")
+        if mysql:
+            return measure(name, cmd, lambda: int(execute(left, url)[0][0]), jobs, "mariadbd",
+                           poll=0.05)
+        probe = PgProbe(url, left_pg)
+        try:
+            return measure(name, cmd, probe.remaining, jobs, "postgres", probe_cpu=probe.cpu)
+        finally:
+            probe.close()
     finally:
         drop(url)
 
@@ -159,16 +197,18 @@ def run_peer(peer: str, jobs: int, concurrency: int) -> dict[str, Any]:
     script = str(ROOT / "bench" / "peers" / f"drain_{peer}.py")
     try:
         subprocess.run([str(python), script, url, "fill", str(jobs)], check=True, cwd=ROOT)
-        count_sql = {
-            "pgqueuer": "SELECT count(*) FROM pgqueuer",
-            "procrastinate": "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'",
+        count_sql = {  # 0 once drained
+            "pgqueuer": "SELECT EXISTS (SELECT 1 FROM pgqueuer)::int",
+            "procrastinate": "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs"
+            " WHERE status <> 'succeeded')::int",
         }[peer]
 
-        def remaining() -> int:
-            return int(pg_execute(count_sql, url)[0][0])
-
         cmd = [str(python), script, url, "work", str(concurrency)]
-        return measure(peer, cmd, remaining, jobs, "postgres")
+        probe = PgProbe(url, count_sql)
+        try:
+            return measure(peer, cmd, probe.remaining, jobs, "postgres", probe_cpu=probe.cpu)
+        finally:
+            probe.close()
     finally:
         drop_database(url)
 
