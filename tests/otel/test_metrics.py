@@ -141,7 +141,12 @@ async def test_running_gauge_and_hand_back_at_shutdown(
     await running.started()
     job_id = await client.enqueue("long", {"seconds": 30}, queue="long")
     await wait_until(lambda: _is(client, job_id, kiln.JobState.RUNNING), 10, "long job running")
-    assert telemetry.value(n.SERVER_RUNNING.name, queue="long") == 1
+
+    async def running_here() -> bool:  # the row says running once the claim commits,
+        # a moment before the claim's rows reach the pool (two round trips on MySQL)
+        return telemetry.value(n.SERVER_RUNNING.name, queue="long") == 1
+
+    await wait_until(running_here, 5, "the running gauge to count the long job")
     await running.stop()
     row = await client.get(job_id)
     assert row is not None and row.state is kiln.JobState.AVAILABLE, row
