@@ -121,9 +121,17 @@ class PostgresStore:
             await self.open()
         pool = self._pool
         assert pool is not None
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         for attempt in range(3):
             try:
                 async with pool.connection() as conn:
+                    if task is not None and task.cancelling() > cancels:
+                        # a cancel that came while psycopg_pool waited for a connection:
+                        # on Python 3.11 its asyncio.wait_for can return the connection
+                        # and drop the cancellation, which would keep a stopping service
+                        # running for ever
+                        raise asyncio.CancelledError
                     return await run_async(conn, plan(), self._counter, tx=tx)
             except _RETRIED as exc:  # the whole transaction rolled back: safe to run again
                 if attempt == 2:
