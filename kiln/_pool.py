@@ -179,8 +179,11 @@ class Pool:
     def _unstall(self) -> bool:
         """Hand back the jobs claimed ahead when no slot came free for AHEAD_STALL: jobs
         longer than the average hold every slot, and another server may be idle. Claiming
-        ahead stops until this pool's jobs finish again."""
+        ahead stops until this pool's jobs finish again. A fenced server writes nothing:
+        its waiting jobs go with its running ones (see ``abandon``)."""
         if not self._ready or time.monotonic() - self._freed < AHEAD_STALL:
+            return False
+        if not self._may_claim():
             return False
         self._average = None
         ready, self._ready = list(self._ready), collections.deque()
