@@ -30,6 +30,7 @@ from kiln._job import (
 )
 
 NotifyCallback = Callable[[str, str], None]  # (channel, payload)
+ClaimCallback = Callable[[list[JobRow]], None]  # a watch's claimed rows, before their commit
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class Capabilities:
     skip_locked: bool  # claims skip rows locked by other claimers
     time_precision: float  # seconds
     multi_host: bool  # several hosts may share the database
+    claim_on_notify: bool  # job_claim_watch claims as notifications arrive (LISTEN connection)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,6 +52,44 @@ class ReleaseResult:
 class ApplyResult:
     applied: int  # results that matched a running job under the same server and attempt
     released: dict[str, int]  # queue -> dependents made available by completions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimRun:
+    """One claim a watch ran: how many jobs it took, and how long it took in all."""
+
+    claimed: int
+    duration: float  # seconds, from sending the claim to its commit (or its failure)
+
+
+class ClaimWatch(Protocol):
+    """A claim the store runs for an idle pool when a notification for its queue arrives.
+
+    Armed by ``Store.job_claim_watch``. On each notification for the queue the store
+    claims up to ``limit`` jobs and, when it took any, hands them to the callback as
+    soon as the database returned them, before their commit is confirmed: the jobs
+    start without waiting for the commit's WAL flush. The watch is then spent. A claim
+    that took nothing leaves it armed."""
+
+    @property
+    def active(self) -> bool:
+        """True while a notification for the queue makes the store claim for the watch:
+        armed, or claiming, and not yet spent or closed."""
+        ...
+
+    @property
+    def more(self) -> bool:
+        """True when a notification arrived while the claim that spent the watch was
+        in flight: the queue may hold more jobs than it took."""
+        ...
+
+    async def close(self, timeout: float = 5.0) -> list[ClaimRun]:
+        """Disarm; wait (up to ``timeout``) for a claim in flight; return the claims
+        run. Once it returns the callback is never called. Raises ``StoreError`` when the
+        commit of a claim whose rows the callback took failed: ``UnreachableError`` when
+        the connection was lost with it (the claim may or may not have taken), another
+        ``StoreError`` when it rolled back."""
+        ...
 
 
 @runtime_checkable
@@ -78,6 +118,15 @@ class Store(Protocol):
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str
     ) -> list[JobRow]: ...
+    def job_claim_watch(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        on_claimed: ClaimCallback,
+    ) -> ClaimWatch | None:
+        """Arm a ClaimWatch that claims like ``job_claim`` when a notification for
+        ``queue`` arrives; None when the store cannot (no ``claim_on_notify``, or its
+        LISTEN connection is down). ``on_claimed`` must not raise."""
+        ...
+
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult: ...
     async def job_param_set(
         self, job_id: int, server_id: str, attempt: int, name: str, value: Any

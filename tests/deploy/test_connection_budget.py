@@ -22,7 +22,7 @@ import pytest
 from kiln._job import FINISHED_STATES, JobFilter, NewJob
 from kiln.stores import store_from_url
 from tests.deploy.conftest import ROOT
-from tests.plugins.databases import _postgres_schema_url
+from tests.plugins.databases import postgres_schema_url
 
 MAX_CONNS, LISTEN = 8, 1
 pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="need
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    yield from _postgres_schema_url()
+    yield from postgres_schema_url()
 
 
 def database_connections(pid: int, port: int) -> int:

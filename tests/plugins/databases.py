@@ -27,7 +27,7 @@ def _unavailable(backend: str, reason: str) -> None:
     pytest.skip(message)
 
 
-def _postgres_schema_url() -> Iterator[str]:
+def postgres_schema_url() -> Iterator[str]:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - dev extra installs it
@@ -81,7 +81,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'kiln.db'}"
     elif backend == "postgres":
-        yield from _postgres_schema_url()
+        yield from postgres_schema_url()
     else:
         yield from _mysql_database_url()
 

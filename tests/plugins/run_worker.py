@@ -26,7 +26,9 @@ async def main(app_spec: str, queue: str, config: dict[str, Any]) -> None:
     name, _, concurrency = queue.partition("=")
     server = app.server({name: int(concurrency or 10)}, kiln.ServerConfig(**config))
     if os.environ.get("KILN_TEST_NO_LISTEN") == "1":
-        caps = dataclasses.replace(server.store.capabilities, listen_notify=False)
+        caps = dataclasses.replace(
+            server.store.capabilities, listen_notify=False, claim_on_notify=False
+        )
         server.store.capabilities = caps  # this instance only
     task = asyncio.create_task(server.run())
     while server.stats()["state"] != "running":

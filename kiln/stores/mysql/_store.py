@@ -43,7 +43,14 @@ from kiln._job import (
     StateCount,
 )
 from kiln._portal import Portal
-from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
+from kiln.stores._protocol import (
+    ApplyResult,
+    Capabilities,
+    ClaimCallback,
+    ClaimWatch,
+    NotifyCallback,
+    ReleaseResult,
+)
 from kiln.stores.mysql import _admin, _cluster, _jobs, _kept, _schema
 from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
@@ -98,7 +105,8 @@ class MySQLStore:
     """A Store over MariaDB 10.6+ or MySQL 8 (``mysql://`` or ``mariadb://``)."""
 
     capabilities = Capabilities(
-        listen_notify=False, skip_locked=True, time_precision=1e-6, multi_host=True
+        listen_notify=False, skip_locked=True, time_precision=1e-6, multi_host=True,
+        claim_on_notify=False,
     )
 
     def __init__(self, url: str, *, pool: Any = None, max_conns: int = 8) -> None:
@@ -332,6 +340,12 @@ class MySQLStore:
         else:
             self._empty_queues.discard(queue)
         return jobs
+
+    def job_claim_watch(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        on_claimed: ClaimCallback,
+    ) -> ClaimWatch | None:
+        return None  # no LISTEN connection to claim on: servers claim when woken
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         first, again = await self._write(

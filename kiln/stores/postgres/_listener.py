@@ -3,7 +3,11 @@
 Owns that connection and its task (``kiln-pg-listener``): connect, LISTEN on the
 ``kiln`` channel, hand each notification to the callbacks, and reconnect with capped,
 jittered backoff when the connection is lost. TCP keepalives detect a silent peer.
-Runs no other statement, so an idle listener costs the database nothing.
+After its set-up it reads the connection from an event-loop reader callback with
+libpq's own calls, so a notification reaches the callbacks without an asyncio task
+hop, and it lends the connection to the Claimer, which claims on it for idle pools
+as notifications arrive. It runs nothing else, so an idle listener costs the
+database nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import logging
 import random
 
 import psycopg
+from psycopg import pq
 
 from kiln.stores._protocol import NotifyCallback
+from kiln.stores.postgres._claimer import Broken, Claimer
+from kiln.stores.postgres._plan import Counter
 
 CHANNEL = "kiln"
 log = logging.getLogger("kiln.stores.postgres")
@@ -23,7 +30,8 @@ log = logging.getLogger("kiln.stores.postgres")
 
 class Listener:
     def __init__(
-        self, url: str, *, connect_timeout: float = 5.0, max_backoff: float = 5.0
+        self, url: str, counter: Counter, *, connect_timeout: float = 5.0,
+        max_backoff: float = 5.0,
     ) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
@@ -34,6 +42,12 @@ class Listener:
         self._attempted = asyncio.Event()
         self.backend_pid: int | None = None  # for tests that cut the connection
         self.reconnects = 0
+        self.claimer = Claimer(counter)
+        self._lost: asyncio.Future[None] | None = None  # set when the connection fails
+        self._pgconn: pq.abc.PGconn | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writing = False  # waiting for the socket to take the rest of a claim
+        self._encoding = "utf-8"
 
     def up(self) -> bool:
         return self._up
@@ -60,8 +74,10 @@ class Listener:
             self.backend_pid = None
             try:
                 await self._listen()
-            except psycopg.Error as exc:
+            except (psycopg.Error, Broken) as exc:
                 log.warning("kiln listener: connection lost or refused: %s", exc)
+            except Exception:  # a bug reading the connection: log it, and start over
+                log.exception("kiln listener: failed reading its connection")
             self._up = False
             self._attempted.set()
             if self.backend_pid is not None:  # it was up: start the backoff over
@@ -76,23 +92,81 @@ class Listener:
             keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
             application_name="kiln-listener",
         )
+        loop = asyncio.get_running_loop()
+        lost: asyncio.Future[None] = loop.create_future()
+        pgconn, fd = conn.pgconn, conn.pgconn.socket
+        encoding = conn.info.encoding
+        reading = False
         try:
+            # what arrives while psycopg runs the set-up statements comes through here
+            conn.add_notify_handler(lambda n: self._deliver(n.channel, n.payload))
             await conn.execute(f"LISTEN {CHANNEL}")
-            self.backend_pid = conn.info.backend_pid
+            await self.claimer.prepare(conn)
+            # from here on libpq is driven from the reader callback, psycopg not at all
+            pgconn.nonblocking = 1
+            self._lost, self._pgconn, self._encoding = lost, pgconn, encoding
+            self._loop, self._writing = loop, False
+            loop.add_reader(fd, self._readable)
+            reading = True
+            self.backend_pid = pgconn.backend_pid
             self._up = True
             self._attempted.set()
-            async for note in conn.notifies():
-                self._deliver(note.channel, note.payload)
+            self._readable()  # anything already buffered
+            await lost
         finally:
             self._up = False
+            self._pgconn = None
+            if reading:
+                loop.remove_reader(fd)
+                loop.remove_writer(fd)
+            error = lost.exception() if lost.done() and not lost.cancelled() else None
+            self.claimer.lost(error or ConnectionError("the listener stopped"))
             with contextlib.suppress(Exception):
                 await conn.close()
 
+    def _readable(self) -> None:
+        """The connection has input: claim results, then notifications; then send the
+        claims those notifications call for."""
+        pgconn, lost = self._pgconn, self._lost
+        if pgconn is None or lost is None or lost.done():
+            return
+        try:
+            pgconn.consume_input()
+            self.claimer.read()
+            while (note := pgconn.notifies()) is not None:
+                self._deliver(
+                    note.relname.decode(self._encoding), note.extra.decode(self._encoding)
+                )
+            self.claimer.pump()
+            self._flush()
+        except Exception as exc:  # the connection is in an unknown state: start over
+            lost.set_exception(exc)
+
+    def _flush(self) -> None:
+        """Send what libpq holds; a full socket buffer waits for the socket to drain."""
+        pgconn, loop = self._pgconn, self._loop
+        assert pgconn is not None and loop is not None
+        pending = pgconn.flush() == 1
+        if pending != self._writing:  # (un)registering is a system call: only on change
+            if pending:
+                loop.add_writer(pgconn.socket, self._writable)
+            else:
+                loop.remove_writer(pgconn.socket)
+            self._writing = pending
+
+    def _writable(self) -> None:
+        lost = self._lost
+        if self._pgconn is None or lost is None or lost.done():
+            return
+        try:
+            self._flush()
+        except psycopg.Error as exc:
+            lost.set_exception(exc)
+
     def _deliver(self, channel: str, payload: str) -> None:
+        self.claimer.notified(payload)
         for callback in list(self._callbacks):
             try:
                 callback(channel, payload)
             except Exception:  # a callback's bug must not stop the listener
                 log.exception("kiln listener: callback failed on %s %r", channel, payload)
-
-

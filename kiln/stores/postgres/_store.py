@@ -36,7 +36,14 @@ from kiln._job import (
     StateCount,
 )
 from kiln.stores import _migrations
-from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
+from kiln.stores._protocol import (
+    ApplyResult,
+    Capabilities,
+    ClaimCallback,
+    ClaimWatch,
+    NotifyCallback,
+    ReleaseResult,
+)
 from kiln.stores.postgres import _cluster, _jobs
 from kiln.stores.postgres._listener import Listener
 from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
@@ -50,7 +57,8 @@ class PostgresStore:
     """A Store over PostgreSQL (``postgresql://user@host:5432/db``)."""
 
     capabilities = Capabilities(
-        listen_notify=True, skip_locked=True, time_precision=1e-6, multi_host=True
+        listen_notify=True, skip_locked=True, time_precision=1e-6, multi_host=True,
+        claim_on_notify=True,
     )
 
     def __init__(
@@ -63,10 +71,10 @@ class PostgresStore:
         self._connect_timeout = connect_timeout
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._open_lock: asyncio.Lock | None = None
-        self._listener = Listener(url, connect_timeout=connect_timeout)
+        self._counter = Counter()
+        self._listener = Listener(url, self._counter, connect_timeout=connect_timeout)
         self._sync_conn: psycopg.Connection[Any] | None = None
         self._sync_lock = threading.Lock()
-        self._counter = Counter()
 
     # lifecycle -----------------------------------------------------------------
     async def open(self) -> None:
@@ -205,6 +213,14 @@ class PostgresStore:
         return await self._run(
             "job_claim", lambda: _jobs.claim(queue, list(kinds), limit, server_id)
         )
+
+    def job_claim_watch(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        on_claimed: ClaimCallback,
+    ) -> ClaimWatch | None:
+        if not self._listener.up():
+            return None
+        return self._listener.claimer.watch(queue, kinds, limit, server_id, on_claimed)
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         return await self._run(

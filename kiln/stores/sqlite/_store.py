@@ -33,7 +33,14 @@ from kiln._job import (
     StateCount,
 )
 from kiln.stores import _migrations
-from kiln.stores._protocol import ApplyResult, Capabilities, NotifyCallback, ReleaseResult
+from kiln.stores._protocol import (
+    ApplyResult,
+    Capabilities,
+    ClaimCallback,
+    ClaimWatch,
+    NotifyCallback,
+    ReleaseResult,
+)
 from kiln.stores.sqlite import _cluster, _ops, _rates
 
 T = TypeVar("T")
@@ -79,7 +86,8 @@ class SQLiteStore:
     """A Store over one SQLite file (``sqlite:///path.db``)."""
 
     capabilities = Capabilities(
-        listen_notify=False, skip_locked=False, time_precision=1e-6, multi_host=False
+        listen_notify=False, skip_locked=False, time_precision=1e-6, multi_host=False,
+        claim_on_notify=False,
     )
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
@@ -212,6 +220,12 @@ class SQLiteStore:
         return await self._run(
             "job_claim", lambda c: _ops.write(c, _ops.claim, queue, list(kinds), limit, server_id)
         )
+
+    def job_claim_watch(
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        on_claimed: ClaimCallback,
+    ) -> ClaimWatch | None:
+        return None  # no LISTEN connection to claim on: servers claim when woken
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         return await self._run(
