@@ -5,6 +5,12 @@ slot. Claims in batches up to its free slots; when the queue looked empty it wai
 for a wake-up (notification, released jobs) or poll_interval. Does not write results:
 it hands them to the Completer.
 
+Idle on a store with ``claim_on_notify`` (PostgreSQL), the pool arms a ClaimWatch:
+the store claims for it on the LISTEN connection as a notification arrives and hands
+over the rows before their commit is confirmed, so a notified job starts about one
+round trip after its enqueue committed (docs/performance.md, "Pickup latency").
+Results are fenced: should that commit fail, a job that ran anyway writes nothing.
+
 Claiming ahead: while this pool's jobs are quick, it also claims more jobs than it has
 free slots, so that the next batch is on its way while the current one runs; a
 finishing job starts the next claimed one at once. It claims ahead only as many as its
@@ -29,11 +35,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from kiln._completer import Completer
-from kiln._errors import KilnError
+from kiln._errors import KilnError, UnreachableError
 from kiln._events import ClaimQueried, EventHub, JobClaimed, JobFinished, StoreFailed
 from kiln._executor import Executor
 from kiln._job import JobResult, JobRow, Outcome
 from kiln.stores import Store
+from kiln.stores._protocol import ClaimWatch
 
 log = logging.getLogger("kiln.pool")
 CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before claiming
@@ -41,6 +48,17 @@ AHEAD_WAIT = 0.02  # seconds a job claimed ahead may wait for its slot, on avera
 AHEAD_MAX = 8  # a pool holds at most (1 + AHEAD_MAX) x concurrency claimed jobs
 AHEAD_STALL = 0.1  # seconds without a free slot after which waiting jobs are handed back
 _SMOOTHING = 0.1  # weight of the latest duration in the running average
+
+
+class _Gate:
+    """The commit of one watch claim, which its jobs' writes wait for."""
+
+    __slots__ = ("ids", "opened", "rolled_back")
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+        self.opened = asyncio.Event()
+        self.rolled_back = False
 
 
 class Pool:
@@ -77,11 +95,27 @@ class Pool:
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._claiming = False
         self._in_claim = False
+        self._arming = store.capabilities.claim_on_notify
+        self._watch: ClaimWatch | None = None  # armed while the queue looks empty
+        self._woken = False  # a local wake-up since the last claim
+        self._claimed_as = server_id  # the id the claim in flight was made under
+        self._taken: list[JobRow] = []  # the rows that claim handed over
+        self._refused = False  # ... and that go back once it settled
+        self._gate: _Gate | None = None  # opens once the watch's claim settled
+        self._gates: dict[int, _Gate] = {}  # job id -> its unsettled claim's gate
         self.claimed = 0
         self.claim_errors = 0
 
     def wake(self) -> None:
+        """There may be jobs: released here, the notifier came back, a rejoin."""
+        self._woken = True
         self._wake.set()
+
+    def notified(self) -> None:
+        """A notification for this queue: an armed watch claims on it in the store."""
+        watch = self._watch
+        if watch is None or not watch.active:
+            self.wake()
 
     @property
     def waiting(self) -> int:
@@ -133,6 +167,7 @@ class Pool:
 
     async def _loop(self) -> None:
         error_delay = 0.0
+        claim_now = True
         while self._claiming:
             self._unstall()
             room = self._room()
@@ -142,35 +177,89 @@ class Pool:
             if self._completer.over_limit:
                 await self._completer.wait_for_room()
                 continue
+            if not claim_now:
+                claim_now = await self._idle(room)
+                continue
             self._wake.clear()
-            claimed_as = self.server_id
+            self._woken = False
             self._in_claim = True
             try:
                 jobs = await self._claim(room)
             except (KilnError, OSError) as exc:
                 self._in_claim = False
-                self.claim_errors += 1
-                self._events.emit(StoreFailed(operation="job_claim", error=exc))
+                self._claim_failed(exc)
                 error_delay = min(max(error_delay * 2, 0.1), self._poll_interval * 5)
                 await asyncio.sleep(error_delay)
                 continue
             self._in_claim = False
             error_delay = 0.0
-            if jobs and (
-                self.server_id != claimed_as or not self._may_claim() or not self._claiming
-            ):
-                # a claim that hung while the server fenced itself (or rejoined under a new
-                # id): its rows belong to a registration that is, or will be, judged dead
-                self._hand_back(jobs)
-                continue
-            if not self._ready:  # the stall clock starts when jobs begin to wait
-                self._freed = time.monotonic()
-            self._ready.extend(jobs)
-            self._fill()
             if len(jobs) < room:
-                await self._wait(self._wake, self._patience())
+                claim_now = False
             else:
                 await self._gather_slots()
+
+    async def _idle(self, room: int) -> bool:
+        """Wait for work after a claim found the queue empty; True: claim now.
+
+        On a store with ``claim_on_notify`` an armed watch claims for this pool the
+        moment a notification for the queue arrives, and the jobs start before that
+        claim's commit is confirmed; the pool then claims itself only if the watch
+        filled its room or more notifications came meanwhile. It claims itself too on
+        poll_interval, on a local wake-up, or when there is no watch."""
+        watch = self._arm(room)
+        took = 0
+        try:
+            await self._wait(self._wake, self._patience())
+        finally:
+            if watch is not None:
+                self._watch = None
+                took = await self._disarm(watch)
+        if watch is None or took == 0:
+            return True
+        return self._woken or watch.more or took >= room
+
+    def _arm(self, room: int) -> ClaimWatch | None:
+        if not self._arming:
+            return None
+        self._claimed_as, self._taken, self._refused = self.server_id, [], False
+        self._watch = self._store.job_claim_watch(
+            self.queue, self._kinds, room, self.server_id, self._take_notified
+        )
+        return self._watch
+
+    def _take_notified(self, jobs: list[JobRow]) -> None:
+        gate = self._gate = _Gate([row.id for row in jobs])
+        for job_id in gate.ids:
+            self._gates[job_id] = gate
+        self._take(jobs)
+        self._wake.set()
+
+    async def settled(self, job_id: int) -> None:
+        """Return once the claim of ``job_id`` has settled. A watch's jobs start before
+        their claim's commit is confirmed, and a write sent before it would see the job
+        as it was before the claim (READ COMMITTED) and be refused as fenced: results
+        and checkpoints wait here."""
+        gate = self._gates.get(job_id)
+        if gate is not None:
+            await gate.opened.wait()
+
+    async def _disarm(self, watch: ClaimWatch) -> int:
+        """Close the watch; return how many jobs it took."""
+        try:
+            runs = await watch.close()
+        except (KilnError, OSError) as exc:
+            self._claim_failed(exc)
+            return 0
+        finally:
+            self._open_gate()
+        events = self._events
+        if events.wants(ClaimQueried):
+            for run in runs:
+                events.emit(ClaimQueried(queue=self.queue, duration=run.duration,
+                                         claimed=run.claimed))
+        if self._refused:
+            self._hand_back(self._taken)
+        return sum(run.claimed for run in runs)
 
     def _patience(self) -> float:
         """How long the loop may sleep: not past AHEAD_STALL while claimed jobs wait."""
@@ -220,18 +309,66 @@ class Pool:
 
     async def _claim(self, limit: int) -> list[JobRow]:
         began = time.monotonic()
+        self._claimed_as, self._taken, self._refused = self.server_id, [], False
         jobs = await self._store.job_claim(self.queue, self._kinds, limit, self.server_id)
         events = self._events
         if events.wants(ClaimQueried):
             events.emit(
                 ClaimQueried(queue=self.queue, duration=time.monotonic() - began, claimed=len(jobs))
             )
+        if jobs:
+            self._take(jobs)
+            if self._refused:
+                self._hand_back(jobs)
+        return jobs
+
+    def _open_gate(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.opened.set()
+            for job_id in gate.ids:  # a job claimed again later must not find it
+                if self._gates.get(job_id) is gate:
+                    del self._gates[job_id]
+
+    def _take(self, jobs: list[JobRow]) -> None:
+        """A claim's rows: start the jobs, unless the claim hung while the server fenced
+        itself (or rejoined under a new id) or the pool stopped; then its rows belong
+        to a registration that is, or will be, judged dead, and go back once the claim
+        settled. A watch's rows come before their commit is confirmed."""
+        self._taken = jobs
+        self.claimed += len(jobs)
+        events = self._events
         if events.wants(JobClaimed):
             for row in jobs:
                 latency = (row.attempted_at or row.run_at) - row.run_at
                 events.emit(JobClaimed(job=row, latency=max(latency.total_seconds(), 0.0)))
-        self.claimed += len(jobs)
-        return jobs
+        if self.server_id != self._claimed_as or not self._may_claim() or not self._claiming:
+            self._refused = True
+            return
+        if not self._ready:  # the stall clock starts when jobs begin to wait
+            self._freed = time.monotonic()
+        self._ready.extend(jobs)
+        self._fill()
+
+    def _claim_failed(self, exc: BaseException) -> None:
+        """A claim raised; for a watch, maybe after its rows were taken (its commit
+        failed). A lost connection leaves it unknown whether the claim took: those jobs
+        run on, and their results, fenced like any other, apply only if it did. Any
+        other error rolled the claim back: those jobs are not this server's, and stop."""
+        self.claim_errors += 1
+        self._events.emit(StoreFailed(operation="job_claim", error=exc))
+        taken, self._taken = self._taken, []
+        if not taken or isinstance(exc, UnreachableError | OSError):
+            if taken and self._refused:
+                self._hand_back(taken)
+            return
+        mine = {id(row) for row in taken}
+        self._ready = collections.deque(r for r in self._ready if id(r) not in mine)
+        for task, row in list(self.running.items()):
+            if id(row) in mine:
+                task.cancel(msg="kiln: claim rolled back")
+        if self._gate is not None:
+            self._gate.rolled_back = True
 
     def _fill(self) -> None:
         """Start claimed jobs while there are free slots."""
@@ -265,6 +402,11 @@ class Pool:
         took = ended - began
         average = self._average
         self._average = took if average is None else average + (took - average) * _SMOOTHING
+        gate = self._gates.get(row.id) if self._gates else None
+        if gate is not None:
+            await gate.opened.wait()
+            if gate.rolled_back:  # not this server's job: nothing to write
+                return
         self._completer.push(result)
 
     def _hand_back(self, rows: list[JobRow]) -> None:

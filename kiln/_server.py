@@ -346,7 +346,7 @@ class Server:
             return
         pool = self._pools.get(payload)
         if pool is not None:
-            pool.wake()
+            pool.notified()
 
     def _notifier_changed(self, up: bool) -> None:
         """Down: the releaser falls back to its 100 ms check now, not after its sleep.
@@ -370,6 +370,9 @@ class Server:
             self.events.emit(NotifierChanged(up=self.bus.connected(), source=self.bus.name))
 
     async def _write_param(self, row: JobRow, name: str, value: Any) -> bool:
+        pool = self._pools.get(row.queue)
+        if pool is not None:
+            await pool.settled(row.id)  # a claim on a notification may not have committed
         return await self.store.job_param_set(
             row.id, row.server_id or self.id, row.attempt, name, value
         )

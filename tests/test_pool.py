@@ -22,7 +22,7 @@ from kiln._job import JobResult, JobRow, JobState, Outcome
 from kiln._kinds import make_kind
 from kiln._pool import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT, Pool
 from kiln._threads import ThreadPool
-from kiln.stores._protocol import ApplyResult
+from kiln.stores._protocol import ApplyResult, Capabilities
 
 CONCURRENCY = 4
 
@@ -38,6 +38,11 @@ def row(job_id: int) -> JobRow:
 
 
 class FakeStore:
+    capabilities = Capabilities(
+        listen_notify=False, skip_locked=True, time_precision=1e-6, multi_host=False,
+        claim_on_notify=False,
+    )
+
     def __init__(self, jobs: int) -> None:
         self.left = list(range(1, jobs + 1))
         self.asked: list[tuple[int, int]] = []  # (limit, jobs the pool held when asked)

@@ -82,7 +82,7 @@ def test_killed_worker_job_resumes_on_another_worker(
     # lease (1s) + a new leader's wait (dead_after 6s + heartbeat) + the rescue round
     wait_for(lambda: admin.job(job_id).state is JobState.COMPLETED, 40, "the job completed")
     row = admin.job(job_id)
-    assert row.server_id == survivor.server_id and row.attempt == 2  # the rescue counts
+    assert row.server_id == survivor.server_id and row.attempt == 2, (row.errors, row.params)
     assert row.params["starts"] == [0, at_kill] and at_kill >= 4
     assert row.params["cursor"] == 40
     assert "stopped sending heartbeats" in (row.errors[0].error if row.errors else "")

@@ -1,0 +1,122 @@
+"""An idle server on PostgreSQL takes notified jobs through its pools' ClaimWatches.
+
+poll_interval is 30 s here, so every job that starts within the test's few seconds
+was claimed on a notification: by a watch on the LISTEN connection, or by the pool
+itself when a watch told it there might be more. Jobs enqueued one at a time, waited
+for one by one, never need a claim of the pool's own; jobs enqueued back to back,
+some while a watch's claim is in flight, all start too (no notification is lost
+between a watch that took its jobs and the next one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import pytest
+
+import kiln
+from kiln._job import JobRow
+from tests.plugins.databases import postgres_schema_url
+
+JOBS = 40
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from postgres_schema_url()
+
+
+class Run:
+    def __init__(self, server: kiln.Server, client: kiln.Client) -> None:
+        self.server, self.client = server, client
+        self.started: dict[int, float] = {}
+        self.own_claims = 0
+
+
+@pytest.fixture
+async def run(pg_url: str) -> AsyncIterator[Run]:
+    app = kiln.App(pg_url)
+    holder: list[Run] = []
+
+    @app.job("tick", queue="ticks")
+    async def tick(job: kiln.Job) -> None:
+        holder[0].started[job.id] = time.monotonic()
+
+    @app.job("checkpoint_at_once", queue="ticks")
+    async def checkpoint_at_once(job: kiln.Job) -> None:
+        await job.set_param("cursor", 1)  # before the claim's commit could have settled
+
+    @app.job("sync_checkpoint_at_once", queue="ticks")
+    def sync_checkpoint_at_once(job: kiln.Job) -> None:
+        job.set_param_sync("cursor", 1)
+
+    await app.amigrate()
+    config = kiln.ServerConfig(poll_interval=30, heartbeat_interval=0.2, kill_grace=0.2,
+                               dead_after=6, leader_ttl=1)
+    server = app.server({"ticks": 4}, config)
+    run = Run(server, app.client())
+    holder.append(run)
+    claim = server.store.job_claim
+
+    async def counted(
+        queue: str, kinds: Sequence[str], limit: int, server_id: str
+    ) -> list[JobRow]:
+        run.own_claims += 1
+        return await claim(queue, kinds, limit, server_id)
+
+    server.store.job_claim = counted  # type: ignore[method-assign]
+    task = asyncio.create_task(server.run())
+    async with asyncio.timeout(10):
+        while server.stats()["state"] != "running":
+            await asyncio.sleep(0.01)
+    assert server.stats()["notifications"] is True
+    try:
+        yield run
+    finally:
+        server.stop()
+        await asyncio.wait_for(task, 20)
+        await run.client.store.close()
+
+
+async def started(run: Run, ids: list[int], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not all(i in run.started for i in ids):
+            await asyncio.sleep(0.002)
+
+
+async def test_jobs_enqueued_one_at_a_time_start_without_a_claim_of_the_pools_own(
+    run: Run,
+) -> None:
+    await asyncio.sleep(0.1)  # past the start-up claim, the pool is idle and armed
+    before = run.own_claims
+    for i in range(JOBS):
+        job_id = await run.client.enqueue("tick", {"i": i})
+        await started(run, [job_id])
+    assert run.own_claims == before
+
+
+async def test_jobs_enqueued_back_to_back_all_start(run: Run) -> None:
+    await asyncio.sleep(0.1)
+    began = time.monotonic()
+    ids = [await run.client.enqueue("tick", {"i": i}) for i in range(JOBS)]
+    await started(run, ids)
+    assert max(run.started.values()) - began < 5  # long before any poll_interval
+
+
+
+async def test_what_a_job_writes_at_once_waits_for_its_claims_commit(run: Run) -> None:
+    """A watch's jobs start before their claim commits; a checkpoint or a result sent
+    before that commit would not see the claim and be refused as fenced."""
+    await asyncio.sleep(0.1)
+    for i in range(10):
+        for kind in ("checkpoint_at_once", "sync_checkpoint_at_once", "tick"):
+            job_id = await run.client.enqueue(kind, {"i": i})
+            async with asyncio.timeout(5):
+                while (row := await run.client.get(job_id)) is None or not row.finished_at:
+                    await asyncio.sleep(0.002)
+            assert row.state is kiln.JobState.COMPLETED, (kind, row.errors)
+            assert row.attempt == 1
+            if kind != "tick":
+                assert row.params == {"cursor": 1}
