@@ -4,17 +4,21 @@ From the moment the enqueue call returns (committed) to the moment the handler s
 one job every 50 ms into an idle worker process, a few hundred jobs, each system on its
 own fresh database of the same PostgreSQL server and with its own LISTEN/NOTIFY. The
 enqueuer and the worker are separate processes on this host, both stamping
-``time.time()``. Twenty warm-up jobs are not counted. Prints one JSON object per
-system, then a summary; kiln's goal is under 1 ms p50 and under 3 ms p99.
+``time.time()``. Twenty warm-up jobs are not counted. A lag can be negative: the
+notification leaves the database with the commit, so a worker can start the job before
+the enqueuing process has been scheduled to see its own commit return. Prints one JSON object per
+system and run, then a summary: medians over the runs, and each peer's p50 and p99 as
+multiples of kiln's in the same runs. kiln's goal is under 1 ms p50 and under 3 ms p99.
 
-The peers run from their own virtualenv (default /tmp/peers, created with
-bench/peers/setup.sh when missing).
+The peers run from their own virtualenv (``--peers-venv``, default $KILN_PEERS_VENV or
+/tmp/kiln-peers, created with bench/peers/setup.sh when missing).
 
 ``--worker-sync-commit off`` runs every system's worker sessions (not the enqueuer's)
 with synchronous_commit off: claims and results then return before their WAL flush,
 which on this machine's disk is most of a millisecond.
 
-    python -m bench.bench_latency [--jobs 300] [--interval 0.05] [--systems kiln,pgqueuer]
+    python -m bench.bench_latency [--jobs 300] [--interval 0.05] [--runs 3]
+                                  [--systems kiln,pgqueuer,procrastinate]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_drain import PG, drop_database, fresh_database
+from bench.bench_drain import PEERS, PG, drop_database, fresh_database
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 20
@@ -131,26 +135,50 @@ def run_system(
     }
 
 
+def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the runs of each system, and each peer's figures as multiples of
+    kiln's from the same runs (a ratio per run, then their median)."""
+    by_system: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        if "p50_ms" in r:
+            by_system.setdefault(r["system"], []).append(r)
+    summary: dict[str, Any] = {
+        system: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50_ms", "p99_ms")}
+        for system, runs in by_system.items()
+    }
+    kiln_runs = by_system.get("kiln", [])
+    for system, runs in by_system.items():
+        if system == "kiln" or len(runs) != len(kiln_runs):
+            continue
+        for k in ("p50_ms", "p99_ms"):
+            ratios = [peer[k] / ours[k] for peer, ours in zip(runs, kiln_runs, strict=True)]
+            summary[system][f"{k}_vs_kiln"] = round(statistics.median(ratios), 2)
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--interval", type=float, default=0.05)
     parser.add_argument("--systems", default="kiln,pgqueuer,procrastinate")
-    parser.add_argument("--peers-venv", default="/tmp/peers")
+    parser.add_argument("--runs", type=int, default=1, help="interleaved rounds of all systems")
+    parser.add_argument("--peers-venv", default=PEERS)
     parser.add_argument("--worker-sync-commit", choices=("on", "off"), default="on")
     args = parser.parse_args()
     systems = args.systems.split(",")
     python = peers_python(args.peers_venv) if set(systems) - {"kiln"} else sys.executable
     results = []
-    for system in systems:
-        result = run_system(system, python, args.jobs, args.interval, args.worker_sync_commit)
-        print(json.dumps(result), flush=True)
-        results.append(result)
-    summary = {r["system"]: {"p50_ms": r.get("p50_ms"), "p99_ms": r.get("p99_ms")}
-               for r in results}
+    for run in range(args.runs):
+        for system in systems:
+            result = run_system(system, python, args.jobs, args.interval,
+                                args.worker_sync_commit)
+            result["run"] = run + 1
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    summary = summarise(results)
     kiln = summary.get("kiln", {})
     goal = {"p50_ms": 1.0, "p99_ms": 3.0}
-    print(json.dumps({"database": PG.rsplit("@", 1)[-1], "summary": summary,
+    print(json.dumps({"database": PG.rsplit("@", 1)[-1], "runs": args.runs, "summary": summary,
                       "kiln_goal": goal, "kiln_meets_goal": bool(kiln) and all(
                           (kiln.get(k) or 1e9) < v for k, v in goal.items())}))
 
