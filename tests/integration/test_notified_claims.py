@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
+import psycopg
 import pytest
 
 import kiln
@@ -33,6 +34,7 @@ class Run:
         self.server, self.client = server, client
         self.started: dict[int, float] = {}
         self.own_claims = 0
+        self.notifier: list[bool] = []
 
 
 @pytest.fixture
@@ -55,9 +57,12 @@ async def run(pg_url: str) -> AsyncIterator[Run]:
     await app.amigrate()
     config = kiln.ServerConfig(poll_interval=30, heartbeat_interval=0.2, kill_grace=0.2,
                                dead_after=6, leader_ttl=1)
-    server = app.server({"ticks": 4}, config)
+    events = kiln.EventHub()
+    server = app.server({"ticks": 4}, config, events=events)
     run = Run(server, app.client())
     holder.append(run)
+    events.subscribe(lambda e: run.notifier.append(e.up) if isinstance(e, kiln.NotifierChanged)
+                     else None)
     claim = server.store.job_claim
 
     async def counted(
@@ -120,3 +125,24 @@ async def test_what_a_job_writes_at_once_waits_for_its_claims_commit(run: Run) -
             assert row.attempt == 1
             if kind != "tick":
                 assert row.params == {"cursor": 1}
+
+
+async def test_a_lost_listen_connection_is_reported_and_its_jobs_start_when_it_is_back(
+    run: Run, pg_url: str
+) -> None:
+    """The server hears of it as from a Bus (NotifierChanged, kiln_notifier_up): the
+    releaser falls back to its 100 ms check, and the pools look again once it is back."""
+    assert run.notifier == [True]
+    listener = run.server.store._listener  # type: ignore[attr-defined]
+    pid = listener.backend_pid
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    async with asyncio.timeout(5):
+        while run.notifier[-1] is not False:
+            await asyncio.sleep(0.005)
+        assert run.server.stats()["notifications"] is False
+        while run.notifier[-1] is not True:
+            await asyncio.sleep(0.005)
+    assert run.notifier == [True, False, True] and listener.backend_pid != pid
+    job_id = await run.client.enqueue("tick", {})
+    await started(run, [job_id])

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from kiln._bus import STATE
 from kiln._job import JobFilter, Outcome, RateLimit
 from kiln.stores import Store
 from tests.plugins.databases import POSTGRES_URL
@@ -116,6 +117,8 @@ async def test_listener_reconnects_after_losing_its_connection(
         return store.listening() and listener.backend_pid not in (None, pid)
 
     await eventually(back, timeout=5.0)
+    states = [payload for channel, payload in inbox.items if channel == STATE]
+    assert states == ["down", "up"]  # as a Bus reports its connection
     await insert(store, job(queue=inbox.q("after")))
     await inbox.expect("after")
 

@@ -7,7 +7,8 @@ After its set-up it reads the connection from an event-loop reader callback with
 libpq's own calls, so a notification reaches the callbacks without an asyncio task
 hop, and it lends the connection to the Claimer, which claims on it for idle pools
 as notifications arrive. It runs nothing else, so an idle listener costs the
-database nothing.
+database nothing. Like a Bus, it tells its subscribers on channel ``STATE`` when its
+connection is lost (``down``) and when it is back (``up``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import random
 import psycopg
 from psycopg import pq
 
+from kiln._bus import STATE
 from kiln.stores._protocol import NotifyCallback
 from kiln.stores.postgres._claimer import Broken, Claimer
 from kiln.stores.postgres._plan import Counter
@@ -111,6 +113,8 @@ class Listener:
             self.backend_pid = pgconn.backend_pid
             self._up = True
             self._attempted.set()
+            if self.reconnects:  # the first "up" is the server's to report
+                self._tell(up=True)
             self._readable()  # anything already buffered
             await lost
         finally:
@@ -121,6 +125,8 @@ class Listener:
                 loop.remove_writer(fd)
             error = lost.exception() if lost.done() and not lost.cancelled() else None
             self.claimer.lost(error or ConnectionError("the listener stopped"))
+            if reading and error is not None:  # lost, not stopped
+                self._tell(up=False)
             with contextlib.suppress(Exception):
                 await conn.close()
 
@@ -163,8 +169,14 @@ class Listener:
         except psycopg.Error as exc:
             lost.set_exception(exc)
 
+    def _tell(self, up: bool) -> None:
+        """The connection came back or was lost: subscribers hear it on channel STATE
+        (kiln._bus), and look again when it is back (notifications were lost)."""
+        self._deliver(STATE, "up" if up else "down")
+
     def _deliver(self, channel: str, payload: str) -> None:
-        self.claimer.notified(payload)
+        if channel == CHANNEL:
+            self.claimer.notified(payload)
         for callback in list(self._callbacks):
             try:
                 callback(channel, payload)
