@@ -1,12 +1,16 @@
 """Browser tests: headless Chromium (Playwright, the system browser) against a live
 dashboard on a real store, with a kiln worker running the jobs.
 
-Saves docs/screenshots/{overview,failed-tab,job}.png on the way.
+Takes the screenshots {overview,failed-tab,job}.png on the way, into the test's own
+temporary directory, or into $KILN_SCREENSHOTS when set: the README's are refreshed with
+``KILN_SCREENSHOTS=docs/screenshots python -m pytest tests/web/test_browser.py``, so an
+ordinary test run leaves the checkout as it found it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -22,7 +26,6 @@ from kiln.stores import store_from_url
 from tests.web.conftest import TOKEN
 from tests.web.live import CHROMIUM_ARGS, LiveDashboard, chromium_or_skip
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
                          dead_after=6, leader_ttl=1)
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -121,8 +124,10 @@ def _row_ids(page_html: str) -> list[int]:
 
 
 async def test_requeue_all_failed_from_the_browser(
-    browser: Browser, live: LiveDashboard, admin: Client, store_url: str
+    browser: Browser, live: LiveDashboard, admin: Client, store_url: str, tmp_path: Path
 ) -> None:
+    shots = Path(os.environ.get("KILN_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
     jobs = await _seed(admin)
     outage = Outage()
     server = worker_app(store_url, outage).server(queues={"mail": 4}, config=FAST)
@@ -139,12 +144,12 @@ async def test_requeue_all_failed_from_the_browser(
             assert time.monotonic() < deadline, "the overview never counted the failures"
             await asyncio.sleep(0.5)
             await page.goto(live.url + "/")
-        await page.screenshot(path=str(SCREENSHOTS / "overview.png"), full_page=True)
+        await page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
         await page.click("a.card-failed")  # the overview's failed count opens the tab
         await expect(page.locator("nav.tabs a.current")).to_contain_text("Failed")
         assert sorted(_row_ids(await page.content())) == sorted(failed)
-        await page.screenshot(path=str(SCREENSHOTS / "failed-tab.png"), full_page=True)
+        await page.screenshot(path=str(shots / "failed-tab.png"), full_page=True)
 
         await page.fill('input[name="error"]', "smtp")
         await page.click('form.filters button[type="submit"]')
@@ -169,7 +174,7 @@ async def test_requeue_all_failed_from_the_browser(
         await page.goto(f"{live.url}/jobs/{jobs['dns'][0]}")
         await expect(page.locator(".errors .error-message")).to_contain_text("DNS failure")
         await expect(page.locator("dl.facts").first).to_contain_text(TRACEPARENT.split("-")[1])
-        await page.screenshot(path=str(SCREENSHOTS / "job.png"), full_page=True)
+        await page.screenshot(path=str(shots / "job.png"), full_page=True)
 
         await page.goto(live.url + "/audit")
         await expect(page.locator("table.audit tbody tr").first).to_contain_text("requeue")
