@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -48,6 +48,21 @@ async def queue(store: Store) -> AsyncIterator[str]:
     await store.listen(lambda channel, payload: None)
     assert store.listening()
     yield f"w{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def through_proxy(store_url: str, queue: str) -> AsyncIterator[tuple[Proxy, Store]]:
+    """A second, listening store on the same database, through a proxy to cut."""
+    parts = urlsplit(store_url)
+    proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    await proxy.start()
+    proxied = PostgresStore(urlunsplit(parts._replace(netloc=f"{parts.hostname}:{proxy.port}")))
+    await proxied.listen(lambda channel, payload: None)
+    try:
+        yield proxy, proxied
+    finally:
+        await proxied.close()
+        await proxy.cut()
 
 
 def arm(store: Store, queue: str, taken: Taken, limit: int = 5, kinds: tuple[str, ...] = ("k",),
@@ -215,7 +230,14 @@ async def test_a_callback_that_raises_rolls_the_claim_back(store: Store, queue: 
     def broken(rows: list[JobRow]) -> None:
         raise RuntimeError("a bug in the caller")
 
-    watch = store.job_claim_watch(queue, ["k"], 5, "s1", broken)
+    await rolled_back(store, queue, broken)
+
+
+async def rolled_back(store: Store, queue: str, on_claimed: Callable[[list[JobRow]], None]
+                      ) -> int:
+    """Arm a watch with ``on_claimed``, enqueue a job, and check that the claim's
+    commit failed and rolled back; return the job's id."""
+    watch = store.job_claim_watch(queue, ["k"], 5, "s1", on_claimed)
     assert watch is not None
     [job_id] = await insert(store, job(queue=queue))
     await eventually(lambda: _inactive(watch))
@@ -224,6 +246,7 @@ async def test_a_callback_that_raises_rolls_the_claim_back(store: Store, queue: 
     assert not isinstance(caught.value, UnreachableError)
     assert caught.value.operation == "job_claim"
     assert await state_of(store, job_id) == "available"
+    return job_id
 
 
 async def _more(watch: ClaimWatch) -> bool:
@@ -251,14 +274,7 @@ async def test_a_backend_ended_before_the_commit_rolls_the_claim_back(
                     break
                 admin.execute("SELECT pg_sleep(0.01)")
 
-    watch = store.job_claim_watch(queue, ["k"], 5, "s1", end_backend)
-    assert watch is not None
-    [job_id] = await insert(store, job(queue=queue))
-    await eventually(lambda: _inactive(watch))
-    with pytest.raises(StoreError) as caught:
-        await watch.close()
-    assert not isinstance(caught.value, UnreachableError)
-    assert await state_of(store, job_id) == "available"
+    job_id = await rolled_back(store, queue, end_backend)
 
     async def back() -> bool:
         return store.listening() and listener.backend_pid not in (None, pid)
@@ -273,60 +289,44 @@ async def test_a_backend_ended_before_the_commit_rolls_the_claim_back(
 
 
 async def test_a_connection_lost_with_the_commit_leaves_the_claim_unknown(
-    store: Store, store_url: str, queue: str
+    store: Store, queue: str, through_proxy: tuple[Proxy, Store]
 ) -> None:
     """The COMMIT never reaches the database and then the connection drops: nobody can
     say whether the claim took, so the error says unreachable (the pool lets those
     jobs run on; their results are fenced). Here it had not, and the job is back."""
-    proxy = Proxy("127.0.0.1", urlsplit(store_url).port or 5432)
-    await proxy.start()
-    parts = urlsplit(store_url)
-    proxied = PostgresStore(urlunsplit(parts._replace(netloc=f"{parts.hostname}:{proxy.port}")))
-    await proxied.listen(lambda channel, payload: None)
+    proxy, proxied = through_proxy
 
     def freeze(rows: list[JobRow]) -> None:
         proxy.frozen = True  # from here on nothing gets through, the COMMIT included
 
-    try:
-        watch = proxied.job_claim_watch(queue, ["k"], 5, "s1", freeze)
-        assert watch is not None
-        [job_id] = await insert(store, job(queue=queue))
-        await eventually(lambda: _inactive(watch))
-        await proxy.cut()
-        with pytest.raises(UnreachableError):
-            await watch.close()
-    finally:
-        await proxied.close()
-        await proxy.cut()
+    watch = proxied.job_claim_watch(queue, ["k"], 5, "s1", freeze)
+    assert watch is not None
+    [job_id] = await insert(store, job(queue=queue))
+    await eventually(lambda: _inactive(watch))
+    await proxy.cut()
+    with pytest.raises(UnreachableError):
+        await watch.close()
 
-    async def rolled_back() -> bool:
+    async def available_again() -> bool:
         return await state_of(store, job_id) == "available"
 
-    await eventually(rolled_back)  # once the database noticed the connection was gone
+    await eventually(available_again)  # once the database noticed the connection was gone
 
 
 async def test_a_watch_claims_as_its_listener_comes_back(
-    store: Store, store_url: str, queue: str
+    store: Store, queue: str, through_proxy: tuple[Proxy, Store]
 ) -> None:
     """Notifications sent while the LISTEN connection was down are lost: the watches
     armed meanwhile claim as soon as it is back."""
-    proxy = Proxy("127.0.0.1", urlsplit(store_url).port or 5432)
-    await proxy.start()
-    parts = urlsplit(store_url)
-    proxied = PostgresStore(urlunsplit(parts._replace(netloc=f"{parts.hostname}:{proxy.port}")))
-    await proxied.listen(lambda channel, payload: None)
+    proxy, proxied = through_proxy
     taken = Taken()
-    try:
-        watch = arm(proxied, queue, taken)
-        await proxy.cut()
-        await eventually(lambda: _down(proxied))
-        [job_id] = await insert(store, job(queue=queue))  # its notification goes nowhere
-        await proxy.restore()
-        await eventually(taken.arrived, timeout=10.0)
-        await watch.close()
-    finally:
-        await proxied.close()
-        await proxy.cut()
+    watch = arm(proxied, queue, taken)
+    await proxy.cut()
+    await eventually(lambda: _down(proxied))
+    [job_id] = await insert(store, job(queue=queue))  # its notification goes nowhere
+    await proxy.restore()
+    await eventually(taken.arrived, timeout=10.0)
+    await watch.close()
     assert [r.id for r in taken.rows[0]] == [job_id]
 
 
