@@ -197,7 +197,7 @@ async def test_notifications_during_a_claim_come_after_it_and_a_claim_that_took_
 
 def test_a_notification_while_the_claim_is_in_flight_says_there_may_be_more() -> None:
     claimer = Claimer(Counter())
-    watch = Watch(claimer, "q", ["k"], 5, "s1", Taken())
+    watch = Watch(claimer, "q", [], Taken())
     watch.notified()
     assert not watch.more  # armed: the claim it starts will see the job
     watch.sent()

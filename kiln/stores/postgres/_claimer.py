@@ -26,7 +26,8 @@ from typing import Any
 
 import psycopg
 from psycopg import abc, pq
-from psycopg.adapt import Transformer
+from psycopg.abc import Buffer
+from psycopg.adapt import PyFormat, Transformer
 
 from kiln._errors import StoreError, UnreachableError
 from kiln._job import JobRow
@@ -55,11 +56,11 @@ class Watch:
     """One pool's armed claim (kiln.stores.ClaimWatch)."""
 
     def __init__(
-        self, claimer: Claimer, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        self, claimer: Claimer, queue: str, params: Sequence[Buffer | None],
         on_claimed: ClaimCallback,
     ) -> None:
         self.queue = queue
-        self.params = _jobs.claim_params(queue, kinds, limit, server_id)
+        self.params = params  # the prepared claim's, dumped by psycopg
         self.on_claimed = on_claimed
         self.state = _State.ARMED
         self.runs: list[ClaimRun] = []
@@ -141,9 +142,12 @@ class Claimer:
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
         on_claimed: ClaimCallback,
     ) -> Watch | None:
-        if self._pgconn is None or not kinds or limit <= 0:
+        tx = self._tx
+        if tx is None or not kinds or limit <= 0:
             return None
-        watch = Watch(self, queue, kinds, limit, server_id, on_claimed)
+        stmt = _jobs.claim_stmt(queue, list(kinds), limit, server_id)
+        params = tx.dump_sequence(stmt.params, [PyFormat.TEXT] * len(stmt.params))
+        watch = Watch(self, queue, params, on_claimed)
         self._armed.setdefault(queue, []).append(watch)
         return watch
 

@@ -241,7 +241,7 @@ def claim_stmt(queue: str, kinds: list[str], limit: int, server_id: str) -> Stmt
 
 
 # the same claim, prepared on the LISTEN connection and run with libpq's own calls
-# (_claimer): $1 server_id, $2 queue, $3 kinds, $4 limit, as claim_stmt passes them
+# (_claimer), with claim_stmt's parameters: $1 server_id, $2 queue, $3 kinds, $4 limit
 CLAIM_PREPARED = "kiln_claim"
 
 
@@ -252,17 +252,6 @@ def _numbered(sql: str) -> str:
 
 
 CLAIM_PREPARE = f"PREPARE {CLAIM_PREPARED} (text, text, text[], int) AS {_numbered(CLAIM)}"
-
-
-def claim_params(queue: str, kinds: Sequence[str], limit: int, server_id: str) -> list[bytes]:
-    """CLAIM_PREPARED's parameters in PostgreSQL's text format."""
-    return [server_id.encode(), queue.encode(), text_array(kinds), str(limit).encode()]
-
-
-def text_array(items: Sequence[str]) -> bytes:
-    """A text[] literal: every element quoted, with its quotes and backslashes escaped."""
-    quoted = ('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items)
-    return ("{" + ",".join(quoted) + "}").encode()
 
 
 def claimed(rows: Rows) -> list[JobRow]:

@@ -218,8 +218,7 @@ class PostgresStore:
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
         on_claimed: ClaimCallback,
     ) -> ClaimWatch | None:
-        if not self._listener.up():
-            return None
+        # None while the LISTEN connection is down (the claimer has no connection then)
         return self._listener.claimer.watch(queue, kinds, limit, server_id, on_claimed)
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
