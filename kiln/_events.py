@@ -66,6 +66,17 @@ class JobFinished(Event):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class HandlerStuck(Event):
+    """kiln gave up on an attempt whose handler still runs: a plain ``def`` handler past
+    kill_grace after its timeout, shutdown or fence, or an async one that ignored its
+    cancellation when the server fenced itself. It keeps its slot until it ends."""
+
+    job: JobRow
+    reason: str  # "timeout", "shutdown" or "fenced"
+    thread: bool  # a plain def handler's thread (else an async task)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class JobRescued(Event):
     job: JobRow
     dead_server_id: str

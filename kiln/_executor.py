@@ -2,12 +2,17 @@
 
 Owns timeouts, middleware, the sync/async split and the retry decision. It does not
 claim, write results or decide shutdown: the pool and the server do.
+
+Anything an attempt raises is a failed attempt with its error recorded, BaseException
+subclasses included (``sys.exit()`` in a handler, a failing backoff): a hand-back never
+uses an attempt, so it happens only when the server shuts down or fences itself, never
+for an error that would come back on the next run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import math
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,6 +27,7 @@ from kiln._job import AttemptError, JobResult, JobRow, Outcome
 from kiln._kinds import Kind
 from kiln._outcomes import Cancel, Snooze
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
+from kiln._sync import SyncRunner
 from kiln._threads import ThreadPool
 
 Next = Callable[[], Awaitable[Any]]
@@ -55,6 +61,7 @@ class Executor:
         self._middleware = middleware
         self._is_async = {name: kind.is_async for name, kind in kinds.items()}
         self._deadlines = Deadlines()
+        self.sync = SyncRunner(threads, self._deadlines, float(config.kill_grace))
         self._loop: asyncio.AbstractEventLoop | None = None
         self.shutting_down = False
 
@@ -80,24 +87,20 @@ class Executor:
         started = time.monotonic()
         error: BaseException | None = None
         value: Any = None
-        deadlines.add(task, timeout)
+        is_async = self._is_async[row.kind]
+        if is_async:  # a sync job's timeout starts when its thread starts it (SyncRunner)
+            deadlines.add(task, timeout)
         try:
-            if self._middleware or not self._is_async[row.kind]:
-                value = await self._call(kind, job)
+            if self._middleware or not is_async:
+                value = await self._call(kind, job, task, timeout)
             else:
                 value = await kind.handler(job)
         except asyncio.CancelledError as exc:
-            if deadlines.discard(task):
-                task.uncancel()
-                job.cancelled.set()
-                error = _timed_out(timeout, exc)
-            else:
-                job.cancelled.set()
-                if not self.shutting_down:
-                    raise
-                error = Shutdown("cancelled by server shutdown")
-        except Exception as exc:
+            error = self._cancelled(task, job, timeout, exc)
+        except BaseException as exc:  # sys.exit() in a handler is a failed attempt too
             error = exc
+            if self.shutting_down and task.cancelling():  # raised because of the cancel
+                error = _shutdown(exc)
         finally:
             if deadlines.discard(task):  # expired, but the handler ended otherwise first:
                 task.uncancel()  # its outcome stands, as with asyncio.timeout
@@ -112,13 +115,28 @@ class Executor:
             )
         return result
 
-    async def _call(self, kind: Kind, job: Job) -> Any:
+    def _cancelled(
+        self, task: asyncio.Task[Any], job: Job, timeout: float, exc: asyncio.CancelledError
+    ) -> BaseException:
+        """The error of an attempt that raised CancelledError; re-raises a cancellation
+        by the server outside shutdown (fencing: the server decides what happens)."""
+        if self._deadlines.discard(task):
+            task.uncancel()
+            job.cancelled.set()
+            return _timed_out(timeout, exc)
+        if not task.cancelling():  # raised by the handler, not a cancellation of this task
+            return exc
+        job.cancelled.set()
+        if not self.shutting_down:
+            raise exc
+        return _shutdown(exc)
+
+    async def _call(self, kind: Kind, job: Job, task: asyncio.Task[Any], timeout: float) -> Any:
         async def call_handler() -> Any:
             if self._is_async[kind.name]:
                 return await kind.handler(job)
-            ctx = contextvars.copy_context()
-            future = self._threads.submit(ctx.run, kind.handler, job)
-            return await asyncio.wrap_future(future)
+            assert self._loop is not None
+            return await self.sync.call(kind, job, task, timeout, self._loop)
 
         if not self._middleware:
             return await call_handler()
@@ -133,19 +151,43 @@ class Executor:
         if error is None and value is None:  # the common case: completed
             return JobResult(row.id, row.server_id or self._server_id, row.attempt,
                              Outcome.COMPLETED)
-        if isinstance(error, Shutdown):
-            return self._made(row, Outcome.HANDED_BACK, error)
+        stuck = self.sync.gave_up(row.id, row.attempt)
+        if isinstance(error, Shutdown) and self.shutting_down:
+            why = f"{_describe(error)}; {_STILL_RUNNING}" if stuck else None
+            return self._made(row, Outcome.HANDED_BACK, error, why=why)
         if error is not None:
-            why = f"{type(error).__name__}: {error}"
+            why = _describe(error) + (f"; {_STILL_RUNNING}" if stuck else "")
             if row.attempt >= row.max_attempts:
                 return self._made(row, Outcome.FAILED, error, why=why)
-            delay = self.backoff_of(row, kind).wait(row.attempt)
+            delay, why = self._delay(row, kind, why)
             return self._made(row, Outcome.RETRY, error, delay, why)
         if isinstance(value, Snooze):
             return self._made(row, Outcome.SNOOZED, None, value.seconds)
         if isinstance(value, Cancel):
             return self._made(row, Outcome.CANCELLED, None, why=f"Cancel: {value.reason}")
         return self._made(row, Outcome.COMPLETED, None)
+
+    def _delay(self, row: JobRow, kind: Kind, why: str) -> tuple[float, str]:
+        """The backoff's wait after this attempt; should the backoff fail (a list shorter
+        than max_attempts, a bad value), the default backoff's, and the record says so."""
+        try:
+            delay = float(self.backoff_of(row, kind).wait(row.attempt))
+            if math.isfinite(delay) and delay >= 0:
+                return delay, why
+            problem = f"it returned {delay!r}"
+        except Exception as exc:
+            problem = f"it raised {_describe(exc)}"
+        delay = DEFAULT_BACKOFF.wait(row.attempt)
+        return delay, f"{why} (the job's backoff failed: {problem}; waited {delay:.3g}s " \
+            "by the default backoff instead)"
+
+    def crashed(self, row: JobRow, error: BaseException) -> JobResult:
+        """kiln's own per-job code raised around an attempt: a failed attempt with its
+        error recorded, with the default backoff (never a hand-back, which would loop)."""
+        why = f"kiln failed while running this attempt: {_describe(error)}"
+        if row.attempt >= row.max_attempts:
+            return self._made(row, Outcome.FAILED, error, why=why)
+        return self._made(row, Outcome.RETRY, error, DEFAULT_BACKOFF.wait(row.attempt), why)
 
     def _made(
         self, row: JobRow, outcome: Outcome, error: BaseException | None, delay: float = 0.0,
@@ -155,13 +197,38 @@ class Executor:
         if why is not None:
             record = AttemptError(
                 attempt=row.attempt, at=time.time(), error=why, server_id=self._server_id,
-                traceback="" if error is None
-                else "".join(traceback.format_exception(error))[-8000:],
+                traceback="" if error is None else _traceback(error),
             )
         return JobResult(
             job_id=row.id, server_id=row.server_id or self._server_id, attempt=row.attempt,
             outcome=outcome, run_at_delay=delay, error=record,
         )
+
+
+_STILL_RUNNING = (
+    "its handler (a plain def, which cannot be interrupted) was still running after "
+    "kill_grace, and may have gone on running after this record"
+)
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # a __str__ that raises must not lose the attempt
+        return f"{type(error).__name__}: <unprintable>"
+
+
+def _traceback(error: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(error))[-8000:]
+    except Exception:
+        return f"{type(error).__name__}: <traceback unavailable>"
+
+
+def _shutdown(cause: BaseException) -> Shutdown:
+    error = Shutdown("cancelled by server shutdown")
+    error.__cause__ = cause
+    return error
 
 
 def _timed_out(timeout: float, cause: BaseException) -> TimeoutError:

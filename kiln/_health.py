@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from kiln._events import (
@@ -28,12 +28,31 @@ class Health:
     fenced: bool = False
     heartbeat_stale: bool = False
     results_piling_up: bool = False
+    handlers_stuck: bool = False  # stuck handlers hold every slot of a queue, or every thread
 
     def __bool__(self) -> bool:
         return self.ok
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def stuck_reasons(
+    slots: Mapping[str, tuple[int, int]], threads_stuck: int, threads: int
+) -> list[str]:
+    """Why handlers kiln gave up on (still running past their timeout, shutdown or
+    fence) leave this server unable to make progress: they hold every slot of a queue
+    (``slots``: queue -> (concurrency, lingering)), or every thread for plain def
+    handlers. Fewer of them only slow it down: stats() counts them."""
+    reasons = [
+        f"queue {queue}: all {concurrency} slots held by handlers still running after "
+        "kiln gave up on their attempt (timeout, fence)"
+        for queue, (concurrency, lingering) in slots.items() if lingering >= concurrency
+    ]
+    if threads_stuck and threads_stuck >= threads:
+        reasons.append(f"all {threads} threads for plain def handlers are held by handlers "
+                       "still running after kiln gave up on their attempt")
+    return reasons
 
 
 class Counters:

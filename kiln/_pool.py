@@ -33,12 +33,21 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from kiln._completer import Completer
 from kiln._errors import KilnError, UnreachableError
-from kiln._events import ClaimQueried, EventHub, JobClaimed, JobFinished, StoreFailed
+from kiln._events import (
+    ClaimQueried,
+    EventHub,
+    HandlerStuck,
+    JobClaimed,
+    JobFinished,
+    StoreFailed,
+)
 from kiln._executor import Executor
 from kiln._job import JobResult, JobRow, Outcome
+from kiln._lingering import Lingering
 from kiln.stores import Store
 from kiln.stores._protocol import ClaimWatch
 
@@ -88,6 +97,7 @@ class Pool:
         self._wake = asyncio.Event()
         self._slot = asyncio.Event()
         self.running: dict[asyncio.Task[None], JobRow] = {}
+        self.lingering = Lingering(self._lingered)  # given up on, still running: slots taken
         self._ready: collections.deque[JobRow] = collections.deque()  # claimed, no slot yet
         self._average: float | None = None  # seconds a job of this pool takes, smoothed
         self._freed = time.monotonic()  # when a slot last came free
@@ -163,7 +173,8 @@ class Pool:
 
     def _room(self) -> int:
         """How many jobs this pool may claim now."""
-        return self.concurrency + self._ahead() - len(self.running) - len(self._ready)
+        return (self.concurrency + self._ahead() - len(self.running) - len(self._ready)
+                - len(self.lingering))
 
     async def _loop(self) -> None:
         error_delay = 0.0
@@ -376,29 +387,35 @@ class Pool:
         # (get_running_loop, current_task without a loop) is a getpid() system call
         ready, running, loop = self._ready, self.running, self._event_loop
         assert loop is not None
-        while ready and len(running) < self.concurrency:
+        slots = self.concurrency - len(self.lingering)
+        while ready and len(running) < slots:
             row = ready.popleft()
             running[loop.create_task(self._run(row), name=f"kiln-job-{row.id}")] = row
 
     async def _run(self, row: JobRow) -> None:
         began = time.monotonic()
+        result: JobResult | None = None
         try:
             result = await self._executor.run(row)
         except asyncio.CancelledError:
-            # cancelled outside shutdown (fencing): the server decides what happens
-            return
-        except BaseException:  # a bug in kiln or a middleware: never lose the job
-            log.exception("job %s crashed its executor; handing it back", row.id)
-            result = JobResult(
-                job_id=row.id, server_id=self.server_id, attempt=row.attempt,
-                outcome=Outcome.HANDED_BACK,
-            )
+            pass  # cancelled outside shutdown (fencing): the server decides what happens
+        except BaseException as exc:  # a bug in kiln's per-job code: a failed attempt,
+            # never a hand-back, which gives the attempt back and would loop for ever
+            log.exception("job %s: kiln failed running its attempt", row.id)
+            result = self._executor.crashed(row, exc)
+            self._events.emit(JobFinished(job=row, outcome=result.outcome, duration=0.0,
+                                          error=exc))
         finally:
+            thread = self._executor.sync.take(row.id, row.attempt)
+            if thread is not None:  # counted before the slot is given to another job
+                self._stuck(row, result, thread)
             self.running.pop(asyncio.current_task(self._event_loop), None)  # type: ignore[arg-type]
             self._freed = ended = time.monotonic()
             if self._ready and self._claiming and self._may_claim():
                 self._fill()
             self._slot.set()
+        if result is None:
+            return
         took = ended - began
         average = self._average
         self._average = took if average is None else average + (took - average) * _SMOOTHING
@@ -424,8 +441,33 @@ class Pool:
 
     def abandon(self) -> list[JobRow]:
         """Forget tasks that ignored cancellation, and the claimed jobs not yet started;
-        return their jobs (the server hands them back, or leaves them to the rescuer)."""
+        return their jobs (the server hands them back, or leaves them to the rescuer).
+        The tasks linger, keeping their slots, until they end."""
         rows = [*self.running.values(), *self._ready]
+        for task, row in self.running.items():
+            if not task.done():
+                self.lingering.add_task(task)
+                self._events.emit(HandlerStuck(job=row, reason=self._reason(), thread=False))
         self.running.clear()
         self._ready.clear()
         return rows
+
+    def _stuck(self, row: JobRow, result: JobResult | None, thread: Any) -> None:
+        assert self._event_loop is not None
+        self.lingering.add_thread(thread, self._event_loop)
+        reason = "timeout" if result is not None and result.outcome is not Outcome.HANDED_BACK \
+            else self._reason()
+        log.warning("job %s: its plain def handler still runs after kill_grace (%s); its "
+                    "thread keeps a slot of queue %s until it returns", row.id, reason,
+                    self.queue)
+        self._events.emit(HandlerStuck(job=row, reason=reason, thread=True))
+
+    def _reason(self) -> str:
+        return "fenced" if self._claiming else "shutdown"
+
+    def _lingered(self) -> None:
+        """A handler kiln had given up on ended: its slot is free."""
+        self._freed = time.monotonic()
+        if self._ready and self._claiming and self._may_claim():
+            self._fill()
+        self._slot.set()

@@ -31,9 +31,9 @@ from kiln._elector import Elector
 from kiln._errors import ConfigError, KilnError, Shutdown
 from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged
 from kiln._executor import Executor, Middleware
-from kiln._health import Counters, Health
+from kiln._health import Counters, Health, stuck_reasons
 from kiln._heartbeat import Heartbeater, new_server_id
-from kiln._job import JobResult, JobRow, Outcome, ServerInfo
+from kiln._job import AttemptError, JobResult, JobRow, Outcome, ServerInfo
 from kiln._kinds import Kind
 from kiln._pool import Pool
 from kiln._releaser import Releaser
@@ -44,6 +44,9 @@ from kiln.stores import Store
 
 log = logging.getLogger("kiln.server")
 T = TypeVar("T")
+# beyond kill_grace, the time a task whose wait for its thread just ended needs to
+# send its result: without it the server could hand the same job back a second time
+_SETTLE = 0.1
 
 
 class Server:
@@ -138,10 +141,18 @@ class Server:
             reasons.append(f"heartbeat stale: last confirmed {self._heartbeat.age:.1f}s ago")
         if piling and self._completer:
             reasons.append(f"results piling up: {self._completer.pending} unwritten")
+        stuck = self._stuck_reasons()
+        reasons.extend(stuck)
         return Health(
             ok=not reasons, reasons=tuple(reasons), fenced=fenced, heartbeat_stale=stale,
-            results_piling_up=piling,
+            results_piling_up=piling, handlers_stuck=bool(stuck),
         )
+
+    def _stuck_reasons(self) -> list[str]:
+        if self._state != "running" or self._threads is None:
+            return []
+        slots = {q: (p.concurrency, len(p.lingering)) for q, p in self._pools.items()}
+        return stuck_reasons(slots, self._executor.sync.stuck, self._threads.size)
 
     def stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = self.counters.as_dict()
@@ -158,7 +169,10 @@ class Server:
             notifications=self._notified(),
             event_errors=self.events.errors,
             events_dropped=self.events.dropped,
-            queues={q: {"concurrency": p.concurrency, "running": len(p.running)}
+            handlers_stuck=sum(len(p.lingering) for p in self._pools.values()),
+            threads_stuck=self._executor.sync.stuck if self._threads is not None else 0,
+            queues={q: {"concurrency": p.concurrency, "running": len(p.running),
+                        "stuck": len(p.lingering)}
                     for q, p in self._pools.items()},
         )
         return stats
@@ -256,9 +270,10 @@ class Server:
         self._executor.shutting_down = True
         tasks = [t for p in self._pools.values() for t in p.running]
         if tasks:
+            self._grant_grace()
             for pool in self._pools.values():
                 pool.cancel_running()
-            await self._wait_tasks(tasks, float(self.config.kill_grace))
+            await self._wait_tasks(tasks, float(self.config.kill_grace) + _SETTLE)
         for pool in self._pools.values():
             for row in pool.abandon():
                 self._hand_back(row)
@@ -284,15 +299,19 @@ class Server:
             _done, pending = await asyncio.wait(pending, timeout=min(left, 0.05))
 
     def _hand_back(self, row: JobRow) -> None:
-        """Hand back a job whose task ignored cancellation; it counts as any hand-back."""
+        """Hand back a job whose task ignored cancellation; it counts as any hand-back,
+        and its record says that its handler may still be running."""
         assert self._completer is not None
+        error = Shutdown("its handler ignored the cancellation past kill_grace, and may "
+                         "have gone on running after this record")
         self.events.emit(
-            JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0,
-                        error=Shutdown("ignored cancellation past kill_grace"))
+            JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0, error=error)
         )
+        record = AttemptError(attempt=row.attempt, at=time.time(),
+                              error=f"Shutdown: {error}", server_id=self.id)
         self._completer.push(
             JobResult(job_id=row.id, server_id=row.server_id or self.id, attempt=row.attempt,
-                      outcome=Outcome.HANDED_BACK)
+                      outcome=Outcome.HANDED_BACK, error=record)
         )
 
     async def _close(self) -> None:
@@ -383,12 +402,19 @@ class Server:
         The cancelled jobs write no result: the rescuer of a healthy server retries them.
         """
         tasks = [t for p in self._pools.values() for t in p.running]
+        self._grant_grace()
         for task in tasks:
             task.cancel(msg=f"kiln: fenced ({reason})")
         if tasks:
-            await self._wait_tasks(tasks, float(self.config.kill_grace))
+            await self._wait_tasks(tasks, float(self.config.kill_grace) + _SETTLE)
         for pool in self._pools.values():
-            pool.abandon()
+            pool.abandon()  # what still runs lingers, keeping its slot (see kiln._lingering)
+        self._executor.sync.grace_until = None
+
+    def _grant_grace(self) -> None:
+        """The end of the kill_grace the server waits: threads are waited for until then."""
+        assert self._loop is not None
+        self._executor.sync.grace_until = self._loop.time() + float(self.config.kill_grace)
 
     def _rejoined(self, new_id: str) -> None:
         for pool in self._pools.values():

@@ -24,6 +24,10 @@ class ThreadPool:
         self._idle = 0
         self._lock = threading.Lock()
 
+    @property
+    def size(self) -> int:
+        return self._size
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._queue.put((future, fn, args))

@@ -65,6 +65,7 @@ class GaugeSet:
         observable(meter, n.SERVER_RUNNING, self._per_queue(lambda s: _pools(s, "running")))
         observable(meter, n.SERVER_CONCURRENCY,
                    self._per_queue(lambda s: _pools(s, "concurrency")))
+        observable(meter, n.SERVER_HANDLERS_STUCK, self._per_queue(lambda s: _pools(s, "stuck")))
         observable(meter, n.NOTIFIER_UP, self._notifier)
         observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
 
@@ -140,6 +141,8 @@ def _pools(server: Server, field: str) -> dict[str, int]:
         return {q: (c if field == "concurrency" else 0) for q, c in server.queues.items()}
     if field == "concurrency":
         return {q: p.concurrency for q, p in pools.items()}
+    if field == "stuck":
+        return {q: len(p.lingering) for q, p in pools.items()}
     return {q: len(p.running) for q, p in pools.items()}
 
 

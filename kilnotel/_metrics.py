@@ -23,6 +23,7 @@ from kiln import (
     ClaimQueried,
     Event,
     Fenced,
+    HandlerStuck,
     Heartbeat,
     JobClaimed,
     JobFinished,
@@ -98,6 +99,7 @@ class EventMetrics:
         self.retried = tally(provider, meter, n.JOBS_RETRIED)
         self.handed_back = tally(provider, meter, n.JOBS_HANDED_BACK)
         self.rescued = counter(meter, n.JOBS_RESCUED)
+        self.stuck = counter(meter, n.JOBS_STUCK)
         self.db_errors = counter(meter, n.DB_ERRORS)
         self.heartbeat_failures = counter(meter, n.SERVER_HEARTBEAT_FAILURES)
         self.leader_changes = counter(meter, n.SERVER_LEADER_CHANGES)
@@ -121,6 +123,7 @@ class EventMetrics:
             Heartbeat: self._heartbeat,
             LeaderChanged: self._leader,
             Fenced: lambda e: self.fenced.add(1),
+            HandlerStuck: lambda e: self.stuck.add(1, self._by_kind(e.job.queue, e.job.kind).attrs),
             NotifierChanged: self._notifier,
         }
 
@@ -149,6 +152,7 @@ class EventMetrics:
                     self._by_outcome(queue, kind, outcome)
                 for outcome in RESCUE_OUTCOMES:
                     self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
+                self.stuck.add(0, self._by_kind(queue, kind).attrs)
 
     # attribute sets, built once ---------------------------------------------------------
     def _by_kind(self, queue: str, kind: str) -> _ByKind:

@@ -203,6 +203,12 @@ JOBS_HANDED_BACK = Metric(
     "kiln.jobs.handed_back", "counter", "{job}",
     "Jobs returned to their queue at shutdown without using an attempt", (QUEUE, KIND),
 )
+JOBS_STUCK = Metric(
+    "kiln.jobs.stuck", "counter", "{job}",
+    "Attempts kiln gave up on while their handler went on running (a plain def handler "
+    "past kill_grace after its timeout, shutdown or fence; an async one that ignored "
+    "its cancellation at a fence)", (QUEUE, KIND),
+)
 DB_ERRORS = Metric(
     "kiln.db.errors", "counter", "{error}",
     "Store operations that raised, by operation", (OPERATION,),
@@ -219,6 +225,11 @@ SERVER_RUNNING = Metric(
 SERVER_CONCURRENCY = Metric(
     "kiln.server.concurrency", "gauge", "{job}",
     "Configured concurrency of this server's pool, by queue", (QUEUE,),
+)
+SERVER_HANDLERS_STUCK = Metric(
+    "kiln.server.handlers.stuck", "gauge", "{handler}",
+    "Handlers still running after kiln gave up on their attempt, by queue; each keeps a "
+    "slot of its queue taken until it returns", (QUEUE,),
 )
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
@@ -263,11 +274,13 @@ METRICS: tuple[Metric, ...] = (
     JOBS_RETRIED,
     JOBS_RESCUED,
     JOBS_HANDED_BACK,
+    JOBS_STUCK,
     DB_ERRORS,
     SERVER_HEALTHY,
     SERVER_LEADER,
     SERVER_RUNNING,
     SERVER_CONCURRENCY,
+    SERVER_HANDLERS_STUCK,
     SERVER_RESULTS_PENDING,
     SERVER_HEARTBEAT_AGE,
     SERVER_HEARTBEAT_FAILURES,

@@ -43,6 +43,17 @@ def sync_job(job):
 async def sleepy(job):
     await asyncio.sleep(120)
 
+@app.job("deaf", queue="slow")
+async def deaf(job):
+    """Swallows every cancellation for a minute."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while loop.time() < deadline:
+        try:
+            await asyncio.sleep(deadline - loop.time())
+        except asyncio.CancelledError:
+            continue
+
 not_an_app = 42
 '''
 FAST = {"KILN_POLL_INTERVAL": "0.2", "KILN_HEARTBEAT_INTERVAL": "0.2", "KILN_LEADER_TTL": "1",
@@ -163,7 +174,7 @@ def test_worker_runs_jobs_serves_health_and_stops_on_sigterm(
     assert body["healthy"] is True and body["reasons"] == []
     status, stats = get(f"{health}/stats")
     assert status == 200 and stats["completed"] == len(ids) and stats["state"] == "running"
-    assert stats["queues"] == {"default": {"concurrency": 4, "running": 0}}
+    assert stats["queues"] == {"default": {"concurrency": 4, "running": 0, "stuck": 0}}
     assert get(f"{health}/nope")[0] == 404
 
     servers = json.loads(ok(run_cli("--database-url", url, "servers", "--json")))
@@ -192,6 +203,24 @@ def test_sigterm_during_a_long_job_hands_it_back_within_the_configured_bounds(
     row = next(j for j in jobs(url) if j.id == job_id)
     assert row.state is JobState.AVAILABLE and row.attempt == 0, row
     assert "handed_back 1" in w.output()
+
+
+def test_sigterm_exits_in_time_while_an_async_handler_swallows_cancellation(
+    url: str, start_worker: Callable[..., Worker]
+) -> None:
+    """asyncio.run waits for every task it cancels at exit, so a handler that swallows
+    its cancellation held the process long after its job was handed back (issue 22,
+    defect 7: 17.6 s). The process must exit within shutdown_timeout + kill_grace."""
+    job_id = enqueue(url, "deaf", "--queue", "slow")
+    w = start_worker(url, "--queue", "slow=1", "--shutdown-timeout", "0.5", "--kill-grace",
+                     "300ms")
+    wait_for("the job to start", lambda: jobs(url)[0].state is JobState.RUNNING)
+    took = w.stop(timeout=60)
+    assert took < 0.5 + 0.3 + 3.0, f"the worker took {took:.1f}s to exit"
+    assert w.proc.returncode == 0, w.output()
+    row = next(j for j in jobs(url) if j.id == job_id)
+    assert row.state is JobState.AVAILABLE and row.attempt == 0, row
+    assert "may have gone on running" in row.errors[-1].error, row.errors
 
 
 def test_worker_on_a_database_that_is_not_migrated(

@@ -9,7 +9,6 @@ kilnotel.serve. The exit code is 0 after a graceful shutdown.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import logging
 import os
@@ -19,7 +18,7 @@ from typing import Any
 
 from kiln._app import App
 from kiln._errors import ConfigError
-from kiln._server import Server
+from kiln._server import Server, run_in_new_loop
 from kiln.cli._database import explicit_url
 from kiln.cli._parser import UsageError
 from kiln.cli._server_config import add_flags, config_from
@@ -130,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         load_serve()  # fail before starting anything when kilnotel is missing
     hosts = (args.health_host or environ.get("KILN_HEALTH_HOST", "127.0.0.1"),
              args.metrics_host or environ.get("KILN_METRICS_HOST", "127.0.0.1"))
-    asyncio.run(serve(server, health_port, metrics_port, hosts))
+    # not asyncio.run: it waits for every task it cancels at exit, so a handler that
+    # swallows its cancellation would hold the process long after its job was handed back
+    run_in_new_loop(serve(server, health_port, metrics_port, hosts))
     return 0
 
 

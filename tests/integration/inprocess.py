@@ -1,0 +1,90 @@
+"""A server running in the test's own event loop, with its events recorded.
+
+For tests that need to see inside a server (stats, health, events, a handler's
+thread) while it runs against a real store; tests of what a worker process does use
+tests/plugins/workers.py instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import kiln
+from kiln.stores import Store, store_from_url
+
+T = TypeVar("T")
+# keeps dead_after > 3*heartbeat_interval + kill_grace + 5s (6 > 5.8)
+FAST: dict[str, Any] = dict(
+    poll_interval=0.05, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6.0,
+    leader_ttl=1.0, shutdown_timeout=0.3,
+)
+
+
+def config(**overrides: Any) -> kiln.ServerConfig:
+    return kiln.ServerConfig(**{**FAST, **overrides})
+
+
+class Running:
+    """``server.run()`` as a task; ``events`` holds every event it emitted."""
+
+    def __init__(self, server: kiln.Server) -> None:
+        self.server = server
+        self.events: list[kiln.Event] = []
+        server.events.subscribe(self.events.append)
+        self.task: asyncio.Task[None] = asyncio.get_running_loop().create_task(server.run())
+
+    async def started(self) -> Running:
+        def running() -> bool:
+            if self.task.done():
+                self.task.result()
+            return bool(self.server.stats()["state"] == "running")
+
+        await wait_for(running, 10, "the server to run")
+        return self
+
+    def finished(self, job_id: int | None = None) -> list[kiln.JobFinished]:
+        return [e for e in self.events if isinstance(e, kiln.JobFinished)
+                and (job_id is None or e.job.id == job_id)]
+
+    def of(self, cls: type[T]) -> list[T]:
+        return [e for e in self.events if isinstance(e, cls)]
+
+    async def stop(self, timeout: float = 20.0) -> float:
+        """Stop the server; return how long run() took to return."""
+        began = time.monotonic()
+        self.server.stop()
+        async with asyncio.timeout(timeout):
+            await self.task
+        return time.monotonic() - began
+
+
+async def open_store(url: str) -> Store:
+    store = store_from_url(url)
+    await store.open()
+    await store.migrate()
+    return store
+
+
+async def wait_for(
+    condition: Callable[[], T | None] | Callable[[], Awaitable[T | None]], timeout: float,
+    what: str,
+) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def job_of(store: Store, job_id: int) -> kiln.JobRow:
+    row = await store.job_get(job_id)
+    assert row is not None, f"job {job_id} is gone"
+    return row
