@@ -400,7 +400,7 @@ def release_due() -> Plan[ReleaseResult]:
 
 
 # admin -------------------------------------------------------------------------------
-REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available"]
+REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
 CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
 DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 
