@@ -31,7 +31,16 @@ from typing import Any
 
 from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln.stores._protocol import ApplyResult, ReleaseResult
-from kiln.stores._rows import attempt_delta, dumps, errors_from, loads, next_state
+from kiln.stores._rows import (
+    RESCUE_ADD,
+    RESCUE_KEEP,
+    attempt_delta,
+    dumps,
+    errors_from,
+    loads,
+    next_state,
+    rescue_step,
+)
 from kiln.stores.mysql._plan import (
     Plan,
     Result,
@@ -213,7 +222,9 @@ def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     else:
         sets.append("finished_at = NULL")
         sets.append("server_id = NULL")  # the claimer stays on a finished job only
-    sets.append("rescues = rescues + 1" if r.rescued else "rescues = 0")
+    rescue = rescue_step(r)
+    if rescue != RESCUE_KEEP:
+        sets.append("rescues = rescues + 1" if rescue == RESCUE_ADD else "rescues = 0")
     if r.error is not None:
         sets.append("errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%s, '$'))")
         params.append(dumps(r.error.to_json()))

@@ -36,6 +36,7 @@ from kiln.stores._rows import (
     errors_from,
     loads,
     next_state,
+    rescue_step,
 )
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one, step
 
@@ -279,13 +280,13 @@ def claim(queue: str, kinds: list[str], limit: int, server_id: str) -> Plan[list
 # included (until a vacuum), for each result; a parameter leaves only the primary key.
 RESULTS_APPLY = (
     "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
-    " %b::int[], %b::float8[], %b::text[], %b::bool[])"
-    " AS r(id, server_id, attempt, state, delta, delay, error, rescued)),"
+    " %b::int[], %b::float8[], %b::text[], %b::int[])"
+    " AS r(id, server_id, attempt, state, delta, delay, error, rescue)),"
     " upd AS (UPDATE kiln_jobs j SET state = r.state, attempt = j.attempt + r.delta,"
     " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
     "  THEN now() + r.delay * interval '1 second' ELSE j.run_at END,"
     " finished_at = CASE WHEN r.state IN ('completed', 'failed', 'cancelled') THEN now() END,"
-    " rescues = CASE WHEN r.rescued THEN j.rescues + 1 ELSE 0 END,"
+    " rescues = CASE r.rescue WHEN 1 THEN j.rescues + 1 WHEN 0 THEN j.rescues ELSE 0 END,"
     " errors = CASE WHEN r.error IS NULL THEN j.errors"
     "  ELSE j.errors || jsonb_build_array(r.error::jsonb) END,"
     " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
@@ -327,7 +328,7 @@ def counted(rows: Rows) -> dict[str, int]:
 
 def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
     cols: list[Any] = [[], [], [], [], [], [], [], []]
-    ids, servers, attempts, states, deltas, delays, errors, rescued = cols
+    ids, servers, attempts, states, deltas, delays, errors, rescue = cols
     for r in ordered:
         ids.append(r.job_id)
         servers.append(r.server_id)
@@ -336,7 +337,7 @@ def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
         deltas.append(attempt_delta(r))
         delays.append(float(max(r.run_at_delay, 0.0)))
         errors.append(None if r.error is None else dumps(r.error.to_json()))
-        rescued.append(r.rescued)
+        rescue.append(rescue_step(r))
     return Stmt(RESULTS_APPLY, (*cols, "running", with_dependents), prepare=True)
 
 

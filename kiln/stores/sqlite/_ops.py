@@ -32,6 +32,7 @@ from kiln.stores._rows import (
     first_state,
     loads,
     next_state,
+    rescue_step,
     run_at_of,
     ts,
     ts_required,
@@ -254,7 +255,8 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         error = None if r.error is None else dumps(r.error.to_json())
         cur = conn.execute(
             "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
-            " finished_at = ?, rescues = CASE WHEN ? THEN rescues + 1 ELSE 0 END,"
+            " finished_at = ?,"
+            " rescues = CASE ? WHEN 1 THEN rescues + 1 WHEN 0 THEN rescues ELSE 0 END,"
             " errors = CASE WHEN ? IS NULL THEN errors"
             "  ELSE json_insert(errors, '$[#]', json(?)) END,"
             " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
@@ -264,7 +266,7 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
             (
                 state.value, attempt_delta(r),
                 None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
-                r.rescued, error, error, state.value, r.job_id, r.server_id, r.attempt,
+                rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt,
             ),
         ).fetchone()
         if cur is None:
