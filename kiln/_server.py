@@ -391,6 +391,7 @@ class Server:
             pool.abandon()
 
     def _rejoined(self, new_id: str) -> None:
+        self._executor.rejoined(new_id)
         for pool in self._pools.values():
             pool.server_id = new_id
             pool.wake()
