@@ -245,7 +245,7 @@ def admit(key: str, max_batch: int) -> Plan[AdmitResult]:
         begin=True,
     )
     if not out[0].rows:
-        return AdmitResult(admitted=[], next_at=None)
+        return AdmitResult(admitted=[], next_at=None, declared=False)
     rate, per, burst, tokens, updated_at = out[0].rows[0]
     now: datetime = out[2].rows[0][0]
     in_window, oldest = int(out[2].rows[0][1]), out[2].rows[0][2]

@@ -263,7 +263,7 @@ def admit(key: str, max_batch: int) -> Plan[AdmitResult]:
         Stmt(ADMIT_READ, (key, key, key, key, max_batch + 1, key, max_batch)),
     )
     if not out[0]:
-        return AdmitResult(admitted=[], next_at=None)
+        return AdmitResult(admitted=[], next_at=None, declared=False)
     rate, per, burst, tokens, updated_at = out[0][0]
     at, now, in_window, oldest, pending, due = out[1][0]
     limit = RateLimit(rate=rate, per=per, burst=burst)
