@@ -80,6 +80,15 @@ def attempt_delta(result: JobResult) -> int:
     return -1 if result.outcome in (Outcome.SNOOZED, Outcome.HANDED_BACK) else 0
 
 
+def readmitted(result: JobResult) -> bool:
+    """Whether a rate-limited job goes back to ``pending`` (through admission) rather
+    than straight to scheduled or available: every result after which the job runs
+    again (a retry, a rescue, a snooze, a hand-back) makes it claimable again, and the
+    operator's guide bounds every time a key's jobs are made claimable, so each such
+    start is admitted like the first."""
+    return result.outcome in (Outcome.RETRY, Outcome.SNOOZED, Outcome.HANDED_BACK)
+
+
 RESCUE_ADD, RESCUE_KEEP, RESCUE_RESET = 1, 0, -1
 
 

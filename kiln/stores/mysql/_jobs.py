@@ -39,6 +39,7 @@ from kiln.stores._rows import (
     errors_from,
     loads,
     next_state,
+    readmitted,
     rescue_step,
 )
 from kiln.stores.mysql._plan import (
@@ -212,7 +213,9 @@ def claim(
 # results -----------------------------------------------------------------------------
 def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     state = next_state(r)
-    sets = ["state = %s", "attempt = attempt + %s"]
+    # a rate-limited job's next attempt starts once admitted (_rows.readmitted)
+    first = "state = IF(rate_key IS NULL, %s, 'pending')" if readmitted(r) else "state = %s"
+    sets = [first, "attempt = attempt + %s"]
     params: list[Any] = [state.value, attempt_delta(r)]
     if state in (JobState.SCHEDULED, JobState.AVAILABLE):
         sets.append(f"run_at = {NOW} + INTERVAL %s MICROSECOND")
@@ -284,7 +287,13 @@ def merge(into: dict[str, int], more: dict[str, int]) -> dict[str, int]:
 
 
 def _queues_of(ids: list[int]) -> Stmt:
-    return Stmt(f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(ids))})", ids)
+    """The queues of the jobs ``ids`` that are available now (a retry of a rate-limited
+    job went to pending instead)."""
+    return Stmt(
+        f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(ids))})"
+        " AND state = 'available'",
+        ids,
+    )
 
 
 def _plain(r: JobResult) -> bool:

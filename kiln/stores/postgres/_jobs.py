@@ -36,6 +36,7 @@ from kiln.stores._rows import (
     errors_from,
     loads,
     next_state,
+    readmitted,
     rescue_step,
 )
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one, step
@@ -280,9 +281,10 @@ def claim(queue: str, kinds: list[str], limit: int, server_id: str) -> Plan[list
 # included (until a vacuum), for each result; a parameter leaves only the primary key.
 RESULTS_APPLY = (
     "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
-    " %b::int[], %b::float8[], %b::text[], %b::int[])"
-    " AS r(id, server_id, attempt, state, delta, delay, error, rescue)),"
-    " upd AS (UPDATE kiln_jobs j SET state = r.state, attempt = j.attempt + r.delta,"
+    " %b::int[], %b::float8[], %b::text[], %b::int[], %b::bool[])"
+    " AS r(id, server_id, attempt, state, delta, delay, error, rescue, readmit)),"
+    " upd AS (UPDATE kiln_jobs j SET state = CASE WHEN r.readmit AND j.rate_key IS NOT NULL"
+    "  THEN 'pending' ELSE r.state END, attempt = j.attempt + r.delta,"
     " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
     "  THEN now() + r.delay * interval '1 second' ELSE j.run_at END,"
     " finished_at = CASE WHEN r.state IN ('completed', 'failed', 'cancelled') THEN now() END,"
@@ -327,8 +329,8 @@ def counted(rows: Rows) -> dict[str, int]:
 
 
 def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
-    cols: list[Any] = [[], [], [], [], [], [], [], []]
-    ids, servers, attempts, states, deltas, delays, errors, rescue = cols
+    cols: list[Any] = [[], [], [], [], [], [], [], [], []]
+    ids, servers, attempts, states, deltas, delays, errors, rescue, readmit = cols
     for r in ordered:
         ids.append(r.job_id)
         servers.append(r.server_id)
@@ -338,6 +340,7 @@ def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
         delays.append(float(max(r.run_at_delay, 0.0)))
         errors.append(None if r.error is None else dumps(r.error.to_json()))
         rescue.append(rescue_step(r))
+        readmit.append(readmitted(r))
     return Stmt(RESULTS_APPLY, (*cols, "running", with_dependents), prepare=True)
 
 

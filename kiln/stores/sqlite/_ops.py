@@ -32,6 +32,7 @@ from kiln.stores._rows import (
     first_state,
     loads,
     next_state,
+    readmitted,
     rescue_step,
     run_at_of,
     ts,
@@ -254,7 +255,9 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         finished = now if state in FINISHED_STATES else None
         error = None if r.error is None else dumps(r.error.to_json())
         cur = conn.execute(
-            "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
+            # a rate-limited job's next attempt starts once admitted (_rows.readmitted)
+            "UPDATE kiln_jobs SET state = CASE WHEN ? AND rate_key IS NOT NULL THEN 'pending'"
+            " ELSE ? END, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
             " finished_at = ?,"
             " rescues = CASE ? WHEN 1 THEN rescues + 1 WHEN 0 THEN rescues ELSE 0 END,"
             " errors = CASE WHEN ? IS NULL THEN errors"
@@ -262,9 +265,9 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
             " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
             "  THEN server_id ELSE NULL END"
             " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
-            " RETURNING queue",
+            " RETURNING queue, state",
             (
-                state.value, attempt_delta(r),
+                readmitted(r), state.value, attempt_delta(r),
                 None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
                 rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt,
             ),
@@ -272,7 +275,7 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         if cur is None:
             continue
         applied += 1
-        if state is JobState.AVAILABLE:
+        if cur["state"] == JobState.AVAILABLE.value:
             released[cur["queue"]] = released.get(cur["queue"], 0) + 1
         if r.outcome is Outcome.COMPLETED:
             completed.append(r.job_id)
