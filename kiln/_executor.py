@@ -65,6 +65,10 @@ class Executor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.shutting_down = False
 
+    def rejoined(self, server_id: str) -> None:
+        """The server registered again under ``server_id``: error records name it."""
+        self._server_id = server_id
+
     def timeout_of(self, row: JobRow, kind: Kind) -> float:
         return float(row.timeout or kind.timeout or self._config.timeout)
 

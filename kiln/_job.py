@@ -207,6 +207,7 @@ class Admission:
 class AdmitResult:
     admitted: list[Admission]
     next_at: float | None  # seconds from now until more can be admitted, None if nothing pending
+    declared: bool = True  # False: the key has no rate limit in the store, nothing admitted
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

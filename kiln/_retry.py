@@ -7,8 +7,10 @@ seconds. Policies that kiln knows can be stored with a job as a JSON spec.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Protocol
 
 from kiln._errors import ConfigError
@@ -22,18 +24,35 @@ class Backoff(Protocol):
         """The shortest and longest wait after ``attempt`` failed."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+def _wait(field: str, value: Any) -> float:
+    """A wait given as seconds (int or float) or a timedelta, as a finite float."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(field, value, f"{field} must be a number of seconds or a timedelta")
+    if not math.isfinite(value):
+        raise ConfigError(field, value, f"{field} must be a finite number of seconds")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, init=False)
 class Exponential:
-    """Each wait is drawn between half and all of min(max, base * 2**(attempt-1))."""
+    """Each wait is drawn between half and all of min(max, base * 2**(attempt-1)).
 
-    base: float = 1.0
-    max: float = 3600.0
+    ``base`` and ``max`` are seconds or timedeltas: ``Exponential(timedelta(seconds=2),
+    timedelta(minutes=2))`` is ``Exponential(2, 120)``."""
 
-    def __post_init__(self) -> None:
-        if self.base <= 0:
-            raise ConfigError("base", self.base, "base must be a positive number of seconds")
-        if self.max < self.base:
-            raise ConfigError("max", self.max, "max must be at least base")
+    base: float
+    max: float
+
+    def __init__(self, base: float | timedelta = 1.0, max: float | timedelta = 3600.0) -> None:
+        low, high = _wait("base", base), _wait("max", max)
+        if low <= 0:
+            raise ConfigError("base", base, "base must be a positive number of seconds")
+        if high < low:
+            raise ConfigError("max", max, "max must be at least base")
+        object.__setattr__(self, "base", low)
+        object.__setattr__(self, "max", high)
 
     def _full(self, attempt: int) -> float:
         exponent = min(max(attempt - 1, 0), 62)
@@ -51,15 +70,17 @@ class Exponential:
         return {"type": "exponential", "base": self.base, "max": self.max}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, init=False)
 class Constant:
-    """The same wait after every failed attempt."""
+    """The same wait after every failed attempt (seconds or a timedelta)."""
 
     seconds: float
 
-    def __post_init__(self) -> None:
-        if self.seconds < 0:
-            raise ConfigError("seconds", self.seconds, "a wait must not be negative")
+    def __init__(self, seconds: float | timedelta) -> None:
+        value = _wait("seconds", seconds)
+        if value < 0:
+            raise ConfigError("seconds", seconds, "a wait must not be negative")
+        object.__setattr__(self, "seconds", value)
 
     def bounds(self, attempt: int) -> tuple[float, float]:
         return self.seconds, self.seconds

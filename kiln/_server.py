@@ -194,7 +194,14 @@ class Server:
         try:
             await self.store.open()
             await self.store.schema_check()
-            await self._start()
+            try:
+                await self._start()
+            except BaseException:
+                # whatever did start (completer, heartbeat, services, pools) must stop, and
+                # jobs a pool claimed go back: no kiln task may outlive a failed run()
+                log.exception("server %s failed to start; stopping what started", self.id)
+                await self._shutdown()
+                raise
             try:
                 await self._stopping.wait()
             except asyncio.CancelledError:
@@ -417,6 +424,7 @@ class Server:
         self._executor.sync.grace_until = self._loop.time() + float(self.config.kill_grace)
 
     def _rejoined(self, new_id: str) -> None:
+        self._executor.rejoined(new_id)
         for pool in self._pools.values():
             pool.server_id = new_id
             pool.wake()

@@ -9,16 +9,26 @@ A pass admits up to ``admit_batch`` jobs of each key with pending jobs, wakes th
 of the queues that got jobs (and, through the server, other processes), and emits one
 JobsAdmitted per key, queue and kind with each job's admission delay. It then sleeps
 until the soonest key may admit again, and at most poll_interval.
+
+A key with pending jobs and no declared rate limit admits nothing until some server or
+client declares it (an enqueue may name a key that a service with the handlers
+declares). The admitter says so instead of letting the jobs wait in silence: a warning
+the first time it sees such a key (and again if it comes back after being declared),
+and ``undeclared`` (keys) in its counts, so in its MaintenanceRan event, every pass.
 Owns no SQL and no decision about how many jobs a key may admit: the store does.
 """
 
 from __future__ import annotations
+
+import logging
 
 from kiln._config import seconds
 from kiln._context import ServerContext
 from kiln._events import JobsAdmitted
 from kiln._job import Admission
 from kiln._service import PeriodicService
+
+log = logging.getLogger("kiln.admitter")
 
 
 class Admitter(PeriodicService):
@@ -31,6 +41,7 @@ class Admitter(PeriodicService):
         self._declared = False
         self._next_at: float | None = None  # seconds until some key may admit again
         self.admitted = 0
+        self.undeclared: set[str] = set()  # keys with pending jobs and no rate limit
 
     async def declare(self) -> int:
         """Register the rate limit of every kind that has one; returns how many."""
@@ -53,8 +64,11 @@ class Admitter(PeriodicService):
         released: dict[str, int] = {}
         keys = await store.rate_keys_pending()
         admitted = 0
+        undeclared: set[str] = set()
         for key in keys:
             result = await store.jobs_admit(key, self._batch)
+            if not result.declared:
+                undeclared.add(key)
             if result.next_at is not None:
                 next_at = result.next_at if next_at is None else min(next_at, result.next_at)
             for (queue, kind), delays in _grouped(result.admitted).items():
@@ -67,7 +81,17 @@ class Admitter(PeriodicService):
         self.admitted += admitted
         if released:
             self._ctx.wake(released)
-        return {"admitted": admitted}
+        self._report_undeclared(undeclared)
+        return {"admitted": admitted, "undeclared": len(undeclared)}
+
+    def _report_undeclared(self, keys: set[str]) -> None:
+        for key in sorted(keys - self.undeclared):
+            log.warning(
+                "jobs with rate key %r are pending, but no rate limit is declared for it:"
+                " they wait until a kind (@app.job(..., rate_limit=...)) or an enqueue"
+                " (rate_limit=...) declares one", key,
+            )
+        self.undeclared = keys
 
     def next_delay(self, counts: dict[str, int]) -> float:
         if self._next_at is None:

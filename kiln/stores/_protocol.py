@@ -161,7 +161,13 @@ class Store(Protocol):
         self, dead_after: float, limit: int
     ) -> list[RescueCandidate]: ...
     async def servers_sweep(self, dead_for: float) -> int: ...
-    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int: ...
+    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` jobs of a finished ``state`` older than ``older_than``;
+        their dependents are released as ``jobs_delete`` releases them."""
+    async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
+        """Release up to ``limit`` awaiting jobs none of whose dependencies is unfinished
+        (each completed or no longer there), which nothing else would release; returns
+        queue -> jobs released (to available, scheduled or pending as their options say)."""
 
     # rate limits
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None: ...

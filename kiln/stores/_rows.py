@@ -80,5 +80,25 @@ def attempt_delta(result: JobResult) -> int:
     return -1 if result.outcome in (Outcome.SNOOZED, Outcome.HANDED_BACK) else 0
 
 
-def rescues_after(result: JobResult, rescues: int) -> int:
-    return rescues + 1 if result.rescued else 0
+def readmitted(result: JobResult) -> bool:
+    """Whether a rate-limited job goes back to ``pending`` (through admission) rather
+    than straight to scheduled or available: every result after which the job runs
+    again (a retry, a rescue, a snooze, a hand-back) makes it claimable again, and the
+    operator's guide bounds every time a key's jobs are made claimable, so each such
+    start is admitted like the first."""
+    return result.outcome in (Outcome.RETRY, Outcome.SNOOZED, Outcome.HANDED_BACK)
+
+
+RESCUE_ADD, RESCUE_KEEP, RESCUE_RESET = 1, 0, -1
+
+
+def rescue_step(result: JobResult) -> int:
+    """How a result moves the job's rescue counter (the rescues since its last real
+    result): a rescue adds one; a hand-back (shutdown, claim-ahead, fencing) keeps it,
+    since its attempt never ended and so says nothing about a crash loop; any other
+    result ends a real attempt and resets it."""
+    if result.rescued:
+        return RESCUE_ADD
+    if result.outcome is Outcome.HANDED_BACK:
+        return RESCUE_KEEP
+    return RESCUE_RESET

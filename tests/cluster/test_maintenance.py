@@ -7,15 +7,18 @@ rescuer's own copy of it: the pass under test does not depend on its size.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 import kiln
 from kiln._context import ServerContext
 from kiln._cron import Recurring
-from kiln._events import Event, EventHub
+from kiln._events import Event, EventHub, JobsReleased
 from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln._kinds import make_kind
 from kiln.maintenance import leader_services
@@ -24,7 +27,7 @@ from kiln.maintenance.rescuer import Rescuer, rescue_result
 from kiln.maintenance.scheduler import Scheduler
 from kiln.maintenance.sweeper import Sweeper
 from kiln.stores import Store, store_from_url
-from tests.stores.factories import server
+from tests.stores.factories import delete_row_only, server
 
 SHORT = 0.2
 
@@ -197,8 +200,30 @@ async def test_sweep_removes_long_dead_servers(store: Store) -> None:
     await store.server_register(server("old"))
     await asyncio.sleep(0.2)
     await store.server_register(server("new"))
-    assert await Sweeper(ctx).run_once() == {"servers": 1}
+    assert await Sweeper(ctx).run_once() == {"servers": 1, "stranded": 0}
     assert [s.id for s in await store.server_list()] == ["new"]
+
+
+async def test_sweep_releases_and_reports_dependents_of_missing_jobs(
+    store: Store, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ctx = context(store)
+    seen = events_of(ctx)
+    [gone] = await store.job_insert_many([NewJob(kind="k", args={}, queue="q")])
+    [child] = await store.job_insert_many(
+        [NewJob(kind="k", args={}, queue="q", depends_on=[gone])]
+    )
+    delete_row_only(store_url, gone)  # pruned by a kiln that did not release
+    with caplog.at_level(logging.WARNING, logger="kiln.sweeper"):
+        assert await Sweeper(ctx).run_once() == {"servers": 0, "stranded": 1}
+    row = await store.job_get(child)
+    assert row is not None and row.state is JobState.AVAILABLE
+    assert [e for e in seen if isinstance(e, JobsReleased)] == [
+        JobsReleased(queue="q", count=1, reason="stranded")
+    ]
+    assert ctx.woken == [{"q": 1}]  # type: ignore[attr-defined]
+    assert "released 1 awaiting job(s)" in caplog.text
+    assert await Sweeper(ctx).run_once() == {"servers": 0, "stranded": 0}
 
 
 def every_second() -> Recurring:

@@ -3,7 +3,20 @@ JobsAdmitted events with admission delays, local wake-ups, and its sleep."""
 
 from __future__ import annotations
 
-from kiln import EventHub, JobsAdmitted, JobState, NewJob, RateLimit, ServerConfig
+import asyncio
+import logging
+
+import pytest
+
+from kiln import (
+    EventHub,
+    JobsAdmitted,
+    JobState,
+    MaintenanceRan,
+    NewJob,
+    RateLimit,
+    ServerConfig,
+)
 from kiln._context import ServerContext
 from kiln._kinds import make_kind
 from kiln.maintenance import server_services
@@ -48,7 +61,7 @@ async def test_declares_kind_limits_then_admits_and_reports_delays(store: Store)
 
     counts = await admitter.run_once()
 
-    assert counts == {"admitted": 4}  # the bucket holds `burst` tokens at first
+    assert counts == {"admitted": 4, "undeclared": 0}  # the bucket holds `burst` tokens at first
     assert [(k, lim) for k, lim, _n in await store.rate_limit_list()] == [("shared", limit)]
     assert [(e.key, e.queue, e.kind, len(e.delays)) for e in events] == [
         ("shared", "q1", "a", 3), ("shared", "q2", "b", 1)
@@ -64,7 +77,7 @@ async def test_declares_kind_limits_then_admits_and_reports_delays(store: Store)
     assert admitter.next_delay(counts) == 0.5
 
     events.clear()
-    assert await admitter.run_once() == {"admitted": 0}
+    assert await admitter.run_once() == {"admitted": 0, "undeclared": 0}
     assert events == [] and woken == [{"q1": 3, "q2": 1}]
 
 
@@ -74,12 +87,51 @@ async def test_sleeps_until_the_bucket_refills(store: Store) -> None:
     await store.job_insert_many([NewJob(kind="a", args={}, queue="q1", rate_key="shared")] * 3)
     admitter = Admitter(ctx)
     counts = await admitter.run_once()
-    assert counts == {"admitted": 1}
+    assert counts == {"admitted": 1, "undeclared": 0}
     assert 0.0 < admitter.next_delay(counts) <= 0.1 + 1e-6  # one token every 100 ms
 
 
 async def test_nothing_pending_sleeps_poll_interval(store: Store) -> None:
     admitter = Admitter(_context(store, RateLimit(rate=1), []))
     counts = await admitter.run_once()
-    assert counts == {"admitted": 0}
+    assert counts == {"admitted": 0, "undeclared": 0}
     assert 0.45 <= admitter.next_delay(counts) <= 0.55
+
+
+async def test_warns_about_pending_jobs_of_a_key_nobody_declares(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    ctx = _context(store, RateLimit(rate=10, per=1, burst=5), [])
+    # a producer names a key that no kind of any server declares, and gives no limit
+    [job_id] = await store.job_insert_many(
+        [NewJob(kind="free", args={}, queue="default", rate_key="typo")]
+    )
+    admitter = Admitter(ctx)
+    with caplog.at_level(logging.WARNING, logger="kiln.admitter"):
+        assert await admitter.run_once() == {"admitted": 0, "undeclared": 1}
+        assert await admitter.run_once() == {"admitted": 0, "undeclared": 1}
+    warnings = [r for r in caplog.records if "'typo'" in r.getMessage()]
+    assert len(warnings) == 1  # once per key, not every pass
+    assert "no rate limit is declared" in warnings[0].getMessage()
+    assert admitter.undeclared == {"typo"}
+    await store.rate_limit_declare("typo", RateLimit(rate=1))
+    assert await admitter.run_once() == {"admitted": 1, "undeclared": 0}
+    assert admitter.undeclared == set()
+    row = await store.job_get(job_id)
+    assert row is not None and row.state is JobState.AVAILABLE
+
+
+async def test_the_loop_reports_undeclared_keys_in_its_event(store: Store) -> None:
+    ctx = _context(store, RateLimit(rate=1), [])
+    ran: list[MaintenanceRan] = []
+    ctx.events.subscribe(lambda e: ran.append(e) if isinstance(e, MaintenanceRan) else None)
+    await store.job_insert_many([NewJob(kind="free", args={}, queue="default", rate_key="typo")])
+    admitter = Admitter(ctx)
+    await admitter.start()
+    try:
+        async with asyncio.timeout(5):
+            while not ran:
+                await asyncio.sleep(0.02)
+    finally:
+        await admitter.stop()
+    assert ran[0] == MaintenanceRan(service="admitter", counts={"admitted": 0, "undeclared": 1})

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import pymysql
 
 from kiln._job import AttemptError, JobResult, JobRow, NewJob, Outcome, ServerInfo
 from kiln.stores import Store
@@ -58,3 +64,23 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 3.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.02)
+
+
+def delete_row_only(store_url: str, job_id: int) -> None:
+    """Delete a job's row and nothing else, as a kiln before the prune fix pruned it:
+    its dependents keep their edges to it and nobody releases them."""
+    parts = urlsplit(store_url)
+    if parts.scheme == "sqlite":
+        with contextlib.closing(sqlite3.connect(parts.path)) as conn, conn:
+            conn.execute("DELETE FROM kiln_jobs WHERE id = ?", (job_id,))
+    elif parts.scheme.startswith("postgres"):
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            pg.execute("DELETE FROM kiln_jobs WHERE id = %s", (job_id,))
+    else:
+        my = pymysql.connect(
+            host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+            user=parts.username or "root", password=parts.password or "",
+            database=parts.path.lstrip("/"), autocommit=True,
+        )
+        with contextlib.closing(my), my.cursor() as cur:
+            cur.execute("DELETE FROM kiln_jobs WHERE id = %s", (job_id,))

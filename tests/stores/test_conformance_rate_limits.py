@@ -41,10 +41,12 @@ async def test_admit_makes_pending_jobs_claimable(store: Store) -> None:
 
 async def test_admit_without_a_declared_limit_or_pending_jobs(store: Store) -> None:
     res = await store.jobs_admit("unknown", 10)
-    assert res.admitted == [] and res.next_at is None
+    assert res.admitted == [] and res.next_at is None and not res.declared
+    await insert(store, job(rate_key="unknown"))  # pending jobs change nothing
+    assert not (await store.jobs_admit("unknown", 10)).declared
     await store.rate_limit_declare("r", RateLimit(rate=1))
     res = await store.jobs_admit("r", 10)
-    assert res.admitted == [] and res.next_at is None
+    assert res.admitted == [] and res.next_at is None and res.declared
 
 
 async def test_pending_job_with_a_delay_waits_for_its_run_at(store: Store) -> None:

@@ -14,7 +14,7 @@ from kiln._bus import STATE
 from kiln._job import JobFilter, Outcome, RateLimit
 from kiln.stores import Store
 from tests.plugins.databases import POSTGRES_URL
-from tests.stores.factories import claim, complete, eventually, insert, job, result
+from tests.stores.factories import claim, complete, eventually, insert, job, result, state_of
 
 
 class Inbox:
@@ -102,6 +102,9 @@ async def test_releases_and_requeues_notify(store: Store, inbox: Inbox) -> None:
     await inbox.expect("limited")
     [row] = await claim(store, queue=q("limited"))
     await store.job_results_apply([result(row, Outcome.RETRY)])
+    assert await state_of(store, row.id) == "pending"  # its retry waits for admission
+    await asyncio.sleep(0.25)  # the bucket (1 token, 5 per second) refills
+    assert [a.job_id for a in (await store.jobs_admit(q("r"), 10)).admitted] == [row.id]
     await inbox.expect("limited")
 
 

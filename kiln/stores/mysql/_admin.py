@@ -20,7 +20,7 @@ from kiln.stores.mysql._jobs import (
 )
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step
 
-REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available"]
+REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
 CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
 DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 CHUNK = 1000  # ids per statement in bulk operations
@@ -136,6 +136,14 @@ def delete(f: JobFilter) -> Plan[int]:
         begin=True,
     )
     ids = [int(r[0]) for r in out[0].rows]
+    yield from remove(ids)
+    return len(ids)
+
+
+def remove(ids: list[int]) -> Plan[None]:
+    """Delete the locked jobs ``ids`` and release their dependents that waited only on
+    them (a missing dependency counts as met), inside the caller's transaction. Shared
+    by delete and prune, so a pruned dependency frees its dependents as a deleted one."""
     for part in chunks(ids):
         m = marks(len(part))
         res = yield step(
@@ -148,7 +156,6 @@ def delete(f: JobFilter) -> Plan[int]:
         if update is not None:
             stmts.insert(0, update)
         yield step(*stmts)
-    return len(ids)
 
 
 def dependents(job_id: int) -> Plan[list[int]]:

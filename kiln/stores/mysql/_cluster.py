@@ -22,7 +22,15 @@ from kiln._job import (
 )
 from kiln.stores._admission import plan as admission_plan
 from kiln.stores._rows import dumps, epoch, loads
-from kiln.stores.mysql._jobs import J_COLS, NOW, insert, rate_limit_stmt, row_to_job
+from kiln.stores.mysql._admin import remove
+from kiln.stores.mysql._jobs import (
+    J_COLS,
+    NOW,
+    insert,
+    rate_limit_stmt,
+    release_dependents,
+    row_to_job,
+)
 from kiln.stores.mysql._plan import (
     Plan,
     Stmt,
@@ -130,6 +138,8 @@ def sweep(dead_for: float) -> Plan[int]:
 
 
 def prune(state: JobState, older_than: float, limit: int) -> Plan[int]:
+    """Delete finished jobs past their retention, releasing their dependents as delete
+    does (``_admin.remove``)."""
     out = yield step(
         Stmt(
             "SELECT id FROM kiln_jobs WHERE state = %s"
@@ -139,15 +149,49 @@ def prune(state: JobState, older_than: float, limit: int) -> Plan[int]:
         ),
         begin=True,
     )
-    ids = [int(r[0]) for r in out[0].rows]
-    if ids:
-        m = marks(len(ids))
-        yield step(
-            Stmt(f"DELETE FROM kiln_jobs WHERE id IN ({m})", ids),
-            Stmt(f"DELETE FROM kiln_job_deps WHERE job_id IN ({m})", ids),
-            last=True,
-        )
+    ids = sorted(int(r[0]) for r in out[0].rows)
+    yield from remove(ids)
     return len(ids)
+
+
+def release_stranded(limit: int) -> Plan[dict[str, int]]:
+    """Release awaiting jobs none of whose dependencies is unfinished (each completed or
+    gone): locked first, then checked again after the lock, as a completion does."""
+    out = yield step(
+        Stmt(
+            "SELECT j.id FROM kiln_jobs j WHERE j.state = 'awaiting' AND NOT EXISTS"
+            " (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+            "  WHERE d.job_id = j.id AND o.state <> 'completed')"
+            " ORDER BY j.id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (limit,),
+        ),
+        begin=True,
+    )
+    ids = [int(r[0]) for r in out[0].rows]
+    if not ids:
+        return {}
+    m = marks(len(ids))
+    res = yield step(
+        Stmt(
+            f"SELECT id, queue, rate_key IS NOT NULL, run_at > {NOW}, {NOW} FROM kiln_jobs"
+            f" WHERE id IN ({m}) AND state = 'awaiting' ORDER BY id",
+            ids,
+        ),
+        Stmt(
+            "SELECT DISTINCT d.job_id FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+            f" WHERE d.job_id IN ({m}) AND o.state <> 'completed'",
+            ids,
+        ),
+    )
+    update, _ = release_dependents(res[0], res[1])
+    stuck = {int(r[0]) for r in res[1].rows}
+    released: dict[str, int] = {}
+    for r in res[0].rows:
+        if int(r[0]) not in stuck:
+            released[r[1]] = released.get(r[1], 0) + 1
+    if update is not None:
+        yield step(update, last=True)
+    return released
 
 
 # rate limits -------------------------------------------------------------------------
@@ -201,7 +245,7 @@ def admit(key: str, max_batch: int) -> Plan[AdmitResult]:
         begin=True,
     )
     if not out[0].rows:
-        return AdmitResult(admitted=[], next_at=None)
+        return AdmitResult(admitted=[], next_at=None, declared=False)
     rate, per, burst, tokens, updated_at = out[0].rows[0]
     now: datetime = out[2].rows[0][0]
     in_window, oldest = int(out[2].rows[0][1]), out[2].rows[0][2]

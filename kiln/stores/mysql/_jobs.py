@@ -31,7 +31,17 @@ from typing import Any
 
 from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln.stores._protocol import ApplyResult, ReleaseResult
-from kiln.stores._rows import attempt_delta, dumps, errors_from, loads, next_state
+from kiln.stores._rows import (
+    RESCUE_ADD,
+    RESCUE_KEEP,
+    attempt_delta,
+    dumps,
+    errors_from,
+    loads,
+    next_state,
+    readmitted,
+    rescue_step,
+)
 from kiln.stores.mysql._plan import (
     Plan,
     Result,
@@ -203,7 +213,9 @@ def claim(
 # results -----------------------------------------------------------------------------
 def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     state = next_state(r)
-    sets = ["state = %s", "attempt = attempt + %s"]
+    # a rate-limited job's next attempt starts once admitted (_rows.readmitted)
+    first = "state = IF(rate_key IS NULL, %s, 'pending')" if readmitted(r) else "state = %s"
+    sets = [first, "attempt = attempt + %s"]
     params: list[Any] = [state.value, attempt_delta(r)]
     if state in (JobState.SCHEDULED, JobState.AVAILABLE):
         sets.append(f"run_at = {NOW} + INTERVAL %s MICROSECOND")
@@ -213,7 +225,9 @@ def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     else:
         sets.append("finished_at = NULL")
         sets.append("server_id = NULL")  # the claimer stays on a finished job only
-    sets.append("rescues = rescues + 1" if r.rescued else "rescues = 0")
+    rescue = rescue_step(r)
+    if rescue != RESCUE_KEEP:
+        sets.append("rescues = rescues + 1" if rescue == RESCUE_ADD else "rescues = 0")
     if r.error is not None:
         sets.append("errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%s, '$'))")
         params.append(dumps(r.error.to_json()))
@@ -273,7 +287,13 @@ def merge(into: dict[str, int], more: dict[str, int]) -> dict[str, int]:
 
 
 def _queues_of(ids: list[int]) -> Stmt:
-    return Stmt(f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(ids))})", ids)
+    """The queues of the jobs ``ids`` that are available now (a retry of a rate-limited
+    job went to pending instead)."""
+    return Stmt(
+        f"SELECT id, queue FROM kiln_jobs WHERE id IN ({marks(len(ids))})"
+        " AND state = 'available'",
+        ids,
+    )
 
 
 def _plain(r: JobResult) -> bool:

@@ -445,6 +445,11 @@ class MySQLStore:
             "jobs_prune", lambda: _cluster.prune(state, older_than, limit)
         )
 
+    async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
+        return await self._write(
+            "jobs_release_stranded", lambda: _cluster.release_stranded(limit)
+        )
+
     # rate limits -----------------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
         await self._write("rate_limit_declare", lambda: _cluster.rate_limit_declare(key, limit))

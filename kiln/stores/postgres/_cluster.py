@@ -167,13 +167,49 @@ PRUNE = (
     " state = %s AND finished_at < now() - %s * interval '1 second' ORDER BY finished_at"
     " LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id),"
     " edges AS (DELETE FROM kiln_job_deps WHERE job_id IN (SELECT id FROM del))"
-    " SELECT count(*) FROM del"
+    " SELECT id FROM del"
 )
 
 
 def prune(state: JobState, older_than: float, limit: int) -> Plan[int]:
-    rows = (yield one(PRUNE, state.value, older_than, limit))[0]
-    return int(rows[0][0])
+    """Delete, then release what waited only on the pruned jobs, as ``delete`` does: a
+    pruned dependency no longer exists, and a missing dependency counts as met."""
+    rows = (yield step(Stmt(PRUNE, (state.value, older_than, limit))))[0]
+    ids = sorted(int(r[0]) for r in rows)
+    if ids:
+        yield step(*_jobs.release_stmts(ids), Stmt(_jobs.DELETE_EDGES, (ids,)), last=True)
+    return len(ids)
+
+
+# Awaiting jobs none of whose dependencies is unfinished: every one completed or gone
+# (pruned or deleted by a kiln that did not release, or a lost race). Locked first,
+# then checked again in a statement of its own, whose snapshot follows the lock.
+STRANDED_UNMET = (
+    "NOT EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+    " WHERE d.job_id = j.id AND o.state <> 'completed')"
+)
+STRANDED_LOCK = (
+    f"SELECT j.id FROM kiln_jobs j WHERE j.state = 'awaiting' AND {STRANDED_UNMET}"
+    " ORDER BY j.id LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+STRANDED_RELEASE = (
+    "WITH rel AS (UPDATE kiln_jobs j SET state = CASE WHEN j.rate_key IS NOT NULL"
+    " THEN 'pending' WHEN j.run_at > now() THEN 'scheduled' ELSE 'available' END,"
+    " run_at = greatest(j.run_at, now())"
+    f" WHERE j.id = ANY(%s::bigint[]) AND j.state = 'awaiting' AND {STRANDED_UNMET}"
+    " RETURNING j.queue, j.state, j.run_at)"
+    f"{_jobs.notify_from('rel')} SELECT queue, count(*) FROM rel"
+    f" WHERE {_jobs.NOTIFIED} GROUP BY queue"
+)
+
+
+def release_stranded(limit: int) -> Plan[dict[str, int]]:
+    rows = (yield step(Stmt(STRANDED_LOCK, (limit,))))[0]
+    if not rows:
+        return {}
+    ids = [int(r[0]) for r in rows]
+    out = (yield step(Stmt(STRANDED_RELEASE, (ids,)), last=True))[0]
+    return _jobs.counted(out)
 
 
 # rate limits -------------------------------------------------------------------------
@@ -227,7 +263,7 @@ def admit(key: str, max_batch: int) -> Plan[AdmitResult]:
         Stmt(ADMIT_READ, (key, key, key, key, max_batch + 1, key, max_batch)),
     )
     if not out[0]:
-        return AdmitResult(admitted=[], next_at=None)
+        return AdmitResult(admitted=[], next_at=None, declared=False)
     rate, per, burst, tokens, updated_at = out[0][0]
     at, now, in_window, oldest, pending, due = out[1][0]
     limit = RateLimit(rate=rate, per=per, burst=burst)

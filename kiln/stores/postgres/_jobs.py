@@ -36,6 +36,8 @@ from kiln.stores._rows import (
     errors_from,
     loads,
     next_state,
+    readmitted,
+    rescue_step,
 )
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one, step
 
@@ -279,13 +281,14 @@ def claim(queue: str, kinds: list[str], limit: int, server_id: str) -> Plan[list
 # included (until a vacuum), for each result; a parameter leaves only the primary key.
 RESULTS_APPLY = (
     "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
-    " %b::int[], %b::float8[], %b::text[], %b::bool[])"
-    " AS r(id, server_id, attempt, state, delta, delay, error, rescued)),"
-    " upd AS (UPDATE kiln_jobs j SET state = r.state, attempt = j.attempt + r.delta,"
+    " %b::int[], %b::float8[], %b::text[], %b::int[], %b::bool[])"
+    " AS r(id, server_id, attempt, state, delta, delay, error, rescue, readmit)),"
+    " upd AS (UPDATE kiln_jobs j SET state = CASE WHEN r.readmit AND j.rate_key IS NOT NULL"
+    "  THEN 'pending' ELSE r.state END, attempt = j.attempt + r.delta,"
     " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
     "  THEN now() + r.delay * interval '1 second' ELSE j.run_at END,"
     " finished_at = CASE WHEN r.state IN ('completed', 'failed', 'cancelled') THEN now() END,"
-    " rescues = CASE WHEN r.rescued THEN j.rescues + 1 ELSE 0 END,"
+    " rescues = CASE r.rescue WHEN 1 THEN j.rescues + 1 WHEN 0 THEN j.rescues ELSE 0 END,"
     " errors = CASE WHEN r.error IS NULL THEN j.errors"
     "  ELSE j.errors || jsonb_build_array(r.error::jsonb) END,"
     " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
@@ -326,8 +329,8 @@ def counted(rows: Rows) -> dict[str, int]:
 
 
 def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
-    cols: list[Any] = [[], [], [], [], [], [], [], []]
-    ids, servers, attempts, states, deltas, delays, errors, rescued = cols
+    cols: list[Any] = [[], [], [], [], [], [], [], [], []]
+    ids, servers, attempts, states, deltas, delays, errors, rescue, readmit = cols
     for r in ordered:
         ids.append(r.job_id)
         servers.append(r.server_id)
@@ -336,7 +339,8 @@ def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
         deltas.append(attempt_delta(r))
         delays.append(float(max(r.run_at_delay, 0.0)))
         errors.append(None if r.error is None else dumps(r.error.to_json()))
-        rescued.append(r.rescued)
+        rescue.append(rescue_step(r))
+        readmit.append(readmitted(r))
     return Stmt(RESULTS_APPLY, (*cols, "running", with_dependents), prepare=True)
 
 
@@ -400,7 +404,7 @@ def release_due() -> Plan[ReleaseResult]:
 
 
 # admin -------------------------------------------------------------------------------
-REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available"]
+REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
 CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
 DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 

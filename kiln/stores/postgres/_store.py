@@ -299,7 +299,14 @@ class PostgresStore:
         return await self._run("servers_sweep", lambda: _cluster.sweep(dead_for))
 
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
-        return await self._run("jobs_prune", lambda: _cluster.prune(state, older_than, limit))
+        return await self._run(
+            "jobs_prune", lambda: _cluster.prune(state, older_than, limit), tx=True
+        )
+
+    async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
+        return await self._run(
+            "jobs_release_stranded", lambda: _cluster.release_stranded(limit), tx=True
+        )
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:

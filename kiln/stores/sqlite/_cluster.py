@@ -25,7 +25,7 @@ from kiln.stores._rows import (
     ts,
     ts_required,
 )
-from kiln.stores.sqlite._ops import insert_jobs, row_to_job
+from kiln.stores.sqlite._ops import MET, insert_jobs, release_rows, remove, row_to_job
 
 
 # servers and leader ------------------------------------------------------------------
@@ -118,12 +118,19 @@ def prune(conn: sqlite3.Connection, state: JobState, older_than: float, limit: i
             (state.value, cutoff, limit),
         )
     ]
-    if not ids:
-        return 0
-    marks = ",".join("?" * len(ids))
-    conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", ids)
+    remove(conn, ids)  # releases their dependents, as delete does
     return len(ids)
+
+
+def release_stranded(conn: sqlite3.Connection, limit: int) -> dict[str, int]:
+    """Release awaiting jobs none of whose dependencies is unfinished (each completed or
+    gone), which nothing else would release; returns queue -> jobs released."""
+    rows = conn.execute(
+        "SELECT j.id, j.queue, j.rate_key, j.run_at FROM kiln_jobs j"
+        f" WHERE j.state = 'awaiting' AND {MET} ORDER BY j.id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return {q: total for q, (_, total) in release_rows(conn, rows, time.time()).items()}
 
 
 # recurring jobs and audit --------------------------------------------------------------

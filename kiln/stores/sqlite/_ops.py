@@ -32,6 +32,8 @@ from kiln.stores._rows import (
     first_state,
     loads,
     next_state,
+    readmitted,
+    rescue_step,
     run_at_of,
     ts,
     ts_required,
@@ -202,17 +204,31 @@ def _release_dependents(
     conn: sqlite3.Connection, dep_ids: Sequence[int], now: float
 ) -> dict[str, int]:
     """Move awaiting dependents of ``dep_ids`` whose dependencies are all done."""
-    released: dict[str, int] = {}
     if not dep_ids:
-        return released
+        return {}
     marks = ",".join("?" * len(dep_ids))
     rows = conn.execute(
         "SELECT j.id, j.queue, j.rate_key, j.run_at FROM kiln_jobs j WHERE j.state = 'awaiting'"
         f" AND j.id IN (SELECT job_id FROM kiln_job_deps WHERE dep_id IN ({marks}))"
-        " AND NOT EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
-        "  WHERE d.job_id = j.id AND o.state != 'completed')",
+        f" AND {MET}",
         list(dep_ids),
     ).fetchall()
+    return {q: a for q, (a, _all) in release_rows(conn, rows, now).items() if a}
+
+
+# every dependency of j completed, or gone (a missing dependency counts as met)
+MET = (
+    "NOT EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+    " WHERE d.job_id = j.id AND o.state != 'completed')"
+)
+
+
+def release_rows(
+    conn: sqlite3.Connection, rows: Sequence[sqlite3.Row], now: float
+) -> dict[str, tuple[int, int]]:
+    """Release awaiting jobs (id, queue, rate_key, run_at) to the state their options
+    give; returns queue -> (made available, released in all)."""
+    out: dict[str, tuple[int, int]] = {}
     for row in rows:
         if row["rate_key"] is not None:
             state = JobState.PENDING
@@ -224,9 +240,9 @@ def _release_dependents(
             "UPDATE kiln_jobs SET state = ?, run_at = MAX(run_at, ?) WHERE id = ?",
             (state.value, now, row["id"]),
         )
-        if state is JobState.AVAILABLE:
-            released[row["queue"]] = released.get(row["queue"], 0) + 1
-    return released
+        available, total = out.get(row["queue"], (0, 0))
+        out[row["queue"]] = (available + (state is JobState.AVAILABLE), total + 1)
+    return out
 
 
 def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> ApplyResult:
@@ -239,24 +255,27 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         finished = now if state in FINISHED_STATES else None
         error = None if r.error is None else dumps(r.error.to_json())
         cur = conn.execute(
-            "UPDATE kiln_jobs SET state = ?, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
-            " finished_at = ?, rescues = CASE WHEN ? THEN rescues + 1 ELSE 0 END,"
+            # a rate-limited job's next attempt starts once admitted (_rows.readmitted)
+            "UPDATE kiln_jobs SET state = CASE WHEN ? AND rate_key IS NOT NULL THEN 'pending'"
+            " ELSE ? END, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
+            " finished_at = ?,"
+            " rescues = CASE ? WHEN 1 THEN rescues + 1 WHEN 0 THEN rescues ELSE 0 END,"
             " errors = CASE WHEN ? IS NULL THEN errors"
             "  ELSE json_insert(errors, '$[#]', json(?)) END,"
             " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
             "  THEN server_id ELSE NULL END"
             " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
-            " RETURNING queue",
+            " RETURNING queue, state",
             (
-                state.value, attempt_delta(r),
+                readmitted(r), state.value, attempt_delta(r),
                 None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
-                r.rescued, error, error, state.value, r.job_id, r.server_id, r.attempt,
+                rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt,
             ),
         ).fetchone()
         if cur is None:
             continue
         applied += 1
-        if state is JobState.AVAILABLE:
+        if cur["state"] == JobState.AVAILABLE.value:
             released[cur["queue"]] = released.get(cur["queue"], 0) + 1
         if r.outcome is Outcome.COMPLETED:
             completed.append(r.job_id)
@@ -323,7 +342,7 @@ def count(conn: sqlite3.Connection, f: JobFilter) -> int:
     return int(conn.execute(f"SELECT COUNT(*) FROM kiln_jobs WHERE {where}", params).fetchone()[0])
 
 
-REQUEUEABLE = ("failed", "cancelled", "completed", "scheduled", "available")
+REQUEUEABLE = ("failed", "cancelled", "completed", "scheduled", "available", "awaiting")
 CANCELLABLE = ("awaiting", "pending", "scheduled", "available", "running")
 DELETABLE = ("awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed")
 
@@ -364,14 +383,21 @@ def delete(conn: sqlite3.Connection, f: JobFilter) -> int:
     ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM kiln_jobs WHERE {where}", params)]
     if not ids:
         return 0
+    remove(conn, ids)
+    return len(ids)
+
+
+def remove(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Delete the jobs ``ids`` and release their dependents that waited only on them (a
+    missing dependency counts as met). Shared by delete and prune, so a pruned
+    dependency frees its dependents as a deleted one does."""
     for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+        chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
         conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", chunk)
         conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", chunk)
         _release_dependents(conn, chunk, time.time())
         conn.execute(f"DELETE FROM kiln_job_deps WHERE dep_id IN ({marks})", chunk)
-    return len(ids)
 
 
 def dependents(conn: sqlite3.Connection, job_id: int) -> list[int]:

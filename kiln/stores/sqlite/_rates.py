@@ -43,7 +43,7 @@ def admit(conn: sqlite3.Connection, key: str, max_batch: int) -> AdmitResult:
     ).fetchone()
     now = time.time()  # read after BEGIN IMMEDIATE took the lock
     if limit_row is None:
-        return AdmitResult(admitted=[], next_at=None)
+        return AdmitResult(admitted=[], next_at=None, declared=False)
     limit = RateLimit(rate=limit_row[0], per=limit_row[1], burst=limit_row[2])
     in_window = int(
         conn.execute(

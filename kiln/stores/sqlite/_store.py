@@ -316,6 +316,11 @@ class SQLiteStore:
             "jobs_prune", lambda c: _ops.write(c, _cluster.prune, state, older_than, limit)
         )
 
+    async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
+        return await self._run(
+            "jobs_release_stranded", lambda c: _ops.write(c, _cluster.release_stranded, limit)
+        )
+
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
         await self._run(
