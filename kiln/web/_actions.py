@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from kiln._client import Client
 from kiln._job import JobFilter, JobState
-from kiln.web import _params
+from kiln.web import _audit, _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._jobs import VERBS
 from kiln.web._params import BadRequest, JobQuery
@@ -25,9 +25,7 @@ from kiln.web._params import BadRequest, JobQuery
 
 def actor_of(request: Request) -> str:
     """Who acted, as the audit log records it: the signed-in user and their address."""
-    user = request.scope.get("kiln.user") or "anonymous"
-    host = request.client.host if request.client else "unknown"
-    return f"dashboard:{user}@{host}"
+    return _audit.actor_of(request.scope)
 
 
 def _fields(form: FormData) -> Mapping[str, str]:

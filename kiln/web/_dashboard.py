@@ -21,9 +21,12 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from kiln._job import JobState
 from kiln._version import VERSION
-from kiln.web._auth import Auth
+from kiln.web._auth import ANONYMOUS, Auth, Identity
 from kiln.web._csrf import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, Csrf
+from kiln.web._hosts import AllowedHosts
+from kiln.web._sessions import Sessions
 from kiln.web._source import Source
+from kiln.web._throttle import Throttle
 
 HERE = Path(__file__).parent
 MAX_FIELDS = 1100  # a selection of up to 1000 jobs plus the filter fields
@@ -93,6 +96,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def identity(request: Request) -> Identity:
+    """Who the request acts as (the Guard sets it before any handler runs)."""
+    who = request.scope.get("kiln.identity")
+    return who if isinstance(who, Identity) else ANONYMOUS
+
+
 @dataclasses.dataclass
 class Dashboard:
     source: Source
@@ -101,7 +110,13 @@ class Dashboard:
     read_only: bool
     root_path: str
     dead_after: float
+    hosts: AllowedHosts = dataclasses.field(default_factory=AllowedHosts)
+    throttle: Throttle = dataclasses.field(default_factory=Throttle)
+    sessions: Sessions = dataclasses.field(init=False)
     env: jinja2.Environment = dataclasses.field(default_factory=environment)
+
+    def __post_init__(self) -> None:
+        self.sessions = Sessions(self.auth)
 
     def base(self, request: Request) -> str:
         """The URL prefix of this dashboard: the configured root path, then any mount."""
@@ -122,13 +137,14 @@ class Dashboard:
             nonce = Csrf.new_nonce()
         assert nonce is not None
         values: dict[str, Any] = {"nav": "", "refresh": False, "flash": None, **context}
+        who = identity(request)
         html = self.env.get_template(template).render(
             request=request,
             base=self.base(request),
-            csrf_token=self.csrf.token_for(nonce),
+            csrf_token=self.csrf.token_for(nonce, who.binding),
             read_only=self.read_only,
-            user=request.scope.get("kiln.user"),
-            logged_in_by_cookie=request.scope.get("kiln.cookie_session", False),
+            user=who.user,
+            logged_in_by_cookie=who.via == "session",
             **values,
         )
         response = HTMLResponse(html, status_code=status)
@@ -142,7 +158,7 @@ class Dashboard:
         submitted = form.get(CSRF_FIELD)
         if not isinstance(submitted, str):
             submitted = request.headers.get(CSRF_HEADER)
-        if not self.csrf.valid(request.cookies, submitted):
+        if not self.csrf.valid(request.cookies, submitted, identity(request).binding):
             raise HTTPException(
                 403, "CSRF token missing or invalid: reload the page and submit the form again."
             )

@@ -7,6 +7,7 @@ reach the store only as typed fields of a JobFilter; nothing here builds SQL.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
@@ -20,6 +21,8 @@ MAX_SELECTION = 1000
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 STATE_NAMES = tuple(s.value for s in JobState)
+# ASCII digits only: str.isdigit() also accepts "²" and "٣", which int() then rejects
+WHOLE = re.compile(r"-?[0-9]{1,19}")
 
 
 class BadRequest(HTTPException):
@@ -44,7 +47,7 @@ def text(params: Mapping[str, str], name: str) -> str | None:
 def whole(raw: str, name: str, low: int, high: int) -> int:
     """``raw`` as an integer in [low, high], or a 400 naming the parameter."""
     value = raw.strip()
-    if not value.isascii() or not value.lstrip("-").isdigit() or len(value) > 20:
+    if WHOLE.fullmatch(value) is None:
         raise BadRequest(f"{name} must be a whole number, got {raw[:40]!r}")
     number = int(value)
     if not low <= number <= high:

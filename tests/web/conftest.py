@@ -18,6 +18,7 @@ from kiln.stores import Store
 from kiln.web import create_app
 
 TOKEN = "test-token-0123456789abcdef"
+BASE_URL = "http://127.0.0.1"  # a name the dashboard answers to: it refuses other Hosts
 CSRF_INPUT = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 TRACEBACK = 'Traceback (most recent call last):\n  File "jobs.py", line 3, in run\n'
 
@@ -38,7 +39,7 @@ async def make_http(client: Client) -> AsyncIterator[MakeHttp]:
     def make(target: Any = None, app: Starlette | None = None, **options: Any) -> httpx.AsyncClient:
         asgi = app if app is not None else create_app(target or client, **options)
         http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=asgi), base_url="http://testserver"
+            transport=httpx.ASGITransport(app=asgi), base_url=BASE_URL
         )
         opened.append(http)
         return http
