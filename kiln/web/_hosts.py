@@ -33,7 +33,7 @@ def split_host(value: str) -> tuple[str, int | None] | None:
         name, sep, port_text = value.partition(":")
         port_text = port_text if sep else None
     if port_text is not None and not (port_text.isascii() and port_text.isdigit()
-                                      and 0 < len(port_text) <= 5):
+                                      and 0 < len(port_text) <= 5 and int(port_text) < 65536):
         return None
     if not name or not (_is_ip(name) or _NAME.fullmatch(name)):
         return None
