@@ -3,6 +3,7 @@ HTTP client that speaks to the ASGI app in-process (httpx ASGITransport)."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -52,6 +53,14 @@ async def make_http(client: Client) -> AsyncIterator[MakeHttp]:
 @pytest.fixture
 async def http(make_http: MakeHttp) -> httpx.AsyncClient:
     return make_http()
+
+
+HIDDEN = re.compile(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">')
+
+
+def hidden_fields(page: str) -> dict[str, str]:
+    """The hidden fields of a page's forms (a confirmation's filter and bounds)."""
+    return {name: html.unescape(value) for name, value in HIDDEN.findall(page)}
 
 
 def csrf_of(html: str) -> str:
