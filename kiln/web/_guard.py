@@ -65,12 +65,7 @@ class Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                headers = list(message.get("headers", []))
-                present = {k.lower() for k, _ in headers}
-                for name, value in SECURITY_HEADERS.items():
-                    if name.encode() not in present:
-                        headers.append((name.encode(), value.encode()))
-                message = {**message, "headers": headers}
+                message = {**message, "headers": self._headers(scope, message)}
             await send(message)
 
         try:
@@ -88,6 +83,18 @@ class Guard:
             await self._error(scope, 500, "Internal error",
                               "The dashboard failed on this request; its log has the "
                               "details.")(scope, receive, send_with_headers)
+
+    def _headers(self, scope: Scope, start: Message) -> list[tuple[bytes, bytes]]:
+        """The response's headers, plus the security headers and a new CSRF nonce."""
+        headers = list(start.get("headers", []))
+        present = {k.lower() for k, _ in headers}
+        for name, value in SECURITY_HEADERS.items():
+            if name.encode() not in present:
+                headers.append((name.encode(), value.encode()))
+        cookie = self.dashboard.nonce_cookie(Request(scope))
+        if cookie is not None:
+            headers.append(cookie)
+        return headers
 
     def _error(self, scope: Scope, status: int, title: str, message: str) -> Response:
         try:
