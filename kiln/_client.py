@@ -99,6 +99,8 @@ def filter_of(
     queue: str | None = None,
     kind: str | None = None,
     error: str | None = None,
+    max_id: int | None = None,
+    finished_before: datetime | None = None,
 ) -> JobFilter:
     states: tuple[JobState, ...] = ()
     if state is not None:
@@ -111,7 +113,12 @@ def filter_of(
     id_list = tuple(ids)
     if any(isinstance(i, bool) or not isinstance(i, int) for i in id_list):
         raise ValidationError(f"job ids must be whole numbers, got {list(id_list)!r}")
-    return JobFilter(states=states, queue=queue, kind=kind, error_contains=error, ids=id_list)
+    if max_id is not None and (isinstance(max_id, bool) or not isinstance(max_id, int)):
+        raise ValidationError(f"max_id must be a whole number, got {max_id!r}")
+    if finished_before is not None and finished_before.tzinfo is None:
+        raise ValidationError("finished_before must be timezone-aware, got a naive datetime")
+    return JobFilter(states=states, queue=queue, kind=kind, error_contains=error, ids=id_list,
+                     max_id=max_id, finished_before=finished_before)
 
 
 class Client:
@@ -247,6 +254,8 @@ class Client:
         detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None)}
         detail["states"] = [s.value for s in f.states]
         detail["ids"] = builtins.list(f.ids)[:100]
+        if f.finished_before is not None:
+            detail["finished_before"] = f.finished_before.isoformat()
         detail["at"] = time.time()
         await self.store.audit_record(actor, action, n, detail)
 

@@ -168,6 +168,10 @@ class JobFilter:
     kind: str | None = None
     error_contains: str | None = None
     ids: tuple[int, ...] = ()
+    # upper bounds, so a bulk action does what its confirmation showed and no more:
+    # jobs with a greater id, or that finished later (or not at all), do not match
+    max_id: int | None = None
+    finished_before: datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -25,8 +25,9 @@ def register(commands: Any, common: argparse.ArgumentParser | None = None) -> No
         "dashboard", parents=[common] if common is not None else [],
         help="serve the web dashboard",
         description="Serve the web dashboard. Authentication comes from the environment: "
-        "KILN_DASHBOARD_TOKEN (16+ characters), or KILN_DASHBOARD_USER and "
-        "KILN_DASHBOARD_PASSWORD. Without either it only listens on loopback.",
+        "KILN_DASHBOARD_TOKEN (16+ characters), KILN_DASHBOARD_TOKENS (name=token,...), or "
+        "KILN_DASHBOARD_USER and KILN_DASHBOARD_PASSWORD (12+ characters). Without any it "
+        "only listens on loopback.",
     )
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1)")
@@ -37,6 +38,14 @@ def register(commands: Any, common: argparse.ArgumentParser | None = None) -> No
                         help="URL prefix when a reverse proxy strips one, e.g. /kiln")
     parser.add_argument("--app", default=None, metavar="MODULE:ATTR",
                         help="your kiln.App, to list its recurring jobs too")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a Host name to answer to besides 127.0.0.1, localhost and ::1 "
+                        "(the name users open, e.g. kiln.example.com; *.example.com for "
+                        "sub-domains); repeatable. Other names get a 400 (DNS rebinding)")
+    parser.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+                        help="address or network of a reverse proxy whose X-Forwarded-For "
+                        "and X-Forwarded-Proto are believed (uvicorn's forwarded-allow-ips);"
+                        " repeatable. Needed behind a TLS proxy for Secure cookies")
     parser.add_argument("--dead-after", type=float, default=60.0, metavar="SECONDS",
                         help="heartbeat silence after which a server shows as dead "
                         "(your ServerConfig.dead_after; default 60)")
@@ -91,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError("--port", args.port, "must be between 1 and 65535")
     options = app_options({"read_only": args.read_only, "root_path": args.root_path,
-                           "dead_after": args.dead_after})
-    check_exposure(args.host, options["token"], options["basic_auth"])
+                           "dead_after": args.dead_after,
+                           "allowed_hosts": args.allowed_host,
+                           "trusted_proxies": args.trusted_proxy})
+    check_exposure(args.host, options["token"], options["basic_auth"], options["tokens"])
     asyncio.run(_check_schema(url))
     print(f"kiln dashboard on http://{args.host}:{args.port}{args.root_path}/ "
           f"({redacted(url)})", flush=True)

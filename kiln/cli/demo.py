@@ -58,12 +58,14 @@ class Dashboard:
         import uvicorn
 
         from kiln.web import create_app
-        from kiln.web._serve import app_options, check_exposure
+        from kiln.web._serve import app_options, check_exposure, listen_hosts
 
         options = app_options({})  # credentials from the environment, as `kiln dashboard`
-        check_exposure(host, options["token"], options["basic_auth"])
+        check_exposure(host, options["token"], options["basic_auth"], options["tokens"])
+        options["allowed_hosts"] = listen_hosts(host, ())
+        # proxy_headers off: uvicorn would otherwise believe X-Forwarded-* from loopback
         config = uvicorn.Config(create_app(app, **options), host=host, port=port,
-                                log_level="warning", lifespan="on")
+                                log_level="warning", lifespan="on", proxy_headers=False)
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name="kiln-demo-dashboard", daemon=True)
         thread.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+from datetime import datetime
 from typing import Any
 
 from kiln._client import Client, filter_of
@@ -42,6 +43,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("ids", type=int, nargs="*", metavar="ID")
     _filter_flags(p)
+    p.add_argument("--max-id", type=int, default=None, metavar="ID",
+                   help="only jobs with an id up to this one (bind to what you looked at)")
+    p.add_argument("--finished-before", type=_aware_time, default=None, metavar="TIME",
+                   help="only jobs that finished at or before this ISO 8601 time with a "
+                   "zone, e.g. 2026-12-03T09:00:00Z (jobs that fail later stay failed)")
     p.set_defaults(func=run_requeue)
 
     for action, text in (("cancel", "cancel jobs that have not finished"),
@@ -55,6 +61,16 @@ def _filter_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", choices=STATES, help="only jobs in this state")
     parser.add_argument("--queue", help="only jobs of this queue")
     parser.add_argument("--kind", help="only jobs of this kind")
+
+
+def _aware_time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"give a time zone (Z or +00:00): {value!r}")
+    return parsed
 
 
 def _actor() -> str:
@@ -100,7 +116,8 @@ async def _show(url: str, job_id: int) -> Any:
 def run_requeue(args: argparse.Namespace) -> int:
     if not args.ids and args.state is None:
         raise UsageError("kiln jobs requeue: give job ids, or --state (e.g. --state failed)")
-    job_filter = filter_of(ids=args.ids, state=args.state, queue=args.queue, kind=args.kind)
+    job_filter = filter_of(ids=args.ids, state=args.state, queue=args.queue, kind=args.kind,
+                           max_id=args.max_id, finished_before=args.finished_before)
     count = asyncio.run(_admin(url_of(args), "requeue", job_filter))
     print(f"requeued {count} job{'s' * (count != 1)}")
     return 0

@@ -1,5 +1,5 @@
 """Actions: requeue, cancel or delete one job, a selection, or every failed job matching
-a filter (after a confirmation page that shows how many).
+a filter (after a confirmation page that shows how many, and binds the action to them).
 
 Owns the state-changing handlers. Each one checks the CSRF token, makes exactly one
 Client call (which writes the audit entry: who, what, how many, when) and redirects
@@ -8,6 +8,7 @@ Client call (which writes the audit entry: who, what, how many, when) and redire
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from starlette.datastructures import FormData
@@ -17,17 +18,17 @@ from starlette.responses import Response
 
 from kiln._client import Client
 from kiln._job import JobFilter, JobState
-from kiln.web import _params
+from kiln.web import _audit, _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._jobs import VERBS
 from kiln.web._params import BadRequest, JobQuery
 
+FINISHED = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.COMPLETED})
+
 
 def actor_of(request: Request) -> str:
     """Who acted, as the audit log records it: the signed-in user and their address."""
-    user = request.scope.get("kiln.user") or "anonymous"
-    host = request.client.host if request.client else "unknown"
-    return f"dashboard:{user}@{host}"
+    return _audit.actor_of(request.scope)
 
 
 def _fields(form: FormData) -> Mapping[str, str]:
@@ -85,21 +86,45 @@ def _failed_query(params: Mapping[str, str]) -> JobQuery:
     return query
 
 
+async def bound_now(client: Client, f: JobFilter) -> JobFilter:
+    """``f`` bounded to the jobs that match it now: by id, and when every state it selects
+    is a finished one, by finish time too (a job requeued and failed again is excluded).
+
+    A confirmation page shows the count of this filter and posts its bounds back, so
+    the action does what the page showed: jobs that match only later are left alone.
+    """
+    as_of = await client.store.now()
+    timed = bool(f.states) and all(s in FINISHED for s in f.states)
+    bounded = dataclasses.replace(f, finished_before=as_of if timed else None)
+    newest = await client.list(bounded, limit=1)
+    return dataclasses.replace(bounded, max_id=newest[0].id if newest else 0)
+
+
+def bound_from(form: Mapping[str, str], f: JobFilter) -> JobFilter:
+    """``f`` with the bounds a confirmation page posted (a 400 without them)."""
+    max_id, finished_before = _params.upper_bound(form)
+    return dataclasses.replace(f, max_id=max_id, finished_before=finished_before)
+
+
 async def requeue_all_confirm(request: Request) -> Response:
-    """Shows how many failed jobs match the filter before anything changes."""
+    """Shows how many failed jobs match the filter before anything changes, and binds
+    the confirmation to exactly those (see bound_now)."""
     dashboard: Dashboard = request.app.state.kiln
     query = _failed_query(request.query_params)
     client = await dashboard.source.client()
-    count = await client.count(query.filter())
+    bound = await bound_now(client, query.filter())
+    count = await client.count(bound)
     return dashboard.render(
         request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query, count=count,
+        bound=bound,
     )
 
 
 async def requeue_all(request: Request) -> Response:
-    """One server-side requeue of every failed job matching the filter."""
+    """One server-side requeue of the failed jobs the confirmation page showed."""
     dashboard: Dashboard = request.app.state.kiln
     form = await dashboard.form(request)
-    query = _failed_query(_fields(form))
-    n = await _apply(dashboard, request, "requeue", query.filter())
+    fields = _fields(form)
+    query = _failed_query(fields)
+    n = await _apply(dashboard, request, "requeue", bound_from(fields, query.filter()))
     return dashboard.redirect(request, "/jobs", query.query(before=None, done="requeue", n=n))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -17,21 +18,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiln._app import App
 from kiln._client import Client
 from kiln._errors import ConfigError, StoreError, ValidationError
 from kiln.web import _actions, _jobs, _login, _pages
-from kiln.web._auth import SESSION_COOKIE, Auth
+from kiln.web._auth import Auth
 from kiln.web._csrf import Csrf
-from kiln.web._dashboard import HERE, SECURITY_HEADERS, Dashboard
+from kiln.web._dashboard import HERE, Dashboard
+from kiln.web._guard import Guard
+from kiln.web._hosts import AllowedHosts
 from kiln.web._source import Source
 
 log = logging.getLogger("kiln.web")
-PUBLIC_PREFIX = "/static/"
-PUBLIC_PATHS = ("/login",)
-UNGUARDED_POSTS = ("/login", "/logout")  # allowed in read-only mode: they change no job
 
 
 def create_app(
@@ -44,6 +43,9 @@ def create_app(
     secret: bytes | None = None,
     count_ttl: float = 5.0,
     dead_after: float = 60.0,
+    tokens: Mapping[str, str] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    trusted_proxies: Sequence[str] = (),
 ) -> Starlette:
     """The dashboard as an ASGI app.
 
@@ -56,18 +58,30 @@ def create_app(
     same one to every replica behind a load balancer. ``count_ttl``: how long the
     per-state counts are cached. ``dead_after``: heartbeat silence after which a
     server is shown as dead (the servers' ``ServerConfig.dead_after``).
+    ``tokens``: named tokens (``{"alice": "..."}``), so the audit log says whose token
+    acted. ``allowed_hosts``: Host names served besides 127.0.0.1, localhost and ::1
+    (``*.example.com`` for sub-domains); every other Host gets a 400, which defeats
+    DNS rebinding. ``trusted_proxies``: addresses or networks of reverse proxies whose
+    X-Forwarded-For and X-Forwarded-Proto are believed (client address for the audit
+    and the throttle; https for Secure cookies and the same-origin check).
     """
     if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
         raise ConfigError("root_path", root_path, "use a path like /kiln (no trailing slash)")
     if count_ttl < 0:
         raise ConfigError("count_ttl", count_ttl, "must not be negative")
+    auth = Auth(token=token, basic=basic_auth, tokens=tuple((tokens or {}).items()))
+    hosts = AllowedHosts(allowed_hosts)
+    if hosts.any and not auth.enabled:
+        raise ConfigError("allowed_hosts", "*", "any host name is allowed only with "
+                          "authentication: without it, DNS rebinding opens the dashboard")
     dashboard = Dashboard(
         source=Source(database_url_or_app, ttl=count_ttl),
-        auth=Auth(token=token, basic=basic_auth),
+        auth=auth,
         csrf=Csrf(secret),
         read_only=read_only,
         root_path=root_path,
         dead_after=dead_after,
+        hosts=hosts,
     )
 
     @contextlib.asynccontextmanager
@@ -90,7 +104,23 @@ def create_app(
     )
     app.state.kiln = dashboard
     app.add_middleware(Guard, dashboard=dashboard)
+    if trusted_proxies:
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        # added last, so it runs first: the Guard sees the client's address and scheme
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=_networks(trusted_proxies))
     return app
+
+
+def _networks(entries: Sequence[str]) -> list[str]:
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ConfigError("trusted_proxies", entry, "give IP addresses or networks "
+                              "(10.0.0.0/8, 127.0.0.1): a proxy is trusted by its "
+                              "address") from None
+    return [e.strip() for e in entries]
 
 
 def _routes() -> list[Route | Mount]:
@@ -112,62 +142,6 @@ def _routes() -> list[Route | Mount]:
         Route("/logout", _login.logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-
-
-def route_path(scope: Scope) -> str:
-    """The request path below the mount point."""
-    path = str(scope["path"])
-    root = str(scope.get("root_path", ""))
-    if root and path.startswith(root):
-        return path[len(root):] or "/"
-    return path
-
-
-class Guard:
-    """Authentication, read-only refusal and security headers for every request."""
-
-    def __init__(self, app: ASGIApp, dashboard: Dashboard) -> None:
-        self.app = app
-        self.dashboard = dashboard
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {k.lower() for k, _ in headers}
-                for name, value in SECURITY_HEADERS.items():
-                    if name.encode() not in present:
-                        headers.append((name.encode(), value.encode()))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        refusal = self._refusal(scope)
-        if refusal is not None:
-            await refusal(scope, receive, send_with_headers)
-            return
-        await self.app(scope, receive, send_with_headers)
-
-    def _refusal(self, scope: Scope) -> Response | None:
-        request = Request(scope)
-        path = route_path(scope)
-        method = scope["method"]
-        user = self.dashboard.auth.identify(request.headers, request.cookies)
-        scope["kiln.user"] = user
-        scope["kiln.cookie_session"] = self.dashboard.auth.session_valid(
-            request.cookies.get(SESSION_COOKIE, "")
-        )
-        if user is None and path not in PUBLIC_PATHS and not path.startswith(PUBLIC_PREFIX):
-            return _login.refuse(self.dashboard, request, path)
-        if method == "POST" and self.dashboard.read_only and path not in UNGUARDED_POSTS:
-            return self.dashboard.render(
-                request, "error.html", status=403, title="Read-only",
-                message="This dashboard is read-only: actions are disabled.",
-            )
-        return None
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

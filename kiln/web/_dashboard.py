@@ -21,11 +21,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from kiln._job import JobState
 from kiln._version import VERSION
-from kiln.web._auth import Auth
+from kiln.web._auth import ANONYMOUS, Auth, Identity
 from kiln.web._csrf import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, Csrf
+from kiln.web._hosts import AllowedHosts
+from kiln.web._sessions import Sessions
 from kiln.web._source import Source
+from kiln.web._throttle import Throttle
 
 HERE = Path(__file__).parent
+NEW_NONCE = "kiln.csrf_nonce"  # scope key: a nonce made for this response
 MAX_FIELDS = 1100  # a selection of up to 1000 jobs plus the filter fields
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -93,6 +97,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def identity(request: Request) -> Identity:
+    """Who the request acts as (the Guard sets it before any handler runs)."""
+    who = request.scope.get("kiln.identity")
+    return who if isinstance(who, Identity) else ANONYMOUS
+
+
 @dataclasses.dataclass
 class Dashboard:
     source: Source
@@ -101,7 +111,13 @@ class Dashboard:
     read_only: bool
     root_path: str
     dead_after: float
+    hosts: AllowedHosts = dataclasses.field(default_factory=AllowedHosts)
+    throttle: Throttle = dataclasses.field(default_factory=Throttle)
+    sessions: Sessions = dataclasses.field(init=False)
     env: jinja2.Environment = dataclasses.field(default_factory=environment)
+
+    def __post_init__(self) -> None:
+        self.sessions = Sessions(self.auth)
 
     def base(self, request: Request) -> str:
         """The URL prefix of this dashboard: the configured root path, then any mount."""
@@ -116,25 +132,37 @@ class Dashboard:
     def render(
         self, request: Request, template: str, status: int = 200, **context: Any
     ) -> Response:
-        nonce = request.cookies.get(CSRF_COOKIE)
-        fresh = nonce is None or len(nonce) < 16
-        if fresh:
-            nonce = Csrf.new_nonce()
-        assert nonce is not None
         values: dict[str, Any] = {"nav": "", "refresh": False, "flash": None, **context}
+        who = identity(request)
         html = self.env.get_template(template).render(
             request=request,
             base=self.base(request),
-            csrf_token=self.csrf.token_for(nonce),
+            csrf_token=self.csrf_token(request),
             read_only=self.read_only,
-            user=request.scope.get("kiln.user"),
-            logged_in_by_cookie=request.scope.get("kiln.cookie_session", False),
+            user=who.user,
+            logged_in_by_cookie=who.via == "session",
             **values,
         )
-        response = HTMLResponse(html, status_code=status)
-        if fresh:
-            self.set_cookie(request, response, CSRF_COOKIE, nonce, max_age=None)
-        return response
+        return HTMLResponse(html, status_code=status)
+
+    def csrf_token(self, request: Request) -> str:
+        """The CSRF token a state-changing request from this client must carry (form
+        field ``csrf`` or header ``X-CSRF-Token``), for a page or a JSON answer alike.
+        A client without a nonce cookie gets one with this response (the Guard sets it)."""
+        nonce = request.cookies.get(CSRF_COOKIE)
+        if nonce is None or len(nonce) < 16:
+            nonce = request.scope.get(NEW_NONCE) or Csrf.new_nonce()
+            request.scope[NEW_NONCE] = nonce
+        return self.csrf.token_for(nonce, identity(request).binding)
+
+    def nonce_cookie(self, request: Request) -> tuple[bytes, bytes] | None:
+        """The Set-Cookie header for a nonce csrf_token() made up, if it did."""
+        nonce = request.scope.get(NEW_NONCE)
+        if not isinstance(nonce, str):
+            return None
+        holder = Response()
+        self.set_cookie(request, holder, CSRF_COOKIE, nonce, max_age=None)
+        return next(h for h in holder.raw_headers if h[0] == b"set-cookie")
 
     async def form(self, request: Request) -> FormData:
         """The posted form, once its CSRF token has been checked (403 otherwise)."""
@@ -142,7 +170,7 @@ class Dashboard:
         submitted = form.get(CSRF_FIELD)
         if not isinstance(submitted, str):
             submitted = request.headers.get(CSRF_HEADER)
-        if not self.csrf.valid(request.cookies, submitted):
+        if not self.csrf.valid(request.cookies, submitted, identity(request).binding):
             raise HTTPException(
                 403, "CSRF token missing or invalid: reload the page and submit the form again."
             )

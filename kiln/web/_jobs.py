@@ -60,7 +60,7 @@ def flash_of(params: Mapping[str, str]) -> str | None:
     """The result of the last action, from ``done`` and ``n`` (fixed wording, no echo)."""
     verb = VERBS.get(params.get("done", ""))
     raw = params.get("n", "")
-    if verb is None or not raw.isdigit() or len(raw) > 12:
+    if verb is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         return None
     n = int(raw)
     if n == 0:

@@ -1,21 +1,20 @@
 """Logging in and out: the token login form, its cookie, and the refusal of strangers.
 
 Owns the responses to unauthenticated requests (a 401 with the login form, or a
-basic-auth challenge) and the session cookie's lifetime. Credentials are checked by
-kiln.web._auth.
+basic-auth challenge), signing in (a session cookie, audited) and signing out (the
+session revoked on the server, audited). Credentials are checked by kiln.web._auth;
+failed sign-ins count against the client in kiln.web._throttle.
 """
 
 from __future__ import annotations
 
-import asyncio
-
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln.web._auth import SESSION_COOKIE, SESSION_MAX_AGE
-from kiln.web._dashboard import Dashboard
-
-FAILED_LOGIN_DELAY = 0.5  # seconds; slows down guessing
+from kiln.web import _audit
+from kiln.web._auth import Identity
+from kiln.web._dashboard import Dashboard, identity
+from kiln.web._sessions import SESSION_COOKIE, SESSION_MAX_AGE
 
 
 def safe_next(value: object) -> str:
@@ -31,7 +30,7 @@ def safe_next(value: object) -> str:
 
 def refuse(dashboard: Dashboard, request: Request, path: str) -> Response:
     """401: the login form when a token is configured, else a basic-auth challenge."""
-    if dashboard.auth.token is not None:
+    if dashboard.auth.has_tokens:
         target = path + (f"?{request.url.query}" if request.url.query else "")
         response = dashboard.render(
             request, "login.html", status=401, title="Sign in",
@@ -50,7 +49,7 @@ def refuse(dashboard: Dashboard, request: Request, path: str) -> Response:
 
 async def form(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
-    if dashboard.auth.token is None:
+    if not dashboard.auth.has_tokens:
         return dashboard.redirect(request, "/")
     return dashboard.render(
         request, "login.html", title="Sign in", next=safe_next(request.query_params.get("next")),
@@ -63,25 +62,32 @@ async def submit(request: Request) -> Response:
     data = await dashboard.form(request)
     target = safe_next(data.get("next"))
     candidate = data.get("token")
-    if dashboard.auth.token is None:
+    if not dashboard.auth.has_tokens:
         return dashboard.redirect(request, "/")
-    if not isinstance(candidate, str) or not dashboard.auth.check_token(candidate):
-        await asyncio.sleep(FAILED_LOGIN_DELAY)
+    name = dashboard.auth.token_name(candidate) if isinstance(candidate, str) else None
+    if name is None:
+        dashboard.throttle.failed(_audit.client_address(request.scope))
+        await _audit.record(dashboard, request.scope, "login-failed", {"scheme": "form"})
         return dashboard.render(
             request, "login.html", status=401, title="Sign in", next=target,
             error="That token is not valid."
         )
+    cookie = dashboard.sessions.issue(name)
+    signed_in = dashboard.sessions.identify(cookie)
+    request.scope["kiln.identity"] = signed_in
+    await _audit.record(dashboard, request.scope, "login", {"scheme": "form"})
     response = dashboard.redirect(request, target)
-    dashboard.set_cookie(
-        request, response, SESSION_COOKIE, dashboard.auth.session_issue(),
-        max_age=SESSION_MAX_AGE,
-    )
+    dashboard.set_cookie(request, response, SESSION_COOKIE, cookie, max_age=SESSION_MAX_AGE)
     return response
 
 
 async def logout(request: Request) -> Response:
+    """Ends the session on the server too: the old cookie is refused from now on."""
     dashboard: Dashboard = request.app.state.kiln
     await dashboard.form(request)
+    who: Identity = identity(request)
+    if dashboard.sessions.revoke(request.cookies.get(SESSION_COOKIE, "")):
+        await _audit.record(dashboard, request.scope, "logout", {"scheme": who.via})
     response = dashboard.redirect(request, "/login")
     response.delete_cookie(SESSION_COOKIE, path=dashboard.base(request) or "/")
     return response

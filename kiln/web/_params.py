@@ -7,7 +7,9 @@ reach the store only as typed fields of a JobFilter; nothing here builds SQL.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
@@ -20,6 +22,8 @@ MAX_SELECTION = 1000
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 STATE_NAMES = tuple(s.value for s in JobState)
+# ASCII digits only: str.isdigit() also accepts "²" and "٣", which int() then rejects
+WHOLE = re.compile(r"-?[0-9]{1,19}")
 
 
 class BadRequest(HTTPException):
@@ -44,7 +48,7 @@ def text(params: Mapping[str, str], name: str) -> str | None:
 def whole(raw: str, name: str, low: int, high: int) -> int:
     """``raw`` as an integer in [low, high], or a 400 naming the parameter."""
     value = raw.strip()
-    if not value.isascii() or not value.lstrip("-").isdigit() or len(value) > 20:
+    if WHOLE.fullmatch(value) is None:
         raise BadRequest(f"{name} must be a whole number, got {raw[:40]!r}")
     number = int(value)
     if not low <= number <= high:
@@ -83,6 +87,24 @@ def ids(values: Sequence[str]) -> tuple[int, ...]:
     if len(values) > MAX_SELECTION:
         raise BadRequest(f"at most {MAX_SELECTION} jobs can be selected at once")
     return tuple(dict.fromkeys(job_id(v) for v in values))
+
+
+def upper_bound(params: Mapping[str, str]) -> tuple[int, datetime | None]:
+    """The ``max_id`` and ``finished_before`` a confirmation page showed (see _actions)."""
+    if not params.get("max_id"):
+        raise BadRequest("this confirmation carries no bound (max_id): open the "
+                         "confirmation page again and confirm there")
+    max_id = whole(params["max_id"], "max_id", 0, MAX_ID)
+    raw = params.get("finished_before") or ""
+    if not raw:
+        return max_id, None
+    try:
+        at = datetime.fromisoformat(raw[:40])
+    except ValueError:
+        raise BadRequest(f"finished_before must be an ISO 8601 time, got {raw[:40]!r}") from None
+    if at.tzinfo is None:
+        raise BadRequest(f"finished_before needs a time zone, got {raw[:40]!r}")
+    return max_id, at
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

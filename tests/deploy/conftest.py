@@ -28,7 +28,8 @@ UNIT = DEPLOY / "systemd" / "kiln-worker.service"
 PROMETHEUS = DEPLOY / "prometheus" / "prometheus.yml"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # what `docker-compose config` needs to interpolate the compose file
-COMPOSE_ENV = {"POSTGRES_PASSWORD": "test-password", "KILN_DASHBOARD_TOKEN": "t" * 32}
+COMPOSE_ENV = {"POSTGRES_PASSWORD": "test-password",
+               "KILN_DASHBOARD_TOKEN": "compose-test-token-0123456789"}
 
 Run = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 

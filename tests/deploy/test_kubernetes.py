@@ -16,7 +16,8 @@ from tests.deploy.conftest import IN_CI, KUBERNETES, find, load, manifests, runn
 
 CUSTOM = {"monitoring.coreos.com/v1"}  # PodMonitor, PrometheusRule: warned, not validated
 BUILT = {("Deployment", "kiln-worker"), ("Deployment", "kiln-dashboard"),
-         ("Service", "kiln-dashboard"), ("Job", "kiln-migrate"), ("PodMonitor", "kiln-worker"),
+         ("Service", "kiln-dashboard"), ("Ingress", "kiln-dashboard"),
+         ("Job", "kiln-migrate"), ("PodMonitor", "kiln-worker"),
          ("PrometheusRule", "kiln"), ("ConfigMap", "kiln-grafana-dashboards")}
 
 
@@ -121,6 +122,14 @@ def test_migration_job_and_dashboard() -> None:
     assert "secretKeyRef" in env["KILN_DASHBOARD_TOKEN"]["valueFrom"]  # never a literal
     service = find("Service", "kiln-dashboard")
     assert service["spec"]["selector"].items() <= dashboard["metadata"]["labels"].items()
+    # behind the TLS Ingress: its name is allowed, its controller's forwarded headers believed
+    ingress = find("Ingress", "kiln-dashboard")["spec"]
+    [rule] = ingress["rules"]
+    assert rule["http"]["paths"][0]["backend"]["service"]["name"] == "kiln-dashboard"
+    assert rule["host"] in ingress["tls"][0]["hosts"]
+    flags = container["command"]
+    assert flags[flags.index("--allowed-host") + 1] == rule["host"]
+    assert "--trusted-proxy" in flags
     # the dashboard calls servers dead when the workers do
     _, worker = _worker()
     dead_after = next(e["value"] for e in worker["env"] if e["name"] == "KILN_DEAD_AFTER")

@@ -3,6 +3,7 @@ HTTP client that speaks to the ASGI app in-process (httpx ASGITransport)."""
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,7 @@ from kiln.stores import Store
 from kiln.web import create_app
 
 TOKEN = "test-token-0123456789abcdef"
+BASE_URL = "http://127.0.0.1"  # a name the dashboard answers to: it refuses other Hosts
 CSRF_INPUT = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 TRACEBACK = 'Traceback (most recent call last):\n  File "jobs.py", line 3, in run\n'
 
@@ -38,7 +40,7 @@ async def make_http(client: Client) -> AsyncIterator[MakeHttp]:
     def make(target: Any = None, app: Starlette | None = None, **options: Any) -> httpx.AsyncClient:
         asgi = app if app is not None else create_app(target or client, **options)
         http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=asgi), base_url="http://testserver"
+            transport=httpx.ASGITransport(app=asgi), base_url=BASE_URL
         )
         opened.append(http)
         return http
@@ -51,6 +53,14 @@ async def make_http(client: Client) -> AsyncIterator[MakeHttp]:
 @pytest.fixture
 async def http(make_http: MakeHttp) -> httpx.AsyncClient:
     return make_http()
+
+
+HIDDEN = re.compile(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">')
+
+
+def hidden_fields(page: str) -> dict[str, str]:
+    """The hidden fields of a page's forms (a confirmation's filter and bounds)."""
+    return {name: html.unescape(value) for name, value in HIDDEN.findall(page)}
 
 
 def csrf_of(html: str) -> str:

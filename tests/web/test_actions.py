@@ -10,7 +10,7 @@ import httpx
 
 from kiln import Client
 from kiln._job import JobResult, JobState, Outcome
-from tests.web.conftest import csrf_of, fail_jobs, post_form
+from tests.web.conftest import csrf_of, fail_jobs, hidden_fields, post_form
 
 
 async def _state(client: Client, job_id: int) -> JobState | None:
@@ -97,8 +97,10 @@ async def test_requeue_all_confirms_the_count_then_requeues_in_one_operation(
     assert confirm.status_code == 200
     assert '<strong id="confirm-count">3</strong>' in confirm.text
     assert [await _state(client, i) for i in smtp] == [JobState.FAILED] * 3  # nothing yet
-    response = await http.post("/jobs/requeue-all", data={
-        "state": "failed", "queue": "mail", "error": "smtp", "csrf": csrf_of(confirm.text)})
+    fields = hidden_fields(confirm.text)
+    assert {k: fields[k] for k in ("state", "queue", "error")} == {
+        "state": "failed", "queue": "mail", "error": "smtp"}
+    response = await http.post("/jobs/requeue-all", data=fields)
     assert response.status_code == 303
     assert response.headers["location"] == \
         "/jobs?state=failed&queue=mail&error=smtp&done=requeue&n=3"

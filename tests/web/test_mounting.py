@@ -75,7 +75,7 @@ async def test_over_an_app_with_recurring_jobs(store_url: str) -> None:
     await app.aenqueue("ping", {})
     dashboard = create_app(app)
     transport = httpx.ASGITransport(app=dashboard)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         page = (await http.get("/recurring")).text
         assert "nightly-report" in page and "0 3 * * *" in page and "every 30.0s" in page
         assert "ping" in (await http.get("/jobs")).text

@@ -10,11 +10,13 @@ import pytest
 
 from kiln import Client, ConfigError
 from kiln._job import JobState
-from kiln.web._auth import Auth, auth_from_env
+from kiln.web._auth import ANONYMOUS, Auth, Identity, auth_from_env
 from kiln.web._csrf import Csrf
 from kiln.web._login import safe_next
 from kiln.web._serve import app_options, check_exposure, is_loopback, serve
-from tests.web.conftest import TOKEN, MakeHttp, csrf_of, fail_jobs, post_form
+from tests.web.conftest import BASE_URL, TOKEN, MakeHttp, csrf_of, fail_jobs, post_form
+
+PASSWORD = "correct horse battery"
 
 
 async def test_token_refuses_requests_without_it(make_http: MakeHttp) -> None:
@@ -115,12 +117,13 @@ async def test_post_without_csrf_is_refused(http: httpx.AsyncClient, client: Cli
         assert response.status_code == 403, path
         assert "CSRF" in response.text
     # the right token with someone else's cookie (or none) is refused too
-    other = httpx.AsyncClient(transport=http._transport, base_url="http://testserver")
+    other = httpx.AsyncClient(transport=http._transport, base_url=BASE_URL)
     async with other:
         response = await other.post(f"/jobs/{job_id}/requeue", data={"csrf": token})
         assert response.status_code == 403
     assert (await client.get(job_id)).state is JobState.FAILED  # type: ignore[union-attr]
-    assert await client.store.audit_list(10) == []
+    entries = await client.store.audit_list(10)  # each refusal is audited, nothing acted
+    assert [(e.action, e.count, e.detail["status"]) for e in entries] == [("refused", 0, 403)] * 5
 
 
 async def test_read_only_hides_actions_and_refuses_them(make_http: MakeHttp,
@@ -133,7 +136,8 @@ async def test_read_only_hides_actions_and_refuses_them(make_http: MakeHttp,
         assert "read-only" in page
         assert not re.search(r'<form method="post"', page), path
         assert 'id="requeue-all"' not in page
-    valid_csrf = Csrf(secret).token_for(http.cookies["kiln_csrf"])  # forms are hidden
+    # the forms are hidden: make the token they would carry
+    valid_csrf = Csrf(secret).token_for(http.cookies["kiln_csrf"], ANONYMOUS.binding)
     for path, data in ((f"/jobs/{job_id}/requeue", {}), ("/jobs/requeue-all",
                                                          {"state": "failed"}),
                        ("/jobs/bulk", {"action": "requeue", "ids": str(job_id)})):
@@ -150,7 +154,7 @@ def test_loopback_rule() -> None:
         assert not is_loopback(host), host
     check_exposure("127.0.0.1", None, None)
     check_exposure("0.0.0.0", TOKEN, None)
-    check_exposure("0.0.0.0", None, ("u", "p"))
+    check_exposure("0.0.0.0", None, ("u", PASSWORD))
     with pytest.raises(ConfigError, match="KILN_DASHBOARD_TOKEN"):
         check_exposure("0.0.0.0", None, None)
 
@@ -167,20 +171,20 @@ def test_serve_refuses_to_listen_off_loopback_without_auth(
 def test_credentials_from_the_environment() -> None:
     assert auth_from_env({}) == Auth()
     assert auth_from_env({"KILN_DASHBOARD_TOKEN": TOKEN}).token == TOKEN
-    both = auth_from_env({"KILN_DASHBOARD_USER": "u", "KILN_DASHBOARD_PASSWORD": "p"})
-    assert both.basic == ("u", "p")
+    both = auth_from_env({"KILN_DASHBOARD_USER": "u", "KILN_DASHBOARD_PASSWORD": PASSWORD})
+    assert both.basic == ("u", PASSWORD)
     with pytest.raises(ConfigError, match="needs both"):
         auth_from_env({"KILN_DASHBOARD_USER": "u"})
     with pytest.raises(ConfigError, match="16 characters"):
         Auth(token="short")
     options = app_options({"read_only": True}, {"KILN_DASHBOARD_TOKEN": TOKEN})
-    assert options == {"read_only": True, "token": TOKEN, "basic_auth": None}
+    assert options == {"read_only": True, "token": TOKEN, "basic_auth": None, "tokens": None}
     assert TOKEN not in repr(Auth(token=TOKEN))
 
 
 def test_basic_header_parsing_is_strict() -> None:
-    auth = Auth(basic=("u", "p"))
-    good = base64.b64encode(b"u:p").decode()
-    assert auth.identify({"authorization": f"Basic {good}"}, {}) == "u"
+    auth = Auth(basic=("u", PASSWORD))
+    good = base64.b64encode(f"u:{PASSWORD}".encode()).decode()
+    assert auth.identify({"authorization": f"Basic {good}"}) == Identity("u", "basic")
     for value in (base64.b64encode(b"u:x").decode(), base64.b64encode(b"up").decode(), "!!"):
-        assert auth.identify({"authorization": f"Basic {value}"}, {}) is None
+        assert auth.identify({"authorization": f"Basic {value}"}) is None

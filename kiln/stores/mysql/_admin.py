@@ -18,7 +18,7 @@ from kiln.stores.mysql._jobs import (
     release_dependents,
     row_to_job,
 )
-from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step
+from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 
 REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
 CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
@@ -47,7 +47,21 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
     if f.ids:
         clauses.append(f"id IN ({marks(len(f.ids))})")
         params.extend(f.ids)
+    bounds, bound_params = upper_bounds(f)
+    clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "TRUE"), params
+
+
+def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.max_id is not None:
+        clauses.append("id <= %s")
+        params.append(f.max_id)
+    if f.finished_before is not None:
+        clauses.append("finished_at <= %s")
+        params.append(to_db(f.finished_before))
+    return clauses, params
 
 
 def chunks(ids: list[int]) -> list[list[int]]:

@@ -431,7 +431,21 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
     if f.ids:
         clauses.append("id = ANY(%s::bigint[])")
         params.append(list(f.ids))
+    bounds, bound_params = upper_bounds(f)
+    clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "true"), params
+
+
+def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.max_id is not None:
+        clauses.append("id <= %s")
+        params.append(f.max_id)
+    if f.finished_before is not None:
+        clauses.append("finished_at <= %s")
+        params.append(f.finished_before)
+    return clauses, params
 
 
 GET = (

@@ -28,6 +28,7 @@ from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     attempt_delta,
     dumps,
+    epoch,
     errors_from,
     first_state,
     loads,
@@ -137,7 +138,21 @@ def _where(f: JobFilter) -> tuple[str, list[Any]]:
     if f.ids:
         clauses.append(f"id IN ({','.join('?' * len(f.ids))})")
         params.extend(f.ids)
+    bounds, bound_params = _upper_bounds(f)
+    clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "1=1"), params
+
+
+def _upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.max_id is not None:
+        clauses.append("id <= ?")
+        params.append(f.max_id)
+    if f.finished_before is not None:
+        clauses.append("finished_at <= ?")
+        params.append(epoch(f.finished_before))
+    return clauses, params
 
 
 # insert ------------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""Throttle: at most so many failed attempts per client address in a sliding window.
+
+Owns counting failures (wrong credentials, refused state changes) by client address
+and saying how long a client that used up its allowance must wait. In memory, per
+process, bounded in size: it slows guessing down to ``limit`` tries per ``window``
+seconds per address, which a strong token or password (see kiln.web._auth) makes
+hopeless.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from collections.abc import Callable
+
+FAILURE_LIMIT = 10
+FAILURE_WINDOW = 60.0  # seconds
+MAX_CLIENTS = 10_000  # addresses remembered; the oldest are forgotten first
+
+
+class Throttle:
+    def __init__(self, limit: int = FAILURE_LIMIT, window: float = FAILURE_WINDOW,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window = window
+        self._clock = clock
+        self._failures: collections.OrderedDict[str, collections.deque[float]] = (
+            collections.OrderedDict()
+        )
+
+    def _recent(self, client: str) -> collections.deque[float] | None:
+        times = self._failures.get(client)
+        if times is None:
+            return None
+        horizon = self._clock() - self.window
+        while times and times[0] <= horizon:
+            times.popleft()
+        if not times:
+            del self._failures[client]
+            return None
+        return times
+
+    def retry_after(self, client: str) -> int | None:
+        """Whole seconds until ``client`` may try again, or None if it may now."""
+        times = self._recent(client)
+        if times is None or len(times) < self.limit:
+            return None
+        return max(1, math.ceil(times[0] + self.window - self._clock()))
+
+    def failed(self, client: str) -> None:
+        times = self._recent(client)
+        if times is None:
+            times = self._failures[client] = collections.deque(maxlen=self.limit)
+        self._failures.move_to_end(client)
+        times.append(self._clock())
+        while len(self._failures) > MAX_CLIENTS:
+            self._failures.popitem(last=False)
