@@ -143,9 +143,12 @@ class Server:
             reasons.append(f"results piling up: {self._completer.pending} unwritten")
         stuck = self._stuck_reasons()
         reasons.extend(stuck)
+        unwritten = self._completer.health_problems() if self._completer else []
+        reasons.extend(unwritten)
         return Health(
             ok=not reasons, reasons=tuple(reasons), fenced=fenced, heartbeat_stale=stale,
             results_piling_up=piling, handlers_stuck=bool(stuck),
+            results_stuck=bool(unwritten),
         )
 
     def _stuck_reasons(self) -> list[str]:
@@ -163,6 +166,7 @@ class Server:
             running=self.running_jobs,
             concurrency=sum(self.queues.values()),
             results_pending=self._completer.pending if self._completer else 0,
+            **self._results_stats(),
             leader=self.is_leader,
             heartbeat_age=hb.age if hb else None,
             fenced_reason=hb.fenced if hb else None,
@@ -176,6 +180,16 @@ class Server:
                     for q, p in self._pools.items()},
         )
         return stats
+
+    def _results_stats(self) -> dict[str, Any]:
+        c = self._completer
+        return {
+            "results_poisoned": c.poisoned if c else 0,
+            "results_dropped": c.dropped if c else 0,
+            "results_unapplied": c.unapplied if c else 0,
+            "results_failing_for": c.failing_for if c else 0.0,
+            "completer_crashes": c.crashes if c else 0,
+        }
 
     def run_sync(self) -> None:
         """Run until SIGTERM/SIGINT in a fresh event loop (scripts, the CLI)."""

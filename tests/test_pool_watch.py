@@ -86,7 +86,8 @@ class WatchStore:
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         self.results.extend(results)
-        return ApplyResult(applied=len(results), released={})
+        return ApplyResult(applied=len(results), released={},
+                           applied_ids=frozenset(r.job_id for r in results))
 
     async def armed(self, count: int) -> FakeWatch:
         """The count-th watch, once the pool armed it."""

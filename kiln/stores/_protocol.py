@@ -52,6 +52,7 @@ class ReleaseResult:
 class ApplyResult:
     applied: int  # results that matched a running job under the same server and attempt
     released: dict[str, int]  # queue -> dependents made available by completions
+    applied_ids: frozenset[int] = frozenset()  # the jobs of the results that applied
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -352,15 +352,15 @@ class MySQLStore:
             "job_results_apply", lambda: _jobs.results_apply(results)
         )
         released = dict(first.released)
-        applied = first.applied
+        applied = first.applied_ids
         if again:  # completions of jobs with dependents (or fenced ones)
             more = await self._write(
                 "job_results_apply", lambda: _jobs.results_release(again)
             )
-            applied += more.applied
+            applied |= more.applied_ids
             _jobs.merge(released, more.released)
         self._empty_queues.difference_update(released)
-        return ApplyResult(applied=applied, released=released)
+        return ApplyResult(applied=len(applied), released=released, applied_ids=applied)
 
     async def job_param_set(
         self, job_id: int, server_id: str, attempt: int, name: str, value: Any
