@@ -105,6 +105,7 @@ class Pool:
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._claiming = False
         self._in_claim = False
+        self._claim_began = 0.0  # monotonic, while _in_claim
         self._arming = store.capabilities.claim_on_notify
         self._watch: ClaimWatch | None = None  # armed while the queue looks empty
         self._woken = False  # a local wake-up since the last claim
@@ -131,6 +132,16 @@ class Pool:
     def waiting(self) -> int:
         """Claimed jobs waiting for a slot (claimed ahead)."""
         return len(self._ready)
+
+    def held(self) -> set[int]:
+        """Ids of the jobs this pool holds: running, waiting for a slot or for their
+        claim to settle, or taken by the claim in flight (for the reconciler)."""
+        return {*(r.id for r in self.running.values()), *(r.id for r in self._ready),
+                *self._gates, *(r.id for r in self._taken)}
+
+    def claim_age(self) -> float | None:
+        """Seconds the pool's own claim has been in flight, None when there is none."""
+        return time.monotonic() - self._claim_began if self._in_claim else None
 
     async def start(self) -> None:
         if self._task is None:
@@ -194,6 +205,7 @@ class Pool:
             self._wake.clear()
             self._woken = False
             self._in_claim = True
+            self._claim_began = time.monotonic()
             try:
                 jobs = await self._claim(room)
             except (KilnError, OSError) as exc:

@@ -36,6 +36,7 @@ from kiln._heartbeat import Heartbeater, new_server_id
 from kiln._job import AttemptError, JobResult, JobRow, Outcome, ServerInfo
 from kiln._kinds import Kind
 from kiln._pool import Pool
+from kiln._reconciler import Reconciler
 from kiln._releaser import Releaser
 from kiln._service import Service
 from kiln._threads import ThreadPool
@@ -262,13 +263,25 @@ class Server:
         await self._completer.start()
         await self._heartbeat.start()
         await self._start_notifications()
-        self._services = [self._releaser, *maintenance.server_services(ctx), self._elector]
+        self._services = [self._releaser, *maintenance.server_services(ctx), self._elector,
+                          self._reconciler_of(cfg)]
         for service in self._services:
             await service.start()
         for pool in self._pools.values():
             await pool.start()
         self._state = "running"
         log.info("server %s running queues %s", self.id, self.queues)
+
+    def _reconciler_of(self, cfg: ServerConfig) -> Reconciler:
+        """Every max(heartbeat_interval, dead_after/4), looking at claims at least as old:
+        well inside dead_after, and one cheap query per interval."""
+        assert self._completer is not None
+        every = max(float(cfg.heartbeat_interval), float(cfg.dead_after) / 4)
+        return Reconciler(
+            self.store, self.events, self._completer, lambda: self._pools.values(),
+            lambda: self.id, lambda: self._state == "running" and self._may_claim(),
+            interval=every, margin=every,
+        )
 
     def context(self) -> ServerContext:
         return ServerContext(

@@ -25,6 +25,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
     StateCount,
 )
@@ -161,6 +162,12 @@ class Store(Protocol):
     async def jobs_rescue_candidates(
         self, dead_after: float, limit: int
     ) -> list[RescueCandidate]: ...
+    async def jobs_running_on(
+        self, server_id: str, older_than: float, limit: int
+    ) -> list[RunningJob]:
+        """Jobs running under ``server_id`` whose attempt began more than ``older_than``
+        seconds ago (database clock), in id order, at most ``limit``: one indexed read."""
+        ...
     async def servers_sweep(self, dead_for: float) -> int: ...
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
         """Delete up to ``limit`` jobs of a finished ``state`` older than ``older_than``;

@@ -39,6 +39,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
     StateCount,
 )
@@ -435,6 +436,13 @@ class MySQLStore:
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._read(
             "jobs_rescue_candidates", _cluster.rescue_candidates(dead_after, limit)
+        )
+
+    async def jobs_running_on(
+        self, server_id: str, older_than: float, limit: int
+    ) -> list[RunningJob]:
+        return await self._read(
+            "jobs_running_on", _cluster.running_on(server_id, older_than, limit)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:
