@@ -85,6 +85,22 @@ class ClaimWatch(Protocol):
         in flight: the queue may hold more jobs than it took."""
         ...
 
+    @property
+    def unsettled(self) -> bool:
+        """True while the commit of a claim whose rows the callback took is unknown."""
+        ...
+
+    async def wait_settled(self, timeout: float) -> bool:
+        """Wait (up to ``timeout``) until no commit is unknown; True once settled. After
+        ``close`` timed out this still follows the claim, and ``close`` raising (or not)
+        is replaced by ``error``."""
+        ...
+
+    @property
+    def error(self) -> Exception | None:
+        """Why the claim whose rows the callback took failed, once settled (see close)."""
+        ...
+
     async def close(self, timeout: float = 5.0) -> list[ClaimRun]:
         """Disarm; wait (up to ``timeout``) for a claim in flight; return the claims
         run. Once it returns the callback is never called. Raises ``StoreError`` when the

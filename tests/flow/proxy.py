@@ -22,7 +22,7 @@ class Proxy:
     """Forwards 127.0.0.1:<port> to ``target``; ``cut()`` closes every connection and
     refuses new ones until ``restore()``; while ``frozen`` it keeps connections open but
     drops everything sent either way (a peer that went silent); ``lose_reply()`` drops
-    the reply to one request."""
+    the reply to one request, ``hold()`` delays one."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self._target = (target_host, target_port)
@@ -32,6 +32,12 @@ class Proxy:
         self.frozen = False
         self._lose: tuple[Callable[[bytes], bool], asyncio.Future[asyncio.Task[None]]] | None
         self._lose = None
+        self._hold: tuple[Callable[[bytes], bool], float] | None = None
+
+    def hold(self, request: Callable[[bytes], bool], seconds: float) -> None:
+        """Hold the next request matching ``request`` for ``seconds`` before passing it
+        on (and what follows it on that connection): a slow COMMIT, say."""
+        self._hold = (request, seconds)
 
     def lose_reply(self, request: Callable[[bytes], bool]) -> asyncio.Future[asyncio.Task[None]]:
         """The next connection to send bytes matching ``request`` gets no more replies
@@ -89,6 +95,10 @@ class Proxy:
                     self._lose = None
                     pipe.muted = True
                     lose[1].set_result(pipe.task)
+                hold = self._hold
+                if not replies and hold is not None and hold[0](data):
+                    self._hold = None
+                    await asyncio.sleep(hold[1])
                 if not self.frozen and not (replies and pipe.muted):
                     writer.write(data)
                     await writer.drain()
