@@ -19,6 +19,7 @@ from kiln._errors import (
 )
 from kiln._events import (
     ClaimQueried,
+    CompleterCrashed,
     Event,
     EventHub,
     Fenced,
@@ -26,6 +27,7 @@ from kiln._events import (
     Heartbeat,
     JobClaimed,
     JobFinished,
+    JobReconciled,
     JobRescued,
     JobsAdmitted,
     JobsEnqueued,
@@ -34,6 +36,9 @@ from kiln._events import (
     LeaderChanged,
     MaintenanceRan,
     NotifierChanged,
+    ResultDropped,
+    ResultPoisoned,
+    ResultsUnapplied,
     StoreFailed,
 )
 from kiln._handle import FencedError, Job
@@ -53,6 +58,7 @@ __all__ = [
     "Cancel",
     "ClaimQueried",
     "Client",
+    "CompleterCrashed",
     "ConfigError",
     "Constant",
     "CronError",
@@ -70,6 +76,7 @@ __all__ = [
     "JobClaimed",
     "JobFilter",
     "JobFinished",
+    "JobReconciled",
     "JobRescued",
     "JobRow",
     "JobStarted",
@@ -87,6 +94,9 @@ __all__ = [
     "RateLimit",
     "Recurring",
     "RedisBus",
+    "ResultDropped",
+    "ResultPoisoned",
+    "ResultsUnapplied",
     "Server",
     "ServerConfig",
     "Shutdown",

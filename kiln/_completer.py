@@ -1,7 +1,23 @@
 """Completer: buffers the results of attempts and writes them in batches.
 
-Owns the results buffer and its writer task. A failed write keeps the results and
-tries again with backoff (they are fenced, so writing one twice is harmless).
+Owns the results buffer and its writer task. Results are made writable as they come
+in (kiln._sanitise). A write that fails because the database is unreachable keeps
+the batch and tries again with backoff (results are fenced, so writing one twice is
+harmless). Any other failure may be one result the store refuses, so the batch is
+split in halves until the bad result stands alone and the others are written; that
+one is then written as a failed attempt whose error says why (``ResultPoisoned``).
+Should even that fail, it goes to the back of the buffer; once other results were
+written meanwhile and it failed three times, it is dropped (``ResultDropped``, logged)
+and its job, still running under this server, is left to reconciliation (a hand-back)
+or to a rescue. One result can never hold the others.
+
+Per result, the store says whether it applied. A result that applied nothing is
+counted and logged (``ResultsUnapplied``): its job was fenced, rescued or cancelled,
+or the claim that ran it never committed. The last of them are kept (bounded) for the
+reconciler, which writes one again should its job still be running here.
+
+The writer task is watched: should it crash, that is logged, counted
+(``CompleterCrashed``), reported by ``healthy()`` and the task restarted.
 Backpressure: ``over_limit`` tells pools to stop claiming while the buffer is full.
 """
 
@@ -10,16 +26,36 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 
 from kiln._config import ServerConfig
-from kiln._errors import KilnError
-from kiln._events import EventHub, StoreFailed
-from kiln._job import JobResult
+from kiln._errors import UnreachableError
+from kiln._events import (
+    CompleterCrashed,
+    EventHub,
+    ResultDropped,
+    ResultPoisoned,
+    ResultsUnapplied,
+    StoreFailed,
+)
+from kiln._job import AttemptError, JobResult, Outcome
+from kiln._sanitise import capped, sanitised, writable
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.completer")
+STRIKES = 3  # failed writes of a result and of its replacement before it is dropped
+KEPT_UNAPPLIED = 1_000  # unapplied results kept for the reconciler
+CRASH_HOLD = 30.0  # seconds healthy() reports a crash of the writer task
+TRANSIENT = (UnreachableError, OSError, TimeoutError)
+
+
+@dataclasses.dataclass(slots=True)
+class _Strikes:
+    count: int
+    written: int  # Completer.written when the result first failed
 
 
 class Completer:
@@ -42,23 +78,72 @@ class Completer:
         self._room = asyncio.Event()
         self._room.set()
         self._task: asyncio.Task[None] | None = None
-        self._inflight = 0
+        self._stopping = False
+        self._inflight: list[JobResult] = []
+        self._strikes: dict[int, _Strikes] = {}
+        self._unapplied: collections.OrderedDict[int, JobResult] = collections.OrderedDict()
         self.written = 0
         self.failures = 0
+        self.poisoned = 0
+        self.dropped = 0
+        self.unapplied = 0
+        self.crashes = 0
+        self.failing_since: float | None = None  # monotonic; writes fail since then
+        self.last_error: BaseException | None = None
+        self.crashed_at: float | None = None  # monotonic
+        self.crash_error: BaseException | None = None
 
     @property
     def pending(self) -> int:
-        return len(self._buffer) + self._inflight
+        return len(self._buffer) + len(self._inflight)
 
     @property
     def over_limit(self) -> bool:
         return self.pending >= self._config.results_max_pending
 
+    @property
+    def failing_for(self) -> float:
+        """Seconds since writes began to fail (0 while they succeed)."""
+        since = self.failing_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    @property
+    def alive(self) -> bool:
+        """The writer task runs (or the completer was never started or is stopped)."""
+        task = self._task
+        return task is None or not task.done()
+
+    def health_problems(self) -> list[str]:
+        """Why the results path cannot make progress, for ``Server.healthy()``."""
+        problems = []
+        if not self.alive:
+            problems.append("results writer stopped: it crashed and is restarting")
+        crashed = self.crashed_at
+        if crashed is not None and time.monotonic() - crashed < CRASH_HOLD:
+            problems.append(f"results writer crashed {self.crashes} times, last "
+                            f"{time.monotonic() - crashed:.1f}s ago: {self.crash_error!r}")
+        if self.failing_for > 2 * self._config.heartbeat_interval:
+            problems.append(f"results not written for {self.failing_for:.1f}s: "
+                            f"{self.pending} waiting, last error {self.last_error!r}")
+        return problems
+
+    def held(self) -> set[int]:
+        """Ids of the jobs whose results wait here to be written."""
+        return {r.job_id for r in (*self._buffer, *self._inflight)}
+
+    def take_unapplied(self, job_id: int, attempt: int) -> JobResult | None:
+        """The kept result of ``job_id``'s ``attempt`` that applied nothing, if any."""
+        result = self._unapplied.get(job_id)
+        if result is None or result.attempt != attempt:
+            return None
+        del self._unapplied[job_id]
+        return result
+
     async def wait_for_room(self) -> None:
         await self._room.wait()
 
     def push(self, result: JobResult) -> None:
-        self._buffer.append(result)
+        self._buffer.append(sanitised(result))
         if len(self._buffer) >= self._config.results_batch:
             self._full.set()
         if self.over_limit:
@@ -67,7 +152,31 @@ class Completer:
 
     async def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="kiln-completer")
+            self._stopping = False
+            self._spawn()
+
+    def _spawn(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._loop(), name="kiln-completer")
+        task.add_done_callback(self._ended)
+        self._task = task
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """The writer task ended: when it crashed, say so at once and restart it."""
+        if task.cancelled() or self._stopping or task is not self._task:
+            return
+        error = task.exception()
+        self.crashes += 1
+        self.crashed_at = time.monotonic()
+        self.crash_error = error
+        log.error("kiln results writer crashed (%d times); restarting it", self.crashes,
+                  exc_info=error)
+        self._events.emit(CompleterCrashed(error=error or RuntimeError("writer task returned")))
+        delay = min(0.05 * 2 ** min(self.crashes, 7), 5.0)
+        asyncio.get_running_loop().call_later(delay, self._restart, task)
+
+    def _restart(self, crashed: asyncio.Task[None]) -> None:
+        if self._task is crashed and not self._stopping:
+            self._spawn()
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Flush what is buffered (up to ``timeout``), then stop the writer."""
@@ -78,10 +187,11 @@ class Completer:
                 while self.pending:
                     self._wake.set()
                     await asyncio.sleep(0.005)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        self._stopping = True
+        task, self._task = self._task, None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
         if self._buffer:
             log.warning("%d results could not be written; their jobs will be rescued",
                         len(self._buffer))
@@ -104,27 +214,120 @@ class Completer:
             elif len(self._buffer) < self._config.results_batch:
                 # gather what finishes in the next few ms: one round trip for all of it
                 await self._full_or(interval)
-            batch = [self._buffer.popleft() for _ in range(min(len(self._buffer),
-                                                                 self._config.results_batch))]
+            size = min(len(self._buffer), self._config.results_batch)
+            batch = [self._buffer.popleft() for _ in range(size)]
             if not batch:
                 continue
-            self._inflight = len(batch)
+            self._inflight = batch
             try:
-                applied = await self._store.job_results_apply(batch)
-            except (KilnError, OSError) as exc:
-                self.failures += 1
-                self._events.emit(StoreFailed(operation="job_results_apply", error=exc))
+                left = await self._write(batch)
+            except BaseException:  # cancelled, or a crash (restarted): nothing is lost
                 self._buffer.extendleft(reversed(batch))
-                delay = min(max(delay * 2, 0.05), 2.0)
-                continue
+                raise
             finally:
-                self._inflight = 0
-            delay = 0.0
-            self.written += len(batch)
-            if applied.released:
-                self._on_released(applied.released)
-            delays = [r.run_at_delay for r in batch if r.run_at_delay > 0]
-            if delays:  # retries and snoozes: the releaser must look when they are due
-                self._on_scheduled(min(delays))
+                self._inflight = []
+            self._buffer.extendleft(reversed(left))
+            failing = self.failing_since is not None
+            delay = min(max(delay * 2, 0.05), 2.0) if failing else 0.0
             if not self.over_limit:
                 self._room.set()
+
+    async def _write(self, batch: list[JobResult]) -> list[JobResult]:
+        """Write ``batch``, isolating results the store refuses; return what is left to
+        write again later (the database could not be reached)."""
+        parts = [batch]
+        while parts:
+            part = parts.pop()
+            try:
+                applied = await self._store.job_results_apply(part)
+            except TRANSIENT as exc:
+                self._failed(exc)
+                return [*part, *(r for p in reversed(parts) for r in p)]
+            except Exception as exc:  # maybe one bad result: split until it stands alone
+                self._failed(exc)
+                if len(part) > 1:
+                    middle = len(part) // 2
+                    parts.extend((part[middle:], part[:middle]))
+                elif not await self._replace(part[0], exc):
+                    self._strike(part[0], exc)
+                continue
+            self._done(part, applied.applied_ids, applied.released)
+        return []
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.last_error = exc
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        self._events.emit(StoreFailed(operation="job_results_apply", error=exc))
+
+    def _done(
+        self, part: list[JobResult], applied_ids: Iterable[int], released: dict[str, int]
+    ) -> None:
+        self.failing_since = None
+        self.written += len(part)
+        applied = set(applied_ids)
+        missed = [r for r in part if r.job_id not in applied]
+        for r in part:
+            self._strikes.pop(r.job_id, None)
+        if missed:
+            self._missed(missed)
+        if released:
+            self._on_released(released)
+        delays = [r.run_at_delay for r in part if r.run_at_delay > 0 and r.job_id in applied]
+        if delays:  # retries and snoozes: the releaser must look when they are due
+            self._on_scheduled(min(delays))
+
+    def _missed(self, missed: list[JobResult]) -> None:
+        self.unapplied += len(missed)
+        for r in missed:
+            self._unapplied[r.job_id] = r
+            self._unapplied.move_to_end(r.job_id)
+        while len(self._unapplied) > KEPT_UNAPPLIED:
+            self._unapplied.popitem(last=False)
+        log.info("%d results applied nothing (jobs %s): fenced, rescued or cancelled, or "
+                 "their claim never committed", len(missed),
+                 ", ".join(str(r.job_id) for r in missed[:10]))
+        self._events.emit(ResultsUnapplied(job_ids=tuple(r.job_id for r in missed)))
+
+    async def _replace(self, result: JobResult, exc: BaseException) -> bool:
+        """Write ``result`` as a failed attempt that says why; True once written."""
+        why = capped(writable(f"{type(exc).__name__}: {exc}"), 500)
+        error = AttemptError(
+            attempt=result.attempt, at=time.time(), server_id=result.server_id,
+            error=f"kiln could not write this attempt's result ({result.outcome.value}):"
+                  f" {why}",
+        )
+        keeps = result.outcome is Outcome.RETRY
+        replacement = dataclasses.replace(
+            result, outcome=Outcome.RETRY if keeps else Outcome.FAILED, error=error,
+            run_at_delay=min(result.run_at_delay, 3600.0) if keeps else 0.0,
+        )
+        try:
+            applied = await self._store.job_results_apply([replacement])
+        except Exception as again:
+            self._failed(again)
+            return False
+        self.poisoned += 1
+        log.error("the result of job %s could not be written (%s); it was written as a "
+                  "failed attempt instead", result.job_id, why)
+        self._events.emit(ResultPoisoned(job_id=result.job_id, outcome=result.outcome,
+                                         error=exc))
+        self._done([replacement], applied.applied_ids, applied.released)
+        return True
+
+    def _strike(self, result: JobResult, exc: BaseException) -> None:
+        """Neither the result nor its replacement could be written: try again later,
+        behind the others; drop it after STRIKES failures once others were written."""
+        strikes = self._strikes.setdefault(result.job_id, _Strikes(0, self.written))
+        strikes.count += 1
+        if strikes.count < STRIKES or self.written == strikes.written:
+            self._buffer.append(result)
+            return
+        del self._strikes[result.job_id]
+        self.dropped += 1
+        log.error("dropping the result of job %s after %d failed writes (%r); the job stays "
+                  "running until reconciliation hands it back or it is rescued",
+                  result.job_id, strikes.count, exc)
+        self._events.emit(ResultDropped(job_id=result.job_id, outcome=result.outcome,
+                                        error=exc))

@@ -130,6 +130,54 @@ class StoreFailed(Event):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ResultPoisoned(Event):
+    """The store refused one result (the others of its batch were written): it was
+    written as a failed attempt whose error says why."""
+
+    job_id: int
+    outcome: Outcome  # the outcome that could not be written
+    error: BaseException
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResultDropped(Event):
+    """Neither a result nor its replacement could be written, while others were: it
+    was dropped, and its job is left to reconciliation or a rescue."""
+
+    job_id: int
+    outcome: Outcome
+    error: BaseException
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResultsUnapplied(Event):
+    """Results that were written but applied nothing (fenced: the job was rescued,
+    cancelled or handed over, or the claim that ran it never committed)."""
+
+    job_ids: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompleterCrashed(Event):
+    """The results writer task raised; it is restarted."""
+
+    error: BaseException
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobReconciled(Event):
+    """The database said this server runs a job that it does not hold (a claim whose
+    reply was lost, a result that applied nothing): ``action`` is "handed_back" (back to
+    its queue without using an attempt) or "result_written" (its kept result again)."""
+
+    job_id: int
+    queue: str
+    kind: str
+    attempt: int
+    action: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MaintenanceRan(Event):
     service: str  # "rescuer", "pruner", "sweeper", "cron", "admitter"
     counts: dict[str, int]

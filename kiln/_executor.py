@@ -224,7 +224,7 @@ def _describe(error: BaseException) -> str:
 
 def _traceback(error: BaseException) -> str:
     try:
-        return "".join(traceback.format_exception(error))[-8000:]
+        return "".join(traceback.format_exception(error))  # capped in kiln._sanitise
     except Exception:
         return f"{type(error).__name__}: <traceback unavailable>"
 

@@ -29,6 +29,7 @@ class Health:
     heartbeat_stale: bool = False
     results_piling_up: bool = False
     handlers_stuck: bool = False  # stuck handlers hold every slot of a queue, or every thread
+    results_stuck: bool = False  # results fail to be written, or their writer crashed
 
     def __bool__(self) -> bool:
         return self.ok

@@ -198,6 +198,16 @@ class RescueCandidate:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job the database says runs on a server, for reconciliation."""
+
+    id: int
+    queue: str
+    kind: str
+    attempt: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Admission:
     """One admitted rate-limited job."""
 

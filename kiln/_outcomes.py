@@ -8,17 +8,34 @@ in the cancelled state. Raising any exception fails the attempt (retry or failed
 from __future__ import annotations
 
 import dataclasses
+import math
+from datetime import timedelta
 
 from kiln._errors import ConfigError
+from kiln._sanitise import MAX_DELAY
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Snooze:
+    """Run the job again after ``seconds`` (a number or a ``timedelta``), at most ten
+    years: a wait the store must be able to write (an infinite one is refused here
+    rather than when its result is written)."""
+
     seconds: float
 
     def __post_init__(self) -> None:
-        if self.seconds < 0:
-            raise ConfigError("seconds", self.seconds, "a snooze must not be negative")
+        value = self.seconds
+        if isinstance(value, timedelta):
+            value = value.total_seconds()
+            object.__setattr__(self, "seconds", value)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError("seconds", value, "a snooze is a number of seconds or a timedelta")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError("seconds", value, "a snooze must be a finite, non-negative wait")
+        if value > MAX_DELAY:
+            raise ConfigError(
+                "seconds", value, f"a snooze must not exceed {MAX_DELAY:.0f}s (ten years)"
+            )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

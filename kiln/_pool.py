@@ -56,6 +56,7 @@ CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before cla
 AHEAD_WAIT = 0.02  # seconds a job claimed ahead may wait for its slot, on average
 AHEAD_MAX = 8  # a pool holds at most (1 + AHEAD_MAX) x concurrency claimed jobs
 AHEAD_STALL = 0.1  # seconds without a free slot after which waiting jobs are handed back
+COMMIT_WAIT = 60.0  # seconds the writes of a notified claim wait for its late commit
 _SMOOTHING = 0.1  # weight of the latest duration in the running average
 
 
@@ -105,6 +106,7 @@ class Pool:
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._claiming = False
         self._in_claim = False
+        self._claim_began = 0.0  # monotonic, while _in_claim
         self._arming = store.capabilities.claim_on_notify
         self._watch: ClaimWatch | None = None  # armed while the queue looks empty
         self._woken = False  # a local wake-up since the last claim
@@ -113,6 +115,7 @@ class Pool:
         self._refused = False  # ... and that go back once it settled
         self._gate: _Gate | None = None  # opens once the watch's claim settled
         self._gates: dict[int, _Gate] = {}  # job id -> its unsettled claim's gate
+        self._settling: set[asyncio.Task[None]] = set()  # gates waiting for a late commit
         self.claimed = 0
         self.claim_errors = 0
 
@@ -131,6 +134,16 @@ class Pool:
     def waiting(self) -> int:
         """Claimed jobs waiting for a slot (claimed ahead)."""
         return len(self._ready)
+
+    def held(self) -> set[int]:
+        """Ids of the jobs this pool holds: running, waiting for a slot or for their
+        claim to settle, or taken by the claim in flight (for the reconciler)."""
+        return {*(r.id for r in self.running.values()), *(r.id for r in self._ready),
+                *self._gates, *(r.id for r in self._taken)}
+
+    def claim_age(self) -> float | None:
+        """Seconds the pool's own claim has been in flight, None when there is none."""
+        return time.monotonic() - self._claim_began if self._in_claim else None
 
     async def start(self) -> None:
         if self._task is None:
@@ -194,6 +207,7 @@ class Pool:
             self._wake.clear()
             self._woken = False
             self._in_claim = True
+            self._claim_began = time.monotonic()
             try:
                 jobs = await self._claim(room)
             except (KilnError, OSError) as exc:
@@ -255,14 +269,18 @@ class Pool:
             await gate.opened.wait()
 
     async def _disarm(self, watch: ClaimWatch) -> int:
-        """Close the watch; return how many jobs it took."""
+        """Close the watch; return how many jobs it took. Should its claim's commit
+        still be unknown, the gate stays shut until it settles (see _settle_later)."""
         try:
             runs = await watch.close()
         except (KilnError, OSError) as exc:
             self._claim_failed(exc)
             return 0
         finally:
-            self._open_gate()
+            if watch.unsettled and self._gate is not None:
+                self._settle_later(watch, self._gate)
+            else:
+                self._open_gate()
         events = self._events
         if events.wants(ClaimQueried):
             for run in runs:
@@ -271,6 +289,35 @@ class Pool:
         if self._refused:
             self._hand_back(self._taken)
         return sum(run.claimed for run in runs)
+
+    def _settle_later(self, watch: ClaimWatch, gate: _Gate) -> None:
+        """A claim whose commit is unknown: its jobs run on, but nothing they write may
+        go before the commit (it would see the job unclaimed and apply nothing). The
+        gate opens once the claim settles, or marks the jobs not ours if it rolled back;
+        after COMMIT_WAIT it opens anyway: a result that then applies nothing is kept,
+        and the reconciler writes it again once the commit shows."""
+        self._gate = None
+        taken, self._taken = self._taken, []
+        self.claim_errors += 1
+        self._events.emit(StoreFailed(operation="job_claim", error=UnreachableError(
+            "job_claim", "the commit of a claim on a notification did not settle in time")))
+
+        async def settle() -> None:
+            try:
+                await watch.wait_settled(COMMIT_WAIT)
+                error = watch.error
+                if error is not None and not isinstance(error, UnreachableError):
+                    self._taken, self._gate = taken, gate
+                    self._claim_failed(error)  # rolled back: those jobs stop
+                    self._taken, self._gate = [], None
+            finally:
+                self._release(gate)
+
+        loop = self._event_loop
+        assert loop is not None
+        task = loop.create_task(settle(), name=f"kiln-pool-{self.queue}-commit")
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
 
     def _patience(self) -> float:
         """How long the loop may sleep: not past AHEAD_STALL while claimed jobs wait."""
@@ -336,10 +383,13 @@ class Pool:
     def _open_gate(self) -> None:
         gate, self._gate = self._gate, None
         if gate is not None:
-            gate.opened.set()
-            for job_id in gate.ids:  # a job claimed again later must not find it
-                if self._gates.get(job_id) is gate:
-                    del self._gates[job_id]
+            self._release(gate)
+
+    def _release(self, gate: _Gate) -> None:
+        gate.opened.set()
+        for job_id in gate.ids:  # a job claimed again later must not find it
+            if self._gates.get(job_id) is gate:
+                del self._gates[job_id]
 
     def _take(self, jobs: list[JobRow]) -> None:
         """A claim's rows: start the jobs, unless the claim hung while the server fenced

@@ -36,6 +36,7 @@ from kiln._heartbeat import Heartbeater, new_server_id
 from kiln._job import AttemptError, JobResult, JobRow, Outcome, ServerInfo
 from kiln._kinds import Kind
 from kiln._pool import Pool
+from kiln._reconciler import Reconciler
 from kiln._releaser import Releaser
 from kiln._service import Service
 from kiln._threads import ThreadPool
@@ -143,9 +144,12 @@ class Server:
             reasons.append(f"results piling up: {self._completer.pending} unwritten")
         stuck = self._stuck_reasons()
         reasons.extend(stuck)
+        unwritten = self._completer.health_problems() if self._completer else []
+        reasons.extend(unwritten)
         return Health(
             ok=not reasons, reasons=tuple(reasons), fenced=fenced, heartbeat_stale=stale,
             results_piling_up=piling, handlers_stuck=bool(stuck),
+            results_stuck=bool(unwritten),
         )
 
     def _stuck_reasons(self) -> list[str]:
@@ -163,6 +167,7 @@ class Server:
             running=self.running_jobs,
             concurrency=sum(self.queues.values()),
             results_pending=self._completer.pending if self._completer else 0,
+            **self._results_stats(),
             leader=self.is_leader,
             heartbeat_age=hb.age if hb else None,
             fenced_reason=hb.fenced if hb else None,
@@ -176,6 +181,16 @@ class Server:
                     for q, p in self._pools.items()},
         )
         return stats
+
+    def _results_stats(self) -> dict[str, Any]:
+        c = self._completer
+        return {
+            "results_poisoned": c.poisoned if c else 0,
+            "results_dropped": c.dropped if c else 0,
+            "results_unapplied": c.unapplied if c else 0,
+            "results_failing_for": c.failing_for if c else 0.0,
+            "completer_crashes": c.crashes if c else 0,
+        }
 
     def run_sync(self) -> None:
         """Run until SIGTERM/SIGINT in a fresh event loop (scripts, the CLI)."""
@@ -248,13 +263,25 @@ class Server:
         await self._completer.start()
         await self._heartbeat.start()
         await self._start_notifications()
-        self._services = [self._releaser, *maintenance.server_services(ctx), self._elector]
+        self._services = [self._releaser, *maintenance.server_services(ctx), self._elector,
+                          self._reconciler_of(cfg)]
         for service in self._services:
             await service.start()
         for pool in self._pools.values():
             await pool.start()
         self._state = "running"
         log.info("server %s running queues %s", self.id, self.queues)
+
+    def _reconciler_of(self, cfg: ServerConfig) -> Reconciler:
+        """Every max(heartbeat_interval, dead_after/4), looking at claims at least as old:
+        well inside dead_after, and one cheap query per interval."""
+        assert self._completer is not None
+        every = max(float(cfg.heartbeat_interval), float(cfg.dead_after) / 4)
+        return Reconciler(
+            self.store, self.events, self._completer, lambda: self._pools.values(),
+            lambda: self.id, lambda: self._state == "running" and self._may_claim(),
+            interval=every, margin=every,
+        )
 
     def context(self) -> ServerContext:
         return ServerContext(

@@ -21,18 +21,23 @@ from opentelemetry.metrics import Meter
 
 from kiln import (
     ClaimQueried,
+    CompleterCrashed,
     Event,
     Fenced,
     HandlerStuck,
     Heartbeat,
     JobClaimed,
     JobFinished,
+    JobReconciled,
     JobRescued,
     JobsAdmitted,
     JobsEnqueued,
     LeaderChanged,
     NotifierChanged,
     Outcome,
+    ResultDropped,
+    ResultPoisoned,
+    ResultsUnapplied,
     StoreFailed,
 )
 from kilnotel import _names as n
@@ -104,6 +109,11 @@ class EventMetrics:
         self.heartbeat_failures = counter(meter, n.SERVER_HEARTBEAT_FAILURES)
         self.leader_changes = counter(meter, n.SERVER_LEADER_CHANGES)
         self.fenced = counter(meter, n.SERVER_FENCED)
+        self.poisoned = counter(meter, n.RESULTS_POISONED)
+        self.dropped = counter(meter, n.RESULTS_DROPPED)
+        self.unapplied = counter(meter, n.RESULTS_UNAPPLIED)
+        self.completer_crashes = counter(meter, n.SERVER_COMPLETER_CRASHES)
+        self.reconciled = counter(meter, n.JOBS_RECONCILED)
         self.claim_latency = histograms(n.CLAIM_LATENCY)
         self.claim_duration = histograms(n.CLAIM_DURATION)
         self.admission_delay = histograms(n.ADMISSION_DELAY)
@@ -125,6 +135,11 @@ class EventMetrics:
             Fenced: lambda e: self.fenced.add(1),
             HandlerStuck: lambda e: self.stuck.add(1, self._by_kind(e.job.queue, e.job.kind).attrs),
             NotifierChanged: self._notifier,
+            ResultPoisoned: lambda e: self.poisoned.add(1),
+            ResultDropped: lambda e: self.dropped.add(1),
+            ResultsUnapplied: lambda e: self.unapplied.add(len(e.job_ids)),
+            CompleterCrashed: lambda e: self.completer_crashes.add(1),
+            JobReconciled: self._reconciled,
         }
 
     def handlers(self) -> Handlers:
@@ -145,6 +160,8 @@ class EventMetrics:
             self.leader_changes.add(0, self._attr(n.CHANGE, change))
         self.heartbeat_failures.add(0)
         self.fenced.add(0)
+        for results in (self.poisoned, self.dropped, self.unapplied, self.completer_crashes):
+            results.add(0)
         kinds = list(kinds)
         for queue in queues:
             for kind in kinds:
@@ -153,6 +170,7 @@ class EventMetrics:
                 for outcome in RESCUE_OUTCOMES:
                     self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
                 self.stuck.add(0, self._by_kind(queue, kind).attrs)
+                self.reconciled.add(0, self._by_kind(queue, kind).attrs)
 
     # attribute sets, built once ---------------------------------------------------------
     def _by_kind(self, queue: str, kind: str) -> _ByKind:
@@ -234,6 +252,9 @@ class EventMetrics:
             self.heartbeat_failures.add(1)
         if self._counts is not None:
             self._counts.poke()
+
+    def _reconciled(self, e: JobReconciled) -> None:
+        self.reconciled.add(1, self._by_kind(e.queue, e.kind).attrs)
 
     def _leader(self, e: LeaderChanged) -> None:
         self.leader_changes.add(1, self._attr(n.CHANGE, "gained" if e.is_leader else "lost"))

@@ -58,6 +58,7 @@ DB_OPERATIONS: tuple[str, ...] = (
     "job_results_apply",
     "server_heartbeat",
     "leader_elect",
+    "jobs_running_on",
 )
 # values of the ``change`` attribute of kiln.server.leader.changes
 LEADER_CHANGES: tuple[str, ...] = ("gained", "lost")
@@ -256,6 +257,36 @@ NOTIFIER_UP = Metric(
     "1 while the notification channel (LISTEN or a bus) is connected, 0 when down; "
     "absent for stores that run without one",
 )
+RESULTS_POISONED = Metric(
+    "kiln.results.poisoned", "counter", "{result}",
+    "Results the store refused (the rest of their batch was written) that were written "
+    "as failed attempts saying why instead",
+)
+RESULTS_DROPPED = Metric(
+    "kiln.results.dropped", "counter", "{result}",
+    "Results that could not be written at all, not even as failed attempts, while others "
+    "were: their jobs stay running until reconciliation hands them back or a rescue",
+)
+RESULTS_UNAPPLIED = Metric(
+    "kiln.results.unapplied", "counter", "{result}",
+    "Results written that applied nothing (fenced: the job was rescued, cancelled or "
+    "handed over, or the claim that ran it never committed)",
+)
+SERVER_RESULTS_FAILING = Metric(
+    "kiln.server.results.failing", "gauge", "s",
+    "Seconds since this server's result writes began to fail (0 while they succeed); "
+    "healthy() fails past two heartbeat intervals",
+)
+SERVER_COMPLETER_CRASHES = Metric(
+    "kiln.server.completer.crashes", "counter", "{crash}",
+    "Times the results writer task crashed (it is restarted; healthy() fails for 30 s)",
+)
+JOBS_RECONCILED = Metric(
+    "kiln.jobs.reconciled", "counter", "{job}",
+    "Jobs the database said this server runs but it did not hold (a claim whose reply "
+    "was lost, a result that applied nothing), handed back or written again",
+    (QUEUE, KIND),
+)
 EVENTS_DROPPED = Metric(
     "kiln.events.dropped", "counter", "{event}",
     "Events dropped because a queued subscriber's queue was full",
@@ -288,6 +319,12 @@ METRICS: tuple[Metric, ...] = (
     SERVER_FENCED,
     NOTIFIER_UP,
     EVENTS_DROPPED,
+    RESULTS_POISONED,
+    RESULTS_DROPPED,
+    RESULTS_UNAPPLIED,
+    SERVER_RESULTS_FAILING,
+    SERVER_COMPLETER_CRASHES,
+    JOBS_RECONCILED,
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 BY_PROMETHEUS_NAME: dict[str, Metric] = {m.prometheus_name: m for m in METRICS}

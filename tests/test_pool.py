@@ -60,7 +60,8 @@ class FakeStore:
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         self.results.extend(results)
-        return ApplyResult(applied=len(results), released={})
+        return ApplyResult(applied=len(results), released={},
+                           applied_ids=frozenset(r.job_id for r in results))
 
 
 async def drain(

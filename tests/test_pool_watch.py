@@ -8,6 +8,7 @@ when the armed watch claims, what it hands over and how its commit ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -49,8 +50,19 @@ class FakeWatch:
         self.runs.append(ClaimRun(claimed=len(rows), duration=0.001))
         self.error = error
 
+    @property
+    def unsettled(self) -> bool:
+        return not self.committed.is_set()
+
+    async def wait_settled(self, timeout: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.committed.wait(), timeout)
+        return self.committed.is_set()
+
     async def close(self, timeout: float = 5.0) -> list[ClaimRun]:
-        await self.committed.wait()
+        if not await self.wait_settled(timeout):
+            self.closed, self.active = True, False
+            return self.runs
         self.closed, self.active = True, False
         if self.error is not None:
             raise self.error
@@ -86,7 +98,8 @@ class WatchStore:
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         self.results.extend(results)
-        return ApplyResult(applied=len(results), released={})
+        return ApplyResult(applied=len(results), released={},
+                           applied_ids=frozenset(r.job_id for r in results))
 
     async def armed(self, count: int) -> FakeWatch:
         """The count-th watch, once the pool armed it."""

@@ -25,6 +25,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
     StateCount,
 )
@@ -52,6 +53,7 @@ class ReleaseResult:
 class ApplyResult:
     applied: int  # results that matched a running job under the same server and attempt
     released: dict[str, int]  # queue -> dependents made available by completions
+    applied_ids: frozenset[int] = frozenset()  # the jobs of the results that applied
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +83,22 @@ class ClaimWatch(Protocol):
     def more(self) -> bool:
         """True when a notification arrived while the claim that spent the watch was
         in flight: the queue may hold more jobs than it took."""
+        ...
+
+    @property
+    def unsettled(self) -> bool:
+        """True while the commit of a claim whose rows the callback took is unknown."""
+        ...
+
+    async def wait_settled(self, timeout: float) -> bool:
+        """Wait (up to ``timeout``) until no commit is unknown; True once settled. After
+        ``close`` timed out this still follows the claim, and ``close`` raising (or not)
+        is replaced by ``error``."""
+        ...
+
+    @property
+    def error(self) -> Exception | None:
+        """Why the claim whose rows the callback took failed, once settled (see close)."""
         ...
 
     async def close(self, timeout: float = 5.0) -> list[ClaimRun]:
@@ -160,6 +178,12 @@ class Store(Protocol):
     async def jobs_rescue_candidates(
         self, dead_after: float, limit: int
     ) -> list[RescueCandidate]: ...
+    async def jobs_running_on(
+        self, server_id: str, older_than: float, limit: int
+    ) -> list[RunningJob]:
+        """Jobs running under ``server_id`` whose attempt began more than ``older_than``
+        seconds ago (database clock), in id order, at most ``limit``: one indexed read."""
+        ...
     async def servers_sweep(self, dead_for: float) -> int: ...
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
         """Delete up to ``limit`` jobs of a finished ``state`` older than ``older_than``;

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
+
+
+class _Pipe:
+    """One proxied connection: muted, it forwards requests but drops the replies."""
+
+    __slots__ = ("muted", "task")
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+        self.muted = False
 
 
 class Proxy:
     """Forwards 127.0.0.1:<port> to ``target``; ``cut()`` closes every connection and
     refuses new ones until ``restore()``; while ``frozen`` it keeps connections open but
-    drops everything sent either way (a peer that went silent)."""
+    drops everything sent either way (a peer that went silent); ``lose_reply()`` drops
+    the reply to one request, ``hold()`` delays one."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self._target = (target_host, target_port)
@@ -18,6 +30,23 @@ class Proxy:
         self._pipes: set[asyncio.Task[None]] = set()
         self.port = 0
         self.frozen = False
+        self._lose: tuple[Callable[[bytes], bool], asyncio.Future[asyncio.Task[None]]] | None
+        self._lose = None
+        self._hold: tuple[Callable[[bytes], bool], float] | None = None
+
+    def hold(self, request: Callable[[bytes], bool], seconds: float) -> None:
+        """Hold the next request matching ``request`` for ``seconds`` before passing it
+        on (and what follows it on that connection): a slow COMMIT, say."""
+        self._hold = (request, seconds)
+
+    def lose_reply(self, request: Callable[[bytes], bool]) -> asyncio.Future[asyncio.Task[None]]:
+        """The next connection to send bytes matching ``request`` gets no more replies
+        (the request itself goes through). The future gives that connection's task: the
+        test cancels it, dropping the connection, once the request took effect, as when a
+        network loses a reply and then the connection."""
+        future: asyncio.Future[asyncio.Task[None]] = asyncio.get_running_loop().create_future()
+        self._lose = (request, future)
+        return future
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
@@ -46,17 +75,31 @@ class Proxy:
         task = asyncio.current_task()
         assert task is not None
         self._pipes.add(task)
+        pipe = _Pipe(task)
         try:
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+            await asyncio.gather(self._pump(reader, up_writer, pipe, False),
+                                 self._pump(up_reader, writer, pipe, True))
         finally:
             self._pipes.discard(task)
             for w in (writer, up_writer):
                 w.close()
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pipe: _Pipe,
+        replies: bool,
+    ) -> None:
         try:
             while data := await reader.read(65536):
-                if not self.frozen:
+                lose = self._lose
+                if not replies and lose is not None and lose[0](data):
+                    self._lose = None
+                    pipe.muted = True
+                    lose[1].set_result(pipe.task)
+                hold = self._hold
+                if not replies and hold is not None and hold[0](data):
+                    self._hold = None
+                    await asyncio.sleep(hold[1])
+                if not self.frozen and not (replies and pipe.muted):
                     writer.write(data)
                     await writer.drain()
         except (ConnectionError, OSError):

@@ -126,3 +126,21 @@ async def test_prune_never_touches_unfinished_jobs(store: Store) -> None:
     for state in JobState:
         await store.jobs_prune(state, 0.0, 100)
     assert await store.job_count(JobFilter()) == 2
+
+
+async def test_jobs_running_on_a_server_past_a_margin(store: Store) -> None:
+    """Reconciliation's read: this server's running jobs, only those claimed long enough
+    ago that no claim of its own can still be on its way back."""
+    await store.job_insert_many([job(args={"i": i}) for i in range(5)])
+    mine = await claim(store, limit=3, server="s1")
+    [theirs] = await claim(store, limit=1, server="s2")
+    assert await store.jobs_running_on("s1", 60.0, 100) == []  # all claimed just now
+    await asyncio.sleep(0.3)
+    [late] = await claim(store, limit=1, server="s1")
+    await complete(store, mine[0])
+    found = await store.jobs_running_on("s1", 0.2, 100)
+    assert [(r.id, r.queue, r.kind, r.attempt) for r in found] == [
+        (row.id, "q", "k", 1) for row in mine[1:]
+    ]
+    assert late.id not in {r.id for r in found} and theirs.id not in {r.id for r in found}
+    assert [r.id for r in await store.jobs_running_on("s1", 0.2, 1)] == [mine[1].id]

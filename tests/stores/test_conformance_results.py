@@ -64,6 +64,25 @@ async def test_errors_are_appended_per_attempt(store: Store) -> None:
     assert row_.last_error is not None and row_.last_error.error == "boom 3"
 
 
+async def test_apply_says_which_results_applied(store: Store) -> None:
+    """Per result: the completer counts, logs and keeps the ones that applied nothing."""
+    await store.job_insert_many([job(args={"i": i}) for i in range(4)])
+    a, b, c, d = await claim(store)
+    fenced = type(result(b))(job_id=b.id, server_id="other", attempt=b.attempt,
+                             outcome=Outcome.COMPLETED)
+    applied = await store.job_results_apply(
+        [result(a), fenced, result(c, Outcome.RETRY, error="x"), result(d, Outcome.HANDED_BACK)]
+    )
+    assert applied.applied_ids == frozenset({a.id, c.id, d.id}) and applied.applied == 3
+    again = await store.job_results_apply([result(a)])  # already completed: applies nothing
+    assert again.applied_ids == frozenset() and again.applied == 0
+    [parent] = await insert(store, job("k2"))
+    await insert(store, job("k2", depends_on=[parent]))
+    [row] = await claim(store, kinds=("k2",))
+    released = await store.job_results_apply([result(row)])  # the path with dependents
+    assert released.applied_ids == frozenset({parent}) and released.released == {"q": 1}
+
+
 async def test_results_are_fenced_by_server_and_attempt(store: Store) -> None:
     [job_id] = await insert(store, job())
     [row] = await claim(store, server="s1")

@@ -18,6 +18,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
 )
 from kiln.stores._admission import plan as admission_plan
@@ -127,6 +128,16 @@ def rescue_candidates(dead_after: float, limit: int) -> Plan[list[RescueCandidat
     return [
         RescueCandidate(job=row_to_job(r), dead_server_id=r[18]) for r in out[0].rows
     ]
+
+
+def running_on(server_id: str, older_than: float, limit: int) -> Plan[list[RunningJob]]:
+    out = yield one(
+        "SELECT id, queue, kind, attempt FROM kiln_jobs WHERE state = 'running'"
+        f" AND server_id = %s AND attempted_at < {NOW} - INTERVAL %s MICROSECOND"
+        " ORDER BY id LIMIT %s",
+        server_id, micros(older_than), limit,
+    )
+    return [RunningJob(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in out[0].rows]
 
 
 def sweep(dead_for: float) -> Plan[int]:

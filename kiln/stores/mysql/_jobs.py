@@ -349,7 +349,8 @@ def results_apply(
             if int(job_id) in applied:
                 released[queue] = released.get(queue, 0) + 1
     again = [r for r in ordered if r.outcome is Outcome.COMPLETED and r.job_id not in applied]
-    return ApplyResult(applied=len(applied), released=released), again
+    return ApplyResult(applied=len(applied), released=released,
+                       applied_ids=frozenset(applied)), again
 
 
 def results_release(completions: Sequence[JobResult]) -> Plan[ApplyResult]:
@@ -360,11 +361,14 @@ def results_release(completions: Sequence[JobResult]) -> Plan[ApplyResult]:
     ordered = sorted(completions, key=lambda r: r.job_id)
     stmts = [_result_stmt(r, guarded=False) for r in ordered]
     out = yield step(*stmts, *lock_dependents([r.job_id for r in ordered]), begin=True)
-    applied = sum(1 for res in out[: len(ordered)] if res.rowcount == 1)
+    applied = frozenset(
+        r.job_id for r, res in zip(ordered, out[: len(ordered)], strict=True) if res.rowcount == 1
+    )
     update, released = release_dependents(out[-2], out[-1])
     if update is not None:
         yield step(update, last=True)
-    return ApplyResult(applied=applied, released=released if update is not None else {})
+    return ApplyResult(applied=len(applied), released=released if update is not None else {},
+                       applied_ids=applied)
 
 
 def param_set(job_id: int, server_id: str, attempt: int, name: str, value: Any) -> Plan[bool]:

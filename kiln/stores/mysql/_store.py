@@ -39,6 +39,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
     StateCount,
 )
@@ -352,15 +353,15 @@ class MySQLStore:
             "job_results_apply", lambda: _jobs.results_apply(results)
         )
         released = dict(first.released)
-        applied = first.applied
+        applied = first.applied_ids
         if again:  # completions of jobs with dependents (or fenced ones)
             more = await self._write(
                 "job_results_apply", lambda: _jobs.results_release(again)
             )
-            applied += more.applied
+            applied |= more.applied_ids
             _jobs.merge(released, more.released)
         self._empty_queues.difference_update(released)
-        return ApplyResult(applied=applied, released=released)
+        return ApplyResult(applied=len(applied), released=released, applied_ids=applied)
 
     async def job_param_set(
         self, job_id: int, server_id: str, attempt: int, name: str, value: Any
@@ -435,6 +436,13 @@ class MySQLStore:
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._read(
             "jobs_rescue_candidates", _cluster.rescue_candidates(dead_after, limit)
+        )
+
+    async def jobs_running_on(
+        self, server_id: str, older_than: float, limit: int
+    ) -> list[RunningJob]:
+        return await self._read(
+            "jobs_running_on", _cluster.running_on(server_id, older_than, limit)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:

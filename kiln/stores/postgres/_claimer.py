@@ -18,6 +18,7 @@ job, not this module's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -79,6 +80,14 @@ class Watch:
     def more(self) -> bool:
         return self._more
 
+    @property
+    def delivered(self) -> bool:
+        """Its rows went to the callback and the commit is on its way (it may have been
+        closed meanwhile, when the commit took longer than ``close``'s timeout)."""
+        return self.state is _State.DELIVERED or (
+            self.state is _State.CLOSED and bool(self.jobs) and self.unsettled
+        )
+
     def notified(self) -> None:
         """A notification for the queue arrived; while in flight it may be for a job
         the claim's snapshot did not see."""
@@ -99,14 +108,20 @@ class Watch:
             self.error = error
         self._settled.set()
 
+    @property
+    def unsettled(self) -> bool:
+        return not self._settled.is_set()
+
+    async def wait_settled(self, timeout: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+        return self._settled.is_set()
+
     async def close(self, timeout: float = 5.0) -> list[ClaimRun]:
-        if not self._settled.is_set():
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._settled.wait()
-            except TimeoutError:
-                log.warning("kiln claimer: a claim on queue %r did not settle in %ss",
-                            self.queue, timeout)
+        if not await self.wait_settled(timeout):
+            log.warning("kiln claimer: a claim on queue %r did not settle in %ss; its "
+                        "jobs' writes wait for it", self.queue, timeout)
         self.state = _State.CLOSED
         self._claimer.forget(self)
         if self.error is not None:
@@ -236,7 +251,7 @@ class Claimer:
             )
         )
         for watch in batch.watches:
-            if watch.state is _State.DELIVERED:
+            if watch.delivered:
                 watch.settle(_State.SPENT, batch.run(len(watch.jobs)), error)
             else:
                 watch.settle(_State.ARMED, None)
@@ -287,7 +302,7 @@ class Claimer:
         for watch in batch.watches:
             if watch.state is _State.SENT:  # rolled back for a closed watch: claims again
                 watch.settle(_State.ARMED, None)
-            elif watch.state is not _State.DELIVERED:
+            elif not watch.delivered:
                 watch.settle(watch.state, None)
             elif rolled_back:
                 error = StoreError("job_claim", "the claim rolled back: nothing was claimed")

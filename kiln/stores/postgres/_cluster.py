@@ -17,6 +17,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
 )
 from kiln.stores import _migrations
@@ -151,6 +152,18 @@ RESCUE_CANDIDATES = (
 def rescue_candidates(dead_after: float, limit: int) -> Plan[list[RescueCandidate]]:
     rows = (yield one(RESCUE_CANDIDATES, dead_after, dead_after, limit))[0]
     return [RescueCandidate(job=_jobs.row_to_job(r), dead_server_id=str(r[18])) for r in rows]
+
+
+RUNNING_ON = (
+    "SELECT id, queue, kind, attempt FROM kiln_jobs WHERE state = 'running'"
+    " AND server_id = %s AND attempted_at < now() - %s * interval '1 second'"
+    " ORDER BY id LIMIT %s"
+)
+
+
+def running_on(server_id: str, older_than: float, limit: int) -> Plan[list[RunningJob]]:
+    rows = (yield one(RUNNING_ON, server_id, older_than, limit))[0]
+    return [RunningJob(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
 
 def sweep(dead_for: float) -> Plan[int]:

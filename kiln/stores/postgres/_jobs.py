@@ -358,17 +358,16 @@ def results_apply(results: Sequence[JobResult]) -> Plan[ApplyResult]:
     rows = (yield Step((_results_stmt(ordered, False),), last=True))[0]
     released: dict[str, int] = {}
     _released(rows, released)
-    applied = len(rows)
-    done = {r[0] for r in rows}
+    done = {int(r[0]) for r in rows}
     held = [r for r in ordered if r.outcome is Outcome.COMPLETED and r.job_id not in done]
     if held:  # completions of jobs with dependents (or fenced results: they apply nothing)
         held_ids = [r.job_id for r in held]
         out = yield atomic(_results_stmt(held, True), *release_stmts(held_ids))
         _released(out[0], released)
-        applied += len(out[0])
+        done.update(int(r[0]) for r in out[0])
         for queue, n in counted(out[2]).items():
             released[queue] = released.get(queue, 0) + n
-    return ApplyResult(applied=applied, released=released)
+    return ApplyResult(applied=len(done), released=released, applied_ids=frozenset(done))
 
 
 PARAM_SET = (

@@ -32,6 +32,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
     StateCount,
 )
@@ -293,6 +294,13 @@ class PostgresStore:
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._run(
             "jobs_rescue_candidates", lambda: _cluster.rescue_candidates(dead_after, limit)
+        )
+
+    async def jobs_running_on(
+        self, server_id: str, older_than: float, limit: int
+    ) -> list[RunningJob]:
+        return await self._run(
+            "jobs_running_on", lambda: _cluster.running_on(server_id, older_than, limit)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:

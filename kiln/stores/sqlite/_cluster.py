@@ -16,6 +16,7 @@ from kiln._job import (
     JobState,
     NewJob,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
 )
 from kiln.stores._rows import (
@@ -100,6 +101,17 @@ def rescue_candidates(
         (cutoff, cutoff, limit),
     ).fetchall()
     return [RescueCandidate(job=row_to_job(r), dead_server_id=r["server_id"]) for r in rows]
+
+
+def running_on(
+    conn: sqlite3.Connection, server_id: str, older_than: float, limit: int
+) -> list[RunningJob]:
+    rows = conn.execute(
+        "SELECT id, queue, kind, attempt FROM kiln_jobs WHERE state = 'running'"
+        " AND server_id = ? AND attempted_at < ? ORDER BY id LIMIT ?",
+        (server_id, time.time() - older_than, limit),
+    ).fetchall()
+    return [RunningJob(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
 
 def sweep(conn: sqlite3.Connection, dead_for: float) -> int:

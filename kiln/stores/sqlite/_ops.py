@@ -262,7 +262,7 @@ def release_rows(
 
 def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> ApplyResult:
     now = time.time()
-    applied = 0
+    applied: set[int] = set()
     completed: list[int] = []
     released: dict[str, int] = {}
     for r in results:
@@ -289,14 +289,14 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         ).fetchone()
         if cur is None:
             continue
-        applied += 1
+        applied.add(r.job_id)
         if cur["state"] == JobState.AVAILABLE.value:
             released[cur["queue"]] = released.get(cur["queue"], 0) + 1
         if r.outcome is Outcome.COMPLETED:
             completed.append(r.job_id)
     for queue, n in _release_dependents(conn, completed, now).items():
         released[queue] = released.get(queue, 0) + n
-    return ApplyResult(applied=applied, released=released)
+    return ApplyResult(applied=len(applied), released=released, applied_ids=frozenset(applied))
 
 
 def param_set(

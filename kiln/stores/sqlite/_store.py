@@ -29,6 +29,7 @@ from kiln._job import (
     NewJob,
     RateLimit,
     RescueCandidate,
+    RunningJob,
     ServerInfo,
     StateCount,
 )
@@ -306,6 +307,13 @@ class SQLiteStore:
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._run(
             "jobs_rescue_candidates", lambda c: _cluster.rescue_candidates(c, dead_after, limit)
+        )
+
+    async def jobs_running_on(
+        self, server_id: str, older_than: float, limit: int
+    ) -> list[RunningJob]:
+        return await self._run(
+            "jobs_running_on", lambda c: _cluster.running_on(c, server_id, older_than, limit)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:
