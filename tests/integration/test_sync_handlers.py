@@ -170,7 +170,7 @@ async def test_a_sync_handler_stuck_at_a_fence_keeps_its_slot_after_the_rejoin(
     store_url: str,
 ) -> None:
     """Server._fence (called directly: the heartbeat stays confirmed, so the pool claims
-    again at once, as after a rejoin; the first job stays the rescuer's) waits kill_grace for the thread, then leaves the
+    again at once, as after a rejoin) waits kill_grace for the thread, then leaves the
     job to the rescuer; the stuck thread keeps the queue's only slot until it returns."""
     app = kiln.App(store_url)
     release = threading.Event()
