@@ -52,9 +52,11 @@ class Job:
 
     @property
     def cancelled(self) -> threading.Event:
-        """Set when the server cancels this attempt (timeout or shutdown).
+        """Set when the server cancels this attempt (timeout, shutdown or fencing).
 
-        Plain ``def`` handlers cannot be interrupted: poll this to stop early.
+        A ``threading.Event``: safe to read from a plain ``def`` handler's thread, which
+        cannot be interrupted. Poll it (or sleep with ``job.cancelled.wait(seconds)``)
+        and return when it is set; kiln records the cancellation, not a completion.
         """
         if self._cancelled is None:
             self._cancelled = threading.Event()

@@ -90,6 +90,27 @@ async def _stop(pool: Pool, parts: list[Any]) -> None:
     threads.shutdown()
 
 
+async def _check_slots_kept(
+    handler: Callable[[Job], Any], live: Live, release: Callable[[], None], thread: bool
+) -> None:
+    """Fence while the first jobs ignore it: nothing new starts until they end."""
+    pool, parts = await _fenced_pool(handler, live)
+    try:
+        await asyncio.sleep(0.3)
+        assert live.started == CONCURRENCY, "claimed new jobs beside the lingering ones"
+        assert len(pool.lingering) == CONCURRENCY
+        assert [(e.reason, e.thread) for e in parts[2]] == [("fenced", thread)] * CONCURRENCY
+        release()
+        async with asyncio.timeout(5):
+            while live.started < 10:
+                await asyncio.sleep(0.005)
+        assert len(pool.lingering) == 0
+    finally:
+        release()
+        await _stop(pool, parts)
+    assert live.most <= CONCURRENCY, live.most
+
+
 async def test_an_async_handler_that_ignores_the_fence_keeps_its_slot() -> None:
     live, release = Live(), asyncio.Event()
 
@@ -107,21 +128,7 @@ async def test_an_async_handler_that_ignores_the_fence_keeps_its_slot() -> None:
         finally:
             live.leave()
 
-    pool, parts = await _fenced_pool(handler, live)
-    try:
-        await asyncio.sleep(0.3)
-        assert live.started == CONCURRENCY, "claimed new jobs beside the lingering ones"
-        assert len(pool.lingering) == CONCURRENCY
-        assert [e.reason for e in parts[2]] == ["fenced"] * CONCURRENCY
-        release.set()
-        async with asyncio.timeout(5):
-            while live.started < 10:
-                await asyncio.sleep(0.005)
-        assert len(pool.lingering) == 0
-    finally:
-        release.set()
-        await _stop(pool, parts)
-    assert live.most <= CONCURRENCY, live.most
+    await _check_slots_kept(handler, live, release.set, thread=False)
 
 
 async def test_a_sync_handler_stuck_at_the_fence_keeps_its_slot() -> None:
@@ -135,18 +142,4 @@ async def test_a_sync_handler_stuck_at_the_fence_keeps_its_slot() -> None:
         finally:
             live.leave()
 
-    pool, parts = await _fenced_pool(handler, live)
-    try:
-        await asyncio.sleep(0.3)
-        assert live.started == CONCURRENCY, "claimed new jobs beside the stuck threads"
-        assert len(pool.lingering) == CONCURRENCY
-        assert [(e.reason, e.thread) for e in parts[2]] == [("fenced", True)] * CONCURRENCY
-        release.set()
-        async with asyncio.timeout(5):
-            while live.started < 10:
-                await asyncio.sleep(0.005)
-        assert len(pool.lingering) == 0
-    finally:
-        release.set()
-        await _stop(pool, parts)
-    assert live.most <= CONCURRENCY, live.most
+    await _check_slots_kept(handler, live, release.set, thread=True)

@@ -164,3 +164,47 @@ async def test_shutdown_waits_kill_grace_for_a_sync_handler_then_says_it_may_sti
     finally:
         release.set()
         await store.close()
+
+
+async def test_a_sync_handler_stuck_at_a_fence_keeps_its_slot_after_the_rejoin(
+    store_url: str,
+) -> None:
+    """Server._fence (called directly: the heartbeat stays confirmed, so the pool claims
+    again at once, as after a rejoin) waits kill_grace for the thread, then leaves the
+    job to the rescuer; the stuck thread keeps the queue's only slot until it returns."""
+    app = kiln.App(store_url)
+    release = threading.Event()
+    started: list[int] = []
+
+    @app.job("deaf")
+    def deaf(job: kiln.Job) -> None:
+        started.append(job.id)
+        release.wait(20)
+
+    store = await open_store(store_url)
+    try:
+        client = kiln.Client(store, app.kinds)
+        first = await client.enqueue("deaf", {})
+        server = app.server({"default": 1}, config())
+        running = await Running(server).started()
+        try:
+            await wait_for(lambda: started == [first], 10, "the first job to start")
+            second = await client.enqueue("deaf", {})
+            began = time.monotonic()
+            await server._fence("test")
+            assert time.monotonic() - began >= 0.2  # kill_grace, waited for the thread
+            assert [(e.reason, e.thread) for e in running.of(kiln.HandlerStuck)] == [
+                ("fenced", True)]
+            await asyncio.sleep(0.5)
+            assert started == [first], "a job started beside the stuck thread"
+            health = server.healthy()
+            assert not health and health.handlers_stuck, health
+            release.set()
+            await wait_for(lambda: second in started, 10, "the second job to start")
+            await wait_for(lambda: bool(server.healthy()), 5, "health to come back")
+            assert running.finished(first) == [], "the fenced attempt sent a result"
+        finally:
+            release.set()
+            await running.stop()
+    finally:
+        await store.close()
