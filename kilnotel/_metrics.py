@@ -30,6 +30,7 @@ from kiln import (
     JobRescued,
     JobsAdmitted,
     JobsEnqueued,
+    JobsReleased,
     LeaderChanged,
     NotifierChanged,
     Outcome,
@@ -100,6 +101,7 @@ class EventMetrics:
         self.handed_back = tally(provider, meter, n.JOBS_HANDED_BACK)
         self.rescued = counter(meter, n.JOBS_RESCUED)
         self.stuck = counter(meter, n.JOBS_STUCK)
+        self.stranded = counter(meter, n.JOBS_STRANDED)
         self.db_errors = counter(meter, n.DB_ERRORS)
         self.heartbeat_failures = counter(meter, n.SERVER_HEARTBEAT_FAILURES)
         self.leader_changes = counter(meter, n.SERVER_LEADER_CHANGES)
@@ -125,6 +127,7 @@ class EventMetrics:
             Fenced: lambda e: self.fenced.add(1),
             HandlerStuck: lambda e: self.stuck.add(1, self._by_kind(e.job.queue, e.job.kind).attrs),
             NotifierChanged: self._notifier,
+            JobsReleased: self._released,
         }
 
     def handlers(self) -> Handlers:
@@ -147,12 +150,17 @@ class EventMetrics:
         self.fenced.add(0)
         kinds = list(kinds)
         for queue in queues:
+            self.stranded.add(0, self._attr(n.QUEUE, queue))
             for kind in kinds:
                 for outcome in n.OUTCOMES:
                     self._by_outcome(queue, kind, outcome)
                 for outcome in RESCUE_OUTCOMES:
                     self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
                 self.stuck.add(0, self._by_kind(queue, kind).attrs)
+
+    def _released(self, e: JobsReleased) -> None:
+        if e.reason == "stranded":
+            self.stranded.add(e.count, self._attr(n.QUEUE, e.queue))
 
     # attribute sets, built once ---------------------------------------------------------
     def _by_kind(self, queue: str, kind: str) -> _ByKind:
