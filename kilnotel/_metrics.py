@@ -32,6 +32,7 @@ from kiln import (
     JobRescued,
     JobsAdmitted,
     JobsEnqueued,
+    JobsReleased,
     LeaderChanged,
     NotifierChanged,
     Outcome,
@@ -105,6 +106,7 @@ class EventMetrics:
         self.handed_back = tally(provider, meter, n.JOBS_HANDED_BACK)
         self.rescued = counter(meter, n.JOBS_RESCUED)
         self.stuck = counter(meter, n.JOBS_STUCK)
+        self.stranded = counter(meter, n.JOBS_STRANDED)
         self.db_errors = counter(meter, n.DB_ERRORS)
         self.heartbeat_failures = counter(meter, n.SERVER_HEARTBEAT_FAILURES)
         self.leader_changes = counter(meter, n.SERVER_LEADER_CHANGES)
@@ -140,6 +142,7 @@ class EventMetrics:
             ResultsUnapplied: lambda e: self.unapplied.add(len(e.job_ids)),
             CompleterCrashed: lambda e: self.completer_crashes.add(1),
             JobReconciled: self._reconciled,
+            JobsReleased: self._released,
         }
 
     def handlers(self) -> Handlers:
@@ -164,6 +167,7 @@ class EventMetrics:
             results.add(0)
         kinds = list(kinds)
         for queue in queues:
+            self.stranded.add(0, self._attr(n.QUEUE, queue))
             for kind in kinds:
                 for outcome in n.OUTCOMES:
                     self._by_outcome(queue, kind, outcome)
@@ -171,6 +175,10 @@ class EventMetrics:
                     self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
                 self.stuck.add(0, self._by_kind(queue, kind).attrs)
                 self.reconciled.add(0, self._by_kind(queue, kind).attrs)
+
+    def _released(self, e: JobsReleased) -> None:
+        if e.reason == "stranded":
+            self.stranded.add(e.count, self._attr(n.QUEUE, e.queue))
 
     # attribute sets, built once ---------------------------------------------------------
     def _by_kind(self, queue: str, kind: str) -> _ByKind:

@@ -210,6 +210,12 @@ JOBS_STUCK = Metric(
     "past kill_grace after its timeout, shutdown or fence; an async one that ignored "
     "its cancellation at a fence)", (QUEUE, KIND),
 )
+JOBS_STRANDED = Metric(
+    "kiln.jobs.stranded", "counter", "{job}",
+    "Awaiting jobs the leader's sweeper released because every dependency was completed "
+    "or gone and nothing else would have released them; any increase means a release "
+    "was missed", (QUEUE,),
+)
 DB_ERRORS = Metric(
     "kiln.db.errors", "counter", "{error}",
     "Store operations that raised, by operation", (OPERATION,),
@@ -306,6 +312,7 @@ METRICS: tuple[Metric, ...] = (
     JOBS_RESCUED,
     JOBS_HANDED_BACK,
     JOBS_STUCK,
+    JOBS_STRANDED,
     DB_ERRORS,
     SERVER_HEALTHY,
     SERVER_LEADER,

@@ -119,11 +119,15 @@ def test_no_window_admits_more_than_rate_plus_burst(store_url: str, s: Scenario)
     asyncio.run(_migrated_then(store_url, s))
 
 
-async def _migrated_then(url: str, s: Scenario) -> None:
+async def migrate(url: str) -> None:
     store = store_from_url(url)
     await store.open()
     try:
         await store.migrate()
     finally:
         await store.close()
+
+
+async def _migrated_then(url: str, s: Scenario) -> None:
+    await migrate(url)
     await _run(url, s)

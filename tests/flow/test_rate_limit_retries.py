@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kiln import JobFilter, NewJob, Outcome, RateLimit
 from kiln._job import JobResult
 from kiln.stores import Store, store_from_url
-from tests.flow.test_rate_limit_property import TICK, _crowded_windows
+from tests.flow.test_rate_limit_property import TICK, _crowded_windows, migrate
 
 Admissions = set[tuple[int, float]]  # (job id, admitted_at)
 
@@ -110,10 +110,5 @@ def test_no_window_admits_more_than_rate_plus_burst_with_retries(
 
 
 async def _migrated_then(url: str, s: Scenario) -> None:
-    store = store_from_url(url)
-    await store.open()
-    try:
-        await store.migrate()
-    finally:
-        await store.close()
+    await migrate(url)
     await _run(url, s)
