@@ -30,6 +30,7 @@ PUBLIC_PREFIX = "/static/"
 PUBLIC_PATHS = ("/login",)
 UNGUARDED_POSTS = ("/login", "/logout")  # allowed in read-only mode: they change no job
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+HSTS = b"max-age=31536000"  # a year; not includeSubDomains: the dashboard owns one name
 MAX_BODY = 1 << 20  # bytes; a selection of 1000 ids is about 20 KB
 Next = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -94,6 +95,8 @@ class Guard:
         cookie = self.dashboard.nonce_cookie(Request(scope))
         if cookie is not None:
             headers.append(cookie)
+        if scope.get("scheme") == "https" and b"strict-transport-security" not in present:
+            headers.append((b"strict-transport-security", HSTS))  # stay on https
         return headers
 
     def _error(self, scope: Scope, status: int, title: str, message: str) -> Response:
