@@ -89,7 +89,8 @@ def redacted(url: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kiln.web._serve import app_options, check_exposure, serve
+    from kiln.web._hosts import LOOPBACK_HOSTS
+    from kiln.web._serve import app_options, check_exposure, listen_hosts, serve
 
     explicit: str | None = getattr(args, "database_url", None)
     app = load_app(args.app) if args.app else None
@@ -107,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     asyncio.run(_check_schema(url))
     print(f"kiln dashboard on http://{args.host}:{args.port}{args.root_path}/ "
           f"({redacted(url)})", flush=True)
+    names = ", ".join([*LOOPBACK_HOSTS, *listen_hosts(args.host, args.allowed_host)])
+    print(f"answering to the host names {names} (add others with --allowed-host)",
+          flush=True)
     serve(app if app is not None else url, host=args.host, port=args.port,
           log_level="warning", **options)
     return 0

@@ -69,11 +69,8 @@ def create_app(
         raise ConfigError("root_path", root_path, "use a path like /kiln (no trailing slash)")
     if count_ttl < 0:
         raise ConfigError("count_ttl", count_ttl, "must not be negative")
-    auth = Auth(token=token, basic=basic_auth, tokens=tuple((tokens or {}).items()))
-    hosts = AllowedHosts(allowed_hosts)
-    if hosts.any and not auth.enabled:
-        raise ConfigError("allowed_hosts", "*", "any host name is allowed only with "
-                          "authentication: without it, DNS rebinding opens the dashboard")
+    auth, hosts = _access(token, basic_auth, tokens, allowed_hosts)
+    proxies = _networks(trusted_proxies)
     dashboard = Dashboard(
         source=Source(database_url_or_app, ttl=count_ttl),
         auth=auth,
@@ -104,12 +101,23 @@ def create_app(
     )
     app.state.kiln = dashboard
     app.add_middleware(Guard, dashboard=dashboard)
-    if trusted_proxies:
+    if proxies:
         from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
         # added last, so it runs first: the Guard sees the client's address and scheme
-        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=_networks(trusted_proxies))
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=proxies)
     return app
+
+
+def _access(token: str | None, basic_auth: tuple[str, str] | None,
+            tokens: Mapping[str, str] | None, allowed_hosts: Sequence[str],
+            ) -> tuple[Auth, AllowedHosts]:
+    auth = Auth(token=token, basic=basic_auth, tokens=tuple((tokens or {}).items()))
+    hosts = AllowedHosts(allowed_hosts)
+    if hosts.any and not auth.enabled:
+        raise ConfigError("allowed_hosts", "*", "any host name is allowed only with "
+                          "authentication: without it, DNS rebinding opens the dashboard")
+    return auth, hosts
 
 
 def _networks(entries: Sequence[str]) -> list[str]:

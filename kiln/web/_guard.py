@@ -30,6 +30,7 @@ PUBLIC_PREFIX = "/static/"
 PUBLIC_PATHS = ("/login",)
 UNGUARDED_POSTS = ("/login", "/logout")  # allowed in read-only mode: they change no job
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+HSTS = b"max-age=31536000"  # a year; not includeSubDomains: the dashboard owns one name
 MAX_BODY = 1 << 20  # bytes; a selection of 1000 ids is about 20 KB
 Next = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -94,6 +95,8 @@ class Guard:
         cookie = self.dashboard.nonce_cookie(Request(scope))
         if cookie is not None:
             headers.append(cookie)
+        if scope.get("scheme") == "https" and b"strict-transport-security" not in present:
+            headers.append((b"strict-transport-security", HSTS))  # stay on https
         return headers
 
     def _error(self, scope: Scope, status: int, title: str, message: str) -> Response:
@@ -104,12 +107,14 @@ class Guard:
             return Response(f"{title}: {message}", status_code=status,
                             media_type="text/plain")
 
-    async def _refuse(self, scope: Scope, status: int, title: str, reason: str,
-                      audit: bool = True) -> Refused:
-        if audit:
-            self.dashboard.throttle.failed(_audit.client_address(scope))
-            await _audit.record(self.dashboard, scope, "refused",
-                                {"status": status, "reason": reason[:300]})
+    async def _count_refusal(self, scope: Scope, status: int, reason: str) -> None:
+        """A refused change: audited, and counted against the client like a bad guess."""
+        self.dashboard.throttle.failed(_audit.client_address(scope))
+        await _audit.record(self.dashboard, scope, "refused",
+                            {"status": status, "reason": reason[:300]})
+
+    async def _refuse(self, scope: Scope, status: int, title: str, reason: str) -> Refused:
+        await self._count_refusal(scope, status, reason)
         return Refused(self._error(scope, status, title, reason))
 
     async def _screen(self, scope: Scope, receive: Receive) -> Receive:
@@ -161,7 +166,7 @@ class Guard:
         public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX)
         if who is None and not public:
             if changing:
-                await self._refuse(scope, 401, "Authentication required", "not signed in")
+                await self._count_refusal(scope, 401, "not signed in")
             raise Refused(_login.refuse(dashboard, request, path))
 
     def _identify(self, request: Request) -> Identity | None:

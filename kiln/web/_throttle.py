@@ -10,6 +10,7 @@ hopeless.
 from __future__ import annotations
 
 import collections
+import ipaddress
 import math
 import time
 from collections.abc import Callable
@@ -17,6 +18,20 @@ from collections.abc import Callable
 FAILURE_LIMIT = 10
 FAILURE_WINDOW = 60.0  # seconds
 MAX_CLIENTS = 10_000  # addresses remembered; the oldest are forgotten first
+IPV6_PREFIX = 64  # one IPv6 client usually holds a whole /64: count it as one
+
+
+def client_key(address: str) -> str:
+    """What failures are counted by: the IPv4 address, or the IPv6 address's /64."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/{IPV6_PREFIX}", strict=False))
+    return str(ip)
 
 
 class Throttle:
@@ -30,6 +45,7 @@ class Throttle:
         )
 
     def _recent(self, client: str) -> collections.deque[float] | None:
+        client = client_key(client)
         times = self._failures.get(client)
         if times is None:
             return None
@@ -50,6 +66,7 @@ class Throttle:
 
     def failed(self, client: str) -> None:
         times = self._recent(client)
+        client = client_key(client)
         if times is None:
             times = self._failures[client] = collections.deque(maxlen=self.limit)
         self._failures.move_to_end(client)

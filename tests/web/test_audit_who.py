@@ -80,3 +80,17 @@ async def test_the_audit_says_who_and_from_where(client: Client) -> None:
         shown = await http.get("/audit", headers={"Authorization": f"Bearer {CI_TOKEN}"})
     assert "dashboard:alice@198.51.100.20" in shown.text and "login-failed" in shown.text
     assert "CSRF token missing or invalid" in shown.text
+
+
+async def test_a_change_without_credentials_is_refused_and_audited(client: Client) -> None:
+    [job_id] = await fail_jobs(client, 1)
+    app = create_app(client, token=TOKEN)
+    async with _http(app, "192.0.2.44") as http:
+        page = await http.get("/login")
+        response = await http.post(f"/jobs/{job_id}/delete", data={"csrf": csrf_of(page.text)})
+        assert response.status_code == 401
+    [entry] = await client.store.audit_list(10)
+    assert (entry.actor, entry.action, entry.detail["status"]) == (
+        "dashboard:anonymous@192.0.2.44", "refused", 401)
+    assert entry.detail["path"] == f"/jobs/{job_id}/delete"
+    assert await client.get(job_id) is not None

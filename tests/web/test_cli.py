@@ -41,3 +41,25 @@ def test_app_spec_and_password_redaction() -> None:
         dashboard.load_app("kiln:VERSION")
     assert dashboard.redacted("postgresql://u:secret@db:5432/x") == "postgresql://u:***@db:5432/x"
     assert dashboard.redacted("sqlite:///kiln.db") == "sqlite:///kiln.db"
+
+
+def test_host_and_proxy_flags_reach_the_app(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import kiln.web._serve
+
+    served: dict[str, object] = {}
+
+    async def no_schema_check(_url: str) -> None:
+        return None
+
+    monkeypatch.setattr(dashboard, "_check_schema", no_schema_check)
+    monkeypatch.setattr(kiln.web._serve, "serve", lambda *a, **kw: served.update(kw))
+    monkeypatch.setenv("KILN_DASHBOARD_TOKEN", "cli-test-token-0123456789")
+    args = _parse("--host", "10.0.0.5", "--allowed-host", "kiln.example.com",
+                  "--trusted-proxy", "10.0.0.0/8", "--database-url", "sqlite:///x.db")
+    assert dashboard.run(args) == 0
+    assert served["allowed_hosts"] == ["kiln.example.com"]
+    assert served["trusted_proxies"] == ["10.0.0.0/8"]
+    out = capsys.readouterr().out
+    assert "answering to the host names 127.0.0.1, localhost, ::1, kiln.example.com, " \
+        "10.0.0.5" in out

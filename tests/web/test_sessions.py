@@ -114,6 +114,7 @@ async def test_behind_a_trusted_tls_proxy_cookies_are_secure(client: Client) -> 
     async with _bare(app) as http:
         page = await http.get("/login", headers=forwarded)
         assert "Secure" in _set_cookies(page)["kiln_csrf"]
+        assert page.headers["strict-transport-security"] == "max-age=31536000"
         nonce = _value(_set_cookies(page)["kiln_csrf"])
         response = await http.post(
             "/login", data={"token": TOKEN, "csrf": csrf_of(page.text)},
@@ -133,6 +134,7 @@ async def test_forwarded_headers_from_anyone_else_are_ignored(client: Client) ->
         async with _bare(app, client=(peer, 5000)) as http:
             page = await http.get("/login", headers=forwarded)
             assert "Secure" not in _set_cookies(page)["kiln_csrf"]
+            assert "strict-transport-security" not in page.headers
             wrong = await http.get("/", headers={**forwarded,
                                                  "Authorization": "Bearer " + "x" * 20})
             assert wrong.status_code == 401

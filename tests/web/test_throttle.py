@@ -11,7 +11,7 @@ from kiln import Client, ConfigError
 from kiln.cli import dashboard as dashboard_cli
 from kiln.web import create_app
 from kiln.web._auth import Auth, auth_from_env, same
-from kiln.web._throttle import Throttle
+from kiln.web._throttle import Throttle, client_key
 from tests.web.conftest import BASE_URL, TOKEN, csrf_of
 
 PASSWORD = "correct horse battery"
@@ -111,6 +111,16 @@ def test_the_throttle_window_slides() -> None:
     assert throttle.retry_after("b") is None
     now[0] = 1060.5
     assert throttle.retry_after("a") is None
+
+
+def test_an_ipv6_client_is_counted_by_its_64() -> None:
+    throttle = Throttle(limit=2, window=60.0)
+    throttle.failed("2001:db8:1:2::1")
+    throttle.failed("2001:db8:1:2:ffff::9")  # another address of the same /64
+    assert throttle.retry_after("2001:db8:1:2::77") is not None
+    assert throttle.retry_after("2001:db8:1:3::1") is None
+    assert client_key("::ffff:192.0.2.1") == "192.0.2.1" and client_key("10.0.0.1") == "10.0.0.1"
+    assert client_key("unknown") == "unknown"
 
 
 def test_comparisons_are_constant_time_over_digests() -> None:
