@@ -15,10 +15,11 @@ from typing import Any
 
 from kiln import _validate as v
 from kiln._bus import Bus
+from kiln._catalog import KindCatalog
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
 from kiln._job import JobFilter, JobRow, JobState, NewJob, RateLimit, StateCount
-from kiln._kinds import Kind
+from kiln._kinds import Declaration, Kind
 from kiln._retry import as_backoff, backoff_to_json
 from kiln.stores import Store
 
@@ -31,13 +32,19 @@ OPTIONS = frozenset(
 )
 
 
-def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options: Any) -> NewJob:
-    """Validate and turn enqueue arguments into a NewJob; raise before anything is written."""
+def build_job(
+    kind: str, args: Any, known: Mapping[str, Kind] | None,
+    declared: Kind | Declaration | None = None, **options: Any,
+) -> NewJob:
+    """Validate and turn enqueue arguments into a NewJob; raise before anything is written.
+
+    An option given here wins over the kind's declaration: the one in ``known``, else
+    ``declared`` (published by a server), else the defaults."""
     v.check_name("kind", kind)
     unknown = set(options) - OPTIONS
     if unknown:
         raise ValidationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-    spec = known.get(kind) if known else None
+    spec = known.get(kind) if known else declared
     if known and spec is None:
         raise UnknownKindError(kind)
     v.check_json("args", args)
@@ -132,9 +139,14 @@ class Client:
         bus: Bus | None = None,
         events: EventHub | None = None,
         hooks: list[EnqueueHook] | None = None,
+        known_only: bool = True,
+        catalog: KindCatalog | None = None,
     ) -> None:
         self.store = store
         self.kinds = kinds
+        # with kinds and known_only, a kind neither declared here nor published is refused
+        self.known_only = known_only
+        self.catalog = catalog or KindCatalog(store, kinds)
         self.bus = bus if not store.capabilities.listen_notify else None
         self.events = events or EventHub()
         self._hooks: list[EnqueueHook] = hooks if hooks is not None else []
@@ -144,7 +156,16 @@ class Client:
         self._hooks.append(hook)
 
     def build(self, kind: str, args: Any = None, **options: Any) -> NewJob:
-        return build_job(kind, {} if args is None else args, self.kinds, **options)
+        """A NewJob from what the catalog holds (call ``catalog.ensure`` first)."""
+        v.check_name("kind", kind)
+        declared = self.catalog.get(kind)
+        if declared is None and self.known_only and self.kinds:
+            raise UnknownKindError(kind)
+        return build_job(kind, {} if args is None else args, None, declared, **options)
+
+    def declaration(self, kind: str) -> Kind | Declaration | None:
+        """The declaration ``kind`` resolves to here: local, published (cached), or None."""
+        return self.catalog.get(kind)
 
     def _before(self, jobs: Sequence[NewJob]) -> list[tuple[int, EnqueueFinisher]]:
         finishers: list[tuple[int, EnqueueFinisher]] = []
@@ -197,9 +218,11 @@ class Client:
     async def enqueue(
         self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
     ) -> int:
+        await self.catalog.ensure((kind,))
         return (await self.insert_many([self.build(kind, args, **options)], conn))[0]
 
     def enqueue_sync(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+        self.catalog.ensure_sync((kind,))
         return self.insert_many_sync([self.build(kind, args, **options)], conn)[0]
 
     async def enqueue_chain(self, steps: Sequence[tuple[str, Any]], **options: Any) -> list[int]:
@@ -216,6 +239,7 @@ class Client:
         self, parts: Sequence[tuple[str, Any]], then: tuple[str, Any], **options: Any
     ) -> tuple[list[int], int]:
         """Enqueue ``parts`` and one job that runs after all of them complete."""
+        await self.catalog.ensure(k for k, _a in parts)
         ids = await self.insert_many([self.build(k, a, **options) for k, a in parts])
         final = await self.enqueue(then[0], then[1], depends_on=ids, **options)
         return ids, final

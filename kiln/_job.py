@@ -229,3 +229,25 @@ class AuditEntry:
     action: str
     count: int
     detail: dict[str, JSON]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KindDeclaration:
+    """What a server declares of a kind it handles: the options its jobs get by default
+    (queue, priority, max_attempts, timeout, backoff, rate_limit, rate_key), as JSON,
+    and a digest of them that tells two declarations apart."""
+
+    kind: str
+    options: dict[str, JSON]
+    digest: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PublishedKind:
+    """One server's published declaration of a kind, as ``kiln kinds`` lists it."""
+
+    declaration: KindDeclaration
+    server_id: str
+    host: str
+    published_at: datetime
+    live: bool  # its server is registered
