@@ -22,7 +22,7 @@ from kiln._cron import Recurring
 from kiln._errors import ConfigError
 from kiln._events import EventHub
 from kiln._executor import Middleware
-from kiln._job import NewJob
+from kiln._job import EnqueueResult, NewJob
 from kiln._kinds import Handler, Kind, make_kind
 from kiln._portal import Portal
 from kiln._server import Server
@@ -116,25 +116,28 @@ class App:
                       hooks=self.enqueue_hooks, known_only=self.known_kinds_only,
                       catalog=self._sync_catalog)
 
-    def enqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
-        """Insert one job from sync code; with ``conn`` it joins that transaction."""
+    def enqueue(
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+    ) -> EnqueueResult:
+        """Insert one job from sync code; with ``conn`` it joins that transaction. The
+        result is the job's id (an int); ``.inserted`` is False for a unique duplicate."""
         return self.sync_client().enqueue_sync(kind, args, conn=conn, **options)
 
     def enqueue_many(
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
-    ) -> list[int]:
+    ) -> list[EnqueueResult]:
         client = self.sync_client()
         client.catalog.ensure_sync(item[0] for item in jobs)
         return client.insert_many_sync(_build_all(client, jobs), conn)
 
     async def aenqueue(
         self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
-    ) -> int:
+    ) -> EnqueueResult:
         return await self.client().enqueue(kind, args, conn=conn, **options)
 
     async def aenqueue_many(
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
-    ) -> list[int]:
+    ) -> list[EnqueueResult]:
         client = self.client()
         await client.catalog.ensure(item[0] for item in jobs)
         return await client.insert_many(_build_all(client, jobs), conn)

@@ -12,6 +12,7 @@ from typing import Any
 from kiln._errors import ConfigError
 from kiln._job import JSON, KindDeclaration, RateLimit
 from kiln._retry import Backoff, as_backoff
+from kiln._unique import Unique
 from kiln.stores._rows import dumps
 
 Handler = Callable[..., Any]
@@ -28,6 +29,7 @@ class Kind:
     priority: int = 0
     rate_limit: RateLimit | None = None
     rate_key: str | None = None
+    unique: Unique | None = None
 
     @property
     def is_async(self) -> bool:
@@ -46,6 +48,7 @@ class Kind:
             "rate_limit": None if rate is None else
             {"rate": rate.rate, "per": rate.per, "burst": rate.burst},
             "rate_key": self.rate_key,
+            "unique": None if self.unique is None else self.unique.to_json(),
         }
         digest = hashlib.sha256(dumps(options).encode()).hexdigest()[:16]
         return KindDeclaration(kind=self.name, options=options, digest=digest)
@@ -62,6 +65,7 @@ class Declaration:
     priority: int = 0
     rate_limit: RateLimit | None = None
     rate_key: str | None = None
+    unique: Unique | None = None
     digest: str = ""
 
     @classmethod
@@ -70,6 +74,7 @@ class Declaration:
         field it lacks (published by an older kiln) keeps its default."""
         o: Mapping[str, Any] = published.options
         rate = o.get("rate_limit")
+        unique = o.get("unique")
         return cls(
             name=published.kind, queue=o.get("queue") or "default",
             max_attempts=int(o.get("max_attempts") or 25), timeout=o.get("timeout"),
@@ -77,6 +82,7 @@ class Declaration:
             rate_limit=RateLimit(int(rate["rate"]), float(rate["per"]), int(rate["burst"]))
             if isinstance(rate, dict) else None,
             rate_key=o.get("rate_key"), digest=published.digest,
+            unique=Unique.from_json(unique) if isinstance(unique, dict) else None,
         )
 
 
@@ -105,6 +111,8 @@ def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
         raise ConfigError("rate_limit", rate_limit, "must be a kiln.RateLimit")
     if rate_limit is not None and options.get("rate_key") is None:
         options["rate_key"] = name
+    if options.get("unique") is not None and not isinstance(options["unique"], Unique):
+        raise ConfigError("unique", options["unique"], "must be a kiln.Unique")
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
     return Kind(name=name, handler=handler, **options)

@@ -16,6 +16,7 @@ from typing import Any
 
 from kiln._client import Client, build_job
 from kiln._errors import ValidationError
+from kiln._job import EnqueueResult
 from kiln.cli._database import opened, url_of
 
 
@@ -59,13 +60,16 @@ def run(args: argparse.Namespace) -> int:
     if not declared:
         print(f"kiln: note: no server has published kind {args.kind!r}: enqueued with the"
               " defaults and the options given (see `kiln kinds`)", file=sys.stderr)
+    if not job_id.inserted:
+        print(f"kiln: note: not inserted: unique job {job_id} of kind {args.kind!r} exists",
+              file=sys.stderr)
     print(job_id)
     return 0
 
 
 async def _enqueue(
     url: str, kind: str, payload: Any, options: dict[str, Any]
-) -> tuple[int, bool]:
+) -> tuple[EnqueueResult, bool]:
     """Insert the job through a Client, so the kind resolves as for any producer."""
     async with opened(url) as store:
         client = Client(store)

@@ -27,3 +27,9 @@ async def send(job: kiln.Job) -> None:
 @app.job("t.limited", queue="mail", rate_limit=kiln.RateLimit(1, per=3600))
 async def limited(job: kiln.Job) -> None:
     return None
+
+
+# one report per tenant at a time, whoever enqueues it
+@app.job("report.build", queue="mail", unique=kiln.Unique(by=("args.tenant",)))
+async def report(job: kiln.Job) -> None:
+    return None

@@ -184,7 +184,8 @@ def test_kiln_kinds_lists_declarations_servers_and_conflicts(
     try:
         data = json.loads(ok(run_cli("--database-url", store_url, "kinds", "--json")))
         kinds = {k["kind"]: k for k in data["kinds"]}
-        assert set(kinds) == {"t.boom", "mail.send", "t.limited"} and data["conflicts"] == 1
+        assert set(kinds) == {"t.boom", "mail.send", "t.limited", "report.build"}
+        assert data["conflicts"] == 1
         boom = kinds["t.boom"]
         assert boom["conflict"] and [d["options"]["max_attempts"] for d in
                                      boom["declarations"]] == [7, 3]
@@ -201,3 +202,20 @@ def test_kiln_kinds_lists_declarations_servers_and_conflicts(
         other.close()
     data = json.loads(ok(run_cli("--database-url", store_url, "kinds", "--json")))
     assert data["conflicts"] == 0
+
+
+def test_a_published_unique_kind_is_unique_from_the_cli(
+    store_url: str, admin: Admin, start_worker: StartWorker
+) -> None:
+    worker = start_worker("mail=1")
+    worker.terminate()  # declared and published; nothing claims the jobs from here on
+    worker.wait(20)
+    first = cli_enqueue(store_url, "report.build", "--args", '{"tenant": 42}')
+    again = cli_enqueue(store_url, "report.build", "--args", '{"tenant": 42, "x": 1}')
+    assert ok(first) == ok(again) and first.stderr == ""
+    assert "not inserted: unique job" in again.stderr
+    other = cli_enqueue(store_url, "report.build", "--args", '{"tenant": 43}')
+    assert ok(other) != ok(first)
+    bad = cli_enqueue(store_url, "report.build", "--args", '{"x": 1}')
+    assert bad.returncode == 2 and "no top-level key 'tenant'" in bad.stderr
+    assert admin.states([int(ok(first)), int(ok(other))]) == {"available": 2}

@@ -8,13 +8,19 @@ conflict; migration 4 applies on a database already at version 3.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import sqlite3
+import time
+from urllib.parse import urlsplit
 
+import psycopg
+import pymysql
 import pytest
 
 from kiln._job import JobFilter, KindDeclaration
 from kiln.stores import Store, _migrations, store_from_url
-from tests.stores.factories import insert, job, server
+from tests.stores.factories import server
 
 
 def decl(kind: str = "k", queue: str = "q", max_attempts: int = 3) -> KindDeclaration:
@@ -89,7 +95,8 @@ async def test_migration_4_on_a_version_3_database(
     await s.open()
     try:
         assert await s.migrate() == [1, 2, 3]
-        [job_id] = await insert(s, job())
+        version_3_job(store_url)  # as kiln at version 3 wrote it
+        [job_id] = [r.id for r in await s.job_list(JobFilter())]
         monkeypatch.setattr(_migrations, "load", every)
         assert (await s.migrate())[0] == 4
         await s.schema_check()
@@ -99,3 +106,27 @@ async def test_migration_4_on_a_version_3_database(
         assert await s.kind_declarations() == [decl("a")]
     finally:
         await s.close()
+
+
+V3_JOB = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, priority, run_at,"
+    " attempt, max_attempts, errors, created_at, rescues) VALUES"
+    " ('q', 'k', 'available', '{}', '{}', '{}', 0, NOW, 0, 3, '[]', NOW, 0)"
+)
+
+
+def version_3_job(url: str) -> None:
+    """One job inserted with the version-3 columns only, by the backend's own driver."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        with contextlib.closing(sqlite3.connect(parts.path[1:])) as conn, conn:
+            conn.execute(V3_JOB.replace("NOW", repr(time.time())))
+    elif parts.scheme == "postgresql":
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(V3_JOB.replace("NOW", "now()").encode())
+    else:
+        conn = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
+                               user=parts.username or "root", database=parts.path[1:],
+                               autocommit=True)
+        with contextlib.closing(conn), conn.cursor() as cur:
+            cur.execute(V3_JOB.replace("NOW", "UTC_TIMESTAMP(6)"))
