@@ -7,7 +7,14 @@ and procrastinate, run from their own virtualenv (``--peers-python``, default
 in the same run. Every system gets one warm-up batch, then ``--rounds`` timed runs;
 the median is reported. Prints one JSON object per system, then the ratios.
 
+``--producers`` measures instead what resolving a kind's declaration costs a producer
+(docs/guide.md, "Kinds hold for every producer"): 2,000 single-job enqueues through
+a ``kiln.Client`` that holds the kind's declaration, through one that resolves it from
+the published declarations (cached), and straight into the store (no resolution at
+all), in interleaved rounds, as ratios to the store.
+
     python bench/bench_enqueue.py [--url postgresql://postgres@127.0.0.1:5432/test]
+    python bench/bench_enqueue.py --producers
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+import kiln
 from kiln._job import NewJob
+from kiln._kinds import make_kind
 from kiln.stores.postgres import PostgresStore
 
 JOBS = 20_000
@@ -59,6 +68,63 @@ async def bench_kiln(url: str, rounds: int) -> list[float]:
         rates.append(JOBS / (time.perf_counter() - started))
     await store.close()
     return rates
+
+
+SINGLE = 2_000
+
+
+async def bench_producers(url: str, rounds: int) -> dict[str, list[float]]:
+    """Single enqueues per second: local declaration, published one, the bare store."""
+    store = PostgresStore(url)
+    await store.open()
+    await store.migrate()
+    kind = make_kind("bench.mail", lambda job: None, queue="mail", max_attempts=12)
+    if hasattr(store, "kinds_publish"):  # absent before kinds were published
+        await store.kinds_publish("bench", "bench", 0, [kind.declaration()])
+    clients = {"local": kiln.Client(store, {kind.name: kind}), "published": kiln.Client(store)}
+    raw = NewJob(kind=kind.name, args={}, queue="mail", max_attempts=12)
+    calls = {
+        "store": lambda: store.job_insert_many([raw]),
+        **{name: (lambda c=c: c.enqueue(kind.name, {})) for name, c in clients.items()},
+    }
+    for call in calls.values():
+        await call()  # warm-up: prepared statements, the published declarations' cache
+    rates: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            started = time.perf_counter()
+            for _i in range(SINGLE):
+                await call()
+            rates[name].append(SINGLE / (time.perf_counter() - started))
+    rates.update(await resolution_cost(clients, kind.name))
+    await store.close()
+    return rates
+
+
+async def resolution_cost(clients: dict[str, kiln.Client], kind: str) -> dict[str, list[float]]:
+    """Microseconds per enqueue spent before the insert (resolve, validate, build): the
+    part a round trip's noise hides above. Without a kiln_kinds read after warm-up."""
+    out: dict[str, list[float]] = {}
+    for name, client in clients.items():
+        catalog = getattr(client, "catalog", None)  # absent before kinds were published
+        started = time.perf_counter()
+        for _ in range(50_000):
+            if catalog is not None:
+                await catalog.ensure((kind,))
+            client.build(kind, {})
+        out[f"{name}_build_us"] = [(time.perf_counter() - started) / 50_000 * 1e6]
+    return out
+
+
+def report_producers(rates: dict[str, list[float]]) -> None:
+    costs = {name: round(rates.pop(name)[0], 2) for name in list(rates) if "_us" in name}
+    print(json.dumps({"before_insert_us_per_enqueue": costs}))
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    for name, median in medians.items():
+        print(json.dumps({"producer": name, "enqueues_per_s": round(median), "calls": SINGLE,
+                          "runs": [round(r) for r in rates[name]]}))
+    print(json.dumps({"ratios": {f"{name}/store": round(m / medians["store"], 3)
+                                 for name, m in medians.items() if name != "store"}}))
 
 
 PGQUEUER = """
@@ -143,7 +209,13 @@ def main() -> None:
         "KILN_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--peers-python", default="/tmp/peers/bin/python")
+    parser.add_argument("--producers", action="store_true",
+                        help="measure the cost of resolving declarations instead")
     args = parser.parse_args()
+    if args.producers:
+        url = database_url(args.url, "kiln_bench_producers")
+        report_producers(asyncio.run(bench_producers(url, args.rounds)))
+        return
     results: dict[str, float | None] = {}
     results["kiln"] = report(
         "kiln", asyncio.run(bench_kiln(database_url(args.url, "kiln_bench_kiln"), args.rounds))

@@ -43,10 +43,20 @@ from kiln._events import (
 )
 from kiln._handle import FencedError, Job
 from kiln._health import Health
-from kiln._job import AttemptError, JobFilter, JobRow, JobState, NewJob, Outcome, RateLimit
+from kiln._job import (
+    AttemptError,
+    EnqueueResult,
+    JobFilter,
+    JobRow,
+    JobState,
+    NewJob,
+    Outcome,
+    RateLimit,
+)
 from kiln._outcomes import Cancel, Snooze
 from kiln._retry import Constant, Custom, Exponential, retry_window
 from kiln._server import Server
+from kiln._unique import Unique
 from kiln._version import VERSION
 
 __version__ = VERSION
@@ -63,6 +73,7 @@ __all__ = [
     "Constant",
     "CronError",
     "Custom",
+    "EnqueueResult",
     "Event",
     "EventHub",
     "Exponential",
@@ -103,6 +114,7 @@ __all__ = [
     "Snooze",
     "StoreError",
     "StoreFailed",
+    "Unique",
     "UnknownKindError",
     "UnreachableError",
     "VERSION",

@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kiln._bus import Bus
+from kiln._catalog import KindCatalog
 from kiln._client import Client, EnqueueHook
 from kiln._config import ServerConfig
 from kiln._cron import Recurring
 from kiln._errors import ConfigError
 from kiln._events import EventHub
 from kiln._executor import Middleware
-from kiln._job import NewJob
+from kiln._job import EnqueueResult, NewJob
 from kiln._kinds import Handler, Kind, make_kind
 from kiln._portal import Portal
 from kiln._server import Server
@@ -47,9 +48,10 @@ class App:
         self.url = database_url(database_url_)
         self._store_options = store_options
         self._sync_store = store_from_url(self.url, **store_options)  # validates the URL now
+        self.kinds: dict[str, Kind] = {}
+        self._sync_catalog = KindCatalog(self._sync_store, self.kinds)  # outlives sync clients
         self.bus = bus
         self.known_kinds_only = known_kinds_only
-        self.kinds: dict[str, Kind] = {}
         self.recurring: list[Recurring] = []
         self.middleware: list[Middleware] = []
         self.events = EventHub()  # client-side events (enqueued)
@@ -95,9 +97,6 @@ class App:
         return middleware
 
     # clients -----------------------------------------------------------------------
-    def _known(self) -> Mapping[str, Kind] | None:
-        return self.kinds if (self.known_kinds_only and self.kinds) else None
-
     def client(self) -> Client:
         """The async client of the running event loop (one store per loop)."""
         loop = asyncio.get_running_loop()
@@ -105,35 +104,42 @@ class App:
             client = self._clients.get(loop)
             if client is None:
                 client = Client(
-                    store_from_url(self.url, **self._store_options), self._known(),
+                    store_from_url(self.url, **self._store_options), self.kinds,
                     bus=self.bus, events=self.events, hooks=self.enqueue_hooks,
+                    known_only=self.known_kinds_only,
                 )
                 self._clients[loop] = client
         return client
 
     def sync_client(self) -> Client:
-        return Client(self._sync_store, self._known(), bus=self.bus, events=self.events,
-                      hooks=self.enqueue_hooks)
+        return Client(self._sync_store, self.kinds, bus=self.bus, events=self.events,
+                      hooks=self.enqueue_hooks, known_only=self.known_kinds_only,
+                      catalog=self._sync_catalog)
 
-    def enqueue(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
-        """Insert one job from sync code; with ``conn`` it joins that transaction."""
+    def enqueue(
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+    ) -> EnqueueResult:
+        """Insert one job from sync code; with ``conn`` it joins that transaction. The
+        result is the job's id (an int); ``.inserted`` is False for a unique duplicate."""
         return self.sync_client().enqueue_sync(kind, args, conn=conn, **options)
 
     def enqueue_many(
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
-    ) -> list[int]:
+    ) -> list[EnqueueResult]:
         client = self.sync_client()
+        client.catalog.ensure_sync(item[0] for item in jobs)
         return client.insert_many_sync(_build_all(client, jobs), conn)
 
     async def aenqueue(
         self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
-    ) -> int:
+    ) -> EnqueueResult:
         return await self.client().enqueue(kind, args, conn=conn, **options)
 
     async def aenqueue_many(
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
-    ) -> list[int]:
+    ) -> list[EnqueueResult]:
         client = self.client()
+        await client.catalog.ensure(item[0] for item in jobs)
         return await client.insert_many(_build_all(client, jobs), conn)
 
     # schema ------------------------------------------------------------------------

@@ -15,11 +15,21 @@ from typing import Any
 
 from kiln import _validate as v
 from kiln._bus import Bus
+from kiln._catalog import KindCatalog
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
-from kiln._job import JobFilter, JobRow, JobState, NewJob, RateLimit, StateCount
-from kiln._kinds import Kind
+from kiln._job import (
+    EnqueueResult,
+    JobFilter,
+    JobRow,
+    JobState,
+    NewJob,
+    RateLimit,
+    StateCount,
+)
+from kiln._kinds import Declaration, Kind
 from kiln._retry import as_backoff, backoff_to_json
+from kiln._unique import Unique
 from kiln.stores import Store
 
 EnqueueFinisher = Callable[[int | None, BaseException | None], None]
@@ -27,17 +37,23 @@ EnqueueHook = Callable[[NewJob], EnqueueFinisher | None]
 
 OPTIONS = frozenset(
     {"queue", "priority", "delay", "run_at", "max_attempts", "timeout", "backoff", "metadata",
-     "rate_key", "rate_limit", "depends_on"}
+     "rate_key", "rate_limit", "depends_on", "unique"}
 )
 
 
-def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options: Any) -> NewJob:
-    """Validate and turn enqueue arguments into a NewJob; raise before anything is written."""
+def build_job(
+    kind: str, args: Any, known: Mapping[str, Kind] | None,
+    declared: Kind | Declaration | None = None, **options: Any,
+) -> NewJob:
+    """Validate and turn enqueue arguments into a NewJob; raise before anything is written.
+
+    An option given here wins over the kind's declaration: the one in ``known``, else
+    ``declared`` (published by a server), else the defaults."""
     v.check_name("kind", kind)
     unknown = set(options) - OPTIONS
     if unknown:
         raise ValidationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-    spec = known.get(kind) if known else None
+    spec = known.get(kind) if known else declared
     if known and spec is None:
         raise UnknownKindError(kind)
     v.check_json("args", args)
@@ -61,7 +77,8 @@ def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options:
     depends_on = tuple(options.get("depends_on") or ())
     if any(isinstance(d, bool) or not isinstance(d, int) for d in depends_on):
         raise ValidationError(f"depends_on must hold job ids, got {list(depends_on)!r}")
-    return NewJob(
+    unique = options.get("unique", spec.unique if spec else None)
+    return _with_unique(unique, NewJob(
         kind=kind,
         args=args,
         queue=queue,
@@ -77,7 +94,25 @@ def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options:
         rate_key=rate_key,
         rate_limit=rate_limit,
         depends_on=depends_on,
-    )
+    ))
+
+
+def _with_unique(unique: Any, job: NewJob) -> NewJob:
+    if unique is None:
+        return job
+    if not isinstance(unique, Unique):
+        raise ValidationError(f"unique must be a kiln.Unique or None, got {unique!r}")
+    if job.depends_on:
+        raise ValidationError("a unique job cannot have depends_on: enqueue it without")
+    job.unique_key = unique.key_of(job.kind, job.queue, job.args)
+    job.unique_states = unique.mask
+    job.unique_period = unique.period
+    return job
+
+
+def _results(ids: Sequence[int]) -> list[EnqueueResult]:
+    """The store's ids as EnqueueResults (unique jobs come back as such already)."""
+    return [i if isinstance(i, EnqueueResult) else EnqueueResult(i) for i in ids]
 
 
 def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
@@ -132,9 +167,14 @@ class Client:
         bus: Bus | None = None,
         events: EventHub | None = None,
         hooks: list[EnqueueHook] | None = None,
+        known_only: bool = True,
+        catalog: KindCatalog | None = None,
     ) -> None:
         self.store = store
         self.kinds = kinds
+        # with kinds and known_only, a kind neither declared here nor published is refused
+        self.known_only = known_only
+        self.catalog = catalog or KindCatalog(store, kinds)
         self.bus = bus if not store.capabilities.listen_notify else None
         self.events = events or EventHub()
         self._hooks: list[EnqueueHook] = hooks if hooks is not None else []
@@ -144,7 +184,16 @@ class Client:
         self._hooks.append(hook)
 
     def build(self, kind: str, args: Any = None, **options: Any) -> NewJob:
-        return build_job(kind, {} if args is None else args, self.kinds, **options)
+        """A NewJob from what the catalog holds (call ``catalog.ensure`` first)."""
+        v.check_name("kind", kind)
+        declared = self.catalog.get(kind)
+        if declared is None and self.known_only and self.kinds:
+            raise UnknownKindError(kind)
+        return build_job(kind, {} if args is None else args, None, declared, **options)
+
+    def declaration(self, kind: str) -> Kind | Declaration | None:
+        """The declaration ``kind`` resolves to here: local, published (cached), or None."""
+        return self.catalog.get(kind)
 
     def _before(self, jobs: Sequence[NewJob]) -> list[tuple[int, EnqueueFinisher]]:
         finishers: list[tuple[int, EnqueueFinisher]] = []
@@ -169,25 +218,30 @@ class Client:
                 self.bus.publish_sync(payload)
         if ids and self.events.active:
             counts: dict[tuple[str, str], int] = {}
-            for job in jobs:
-                counts[(job.queue, job.kind)] = counts.get((job.queue, job.kind), 0) + 1
+            for job, job_id in zip(jobs, ids, strict=True):
+                if getattr(job_id, "inserted", True):  # a unique job's duplicate: not counted
+                    counts[(job.queue, job.kind)] = counts.get((job.queue, job.kind), 0) + 1
             for (queue, kind), n in counts.items():
                 self.events.emit(JobsEnqueued(queue=queue, kind=kind, count=n))
 
-    async def insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+    async def insert_many(
+        self, jobs: Sequence[NewJob], conn: Any = None
+    ) -> builtins.list[EnqueueResult]:
         finishers = self._before(jobs) if self._hooks else []
         try:
-            ids = await self.store.job_insert_many(jobs, conn)
+            ids = _results(await self.store.job_insert_many(jobs, conn))
         except BaseException as exc:
             self._after(jobs, None, finishers, exc)
             raise
         self._after(jobs, ids, finishers, None)
         return ids
 
-    def insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+    def insert_many_sync(
+        self, jobs: Sequence[NewJob], conn: Any = None
+    ) -> builtins.list[EnqueueResult]:
         finishers = self._before(jobs) if self._hooks else []
         try:
-            ids = self.store.job_insert_many_sync(jobs, conn)
+            ids = _results(self.store.job_insert_many_sync(jobs, conn))
         except BaseException as exc:
             self._after(jobs, None, finishers, exc)
             raise
@@ -196,10 +250,15 @@ class Client:
 
     async def enqueue(
         self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
-    ) -> int:
+    ) -> EnqueueResult:
+        """Insert one job; its id, with ``.inserted`` False for a unique job's duplicate."""
+        await self.catalog.ensure((kind,))
         return (await self.insert_many([self.build(kind, args, **options)], conn))[0]
 
-    def enqueue_sync(self, kind: str, args: Any = None, *, conn: Any = None, **options: Any) -> int:
+    def enqueue_sync(
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+    ) -> EnqueueResult:
+        self.catalog.ensure_sync((kind,))
         return self.insert_many_sync([self.build(kind, args, **options)], conn)[0]
 
     async def enqueue_chain(self, steps: Sequence[tuple[str, Any]], **options: Any) -> list[int]:
@@ -214,8 +273,9 @@ class Client:
 
     async def enqueue_fan_in(
         self, parts: Sequence[tuple[str, Any]], then: tuple[str, Any], **options: Any
-    ) -> tuple[list[int], int]:
+    ) -> tuple[builtins.list[EnqueueResult], EnqueueResult]:
         """Enqueue ``parts`` and one job that runs after all of them complete."""
+        await self.catalog.ensure(k for k, _a in parts)
         ids = await self.insert_many([self.build(k, a, **options) for k, a in parts])
         final = await self.enqueue(then[0], then[1], depends_on=ids, **options)
         return ids, final

@@ -111,6 +111,41 @@ class NewJob:
     rate_key: str | None = None
     rate_limit: RateLimit | None = None
     depends_on: Sequence[int] = ()
+    # unique jobs (kiln.Unique): the key (without its period bucket), a bit per state
+    # that counts (UNIQUE_BITS), and the period in seconds the store buckets by its clock
+    unique_key: str | None = None
+    unique_states: int = 0
+    unique_period: float | None = None
+
+
+# one bit per state, as the stores' unique indexes test them (migration 0004)
+UNIQUE_BITS: dict[JobState, int] = {s: 1 << i for i, s in enumerate(JobState)}
+
+
+class EnqueueResult(int):
+    """A job's id (an ``int``, so existing code keeps working) that also says whether
+    this enqueue inserted it: ``inserted`` is False when a unique job already existed,
+    and the id is then the existing job's."""
+
+    inserted: bool
+
+    def __new__(cls, job_id: int, inserted: bool = True) -> EnqueueResult:
+        result = super().__new__(cls, job_id)
+        result.inserted = inserted
+        return result
+
+    @property
+    def id(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"EnqueueResult(id={int(self)}, inserted={self.inserted})"
+
+    def __str__(self) -> str:  # print(job_id) prints the id, as it did for a plain int
+        return int.__repr__(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (EnqueueResult, (int(self), self.inserted))
 
 
 @dataclasses.dataclass(slots=True)
@@ -239,3 +274,25 @@ class AuditEntry:
     action: str
     count: int
     detail: dict[str, JSON]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KindDeclaration:
+    """What a server declares of a kind it handles: the options its jobs get by default
+    (queue, priority, max_attempts, timeout, backoff, rate_limit, rate_key), as JSON,
+    and a digest of them that tells two declarations apart."""
+
+    kind: str
+    options: dict[str, JSON]
+    digest: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PublishedKind:
+    """One server's published declaration of a kind, as ``kiln kinds`` lists it."""
+
+    declaration: KindDeclaration
+    server_id: str
+    host: str
+    published_at: datetime
+    live: bool  # its server is registered

@@ -1,15 +1,19 @@
-"""Job kinds: a handler and the options its jobs get by default."""
+"""Job kinds: a handler and the options its jobs get by default, and those options as
+a server publishes them (a ``Declaration``) for producers that hold no handler."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kiln._errors import ConfigError
-from kiln._job import RateLimit
+from kiln._job import JSON, KindDeclaration, RateLimit
 from kiln._retry import Backoff, as_backoff
+from kiln._unique import Unique
+from kiln.stores._rows import dumps
 
 Handler = Callable[..., Any]
 
@@ -25,6 +29,7 @@ class Kind:
     priority: int = 0
     rate_limit: RateLimit | None = None
     rate_key: str | None = None
+    unique: Unique | None = None
 
     @property
     def is_async(self) -> bool:
@@ -33,6 +38,61 @@ class Kind:
         return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004 - an instance's own __call__
         )
+
+    def declaration(self) -> KindDeclaration:
+        """The options this kind's jobs get by default, as a server publishes them."""
+        rate = self.rate_limit
+        options: dict[str, JSON] = {
+            "queue": self.queue, "priority": self.priority, "max_attempts": self.max_attempts,
+            "timeout": self.timeout, "backoff": _backoff_json(self.backoff),
+            "rate_limit": None if rate is None else
+            {"rate": rate.rate, "per": rate.per, "burst": rate.burst},
+            "rate_key": self.rate_key,
+            "unique": None if self.unique is None else self.unique.to_json(),
+        }
+        digest = hashlib.sha256(dumps(options).encode()).hexdigest()[:16]
+        return KindDeclaration(kind=self.name, options=options, digest=digest)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Declaration:
+    """A kind's defaults as another server published them (no handler here)."""
+
+    name: str
+    queue: str = "default"
+    max_attempts: int = 25
+    timeout: float | None = None
+    priority: int = 0
+    rate_limit: RateLimit | None = None
+    rate_key: str | None = None
+    unique: Unique | None = None
+    digest: str = ""
+
+    @classmethod
+    def of(cls, published: KindDeclaration) -> Declaration:
+        """Read what a server published; a field this kiln does not know is ignored and a
+        field it lacks (published by an older kiln) keeps its default."""
+        o: Mapping[str, Any] = published.options
+        rate = o.get("rate_limit")
+        unique = o.get("unique")
+        return cls(
+            name=published.kind, queue=o.get("queue") or "default",
+            max_attempts=int(o.get("max_attempts") or 25), timeout=o.get("timeout"),
+            priority=int(o.get("priority") or 0),
+            rate_limit=RateLimit(int(rate["rate"]), float(rate["per"]), int(rate["burst"]))
+            if isinstance(rate, dict) else None,
+            rate_key=o.get("rate_key"), digest=published.digest,
+            unique=Unique.from_json(unique) if isinstance(unique, dict) else None,
+        )
+
+
+def _backoff_json(policy: Backoff | None) -> JSON:
+    """Exponential and Constant as stored with a job; any other policy by its name only
+    (the worker that runs the kind applies its own policy, whatever is published)."""
+    if policy is None:
+        return None
+    to_json = getattr(policy, "to_json", None)
+    return to_json() if to_json is not None else {"type": type(policy).__name__.lower()}
 
 
 def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
@@ -51,6 +111,8 @@ def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
         raise ConfigError("rate_limit", rate_limit, "must be a kiln.RateLimit")
     if rate_limit is not None and options.get("rate_key") is None:
         options["rate_key"] = name
+    if options.get("unique") is not None and not isinstance(options["unique"], Unique):
+        raise ConfigError("unique", options["unique"], "must be a kiln.Unique")
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
     return Kind(name=name, handler=handler, **options)

@@ -98,6 +98,7 @@ class Server:
         self._elector: Elector | None = None
         self._releaser: Releaser | None = None
         self._fencing: asyncio.Task[None] | None = None
+        self._republish: asyncio.Task[None] | None = None
 
     # public ------------------------------------------------------------------------
     @property
@@ -243,6 +244,7 @@ class Server:
             self.store, self.info, cfg, self.events, self._fence, self._rejoined
         )
         await self._heartbeat.register()
+        await self.publish_kinds()
         ctx = self.context()
         from kiln import maintenance
 
@@ -281,6 +283,14 @@ class Server:
             self.store, self.events, self._completer, lambda: self._pools.values(),
             lambda: self.id, lambda: self._state == "running" and self._may_claim(),
             interval=every, margin=every,
+        )
+
+    async def publish_kinds(self) -> None:
+        """Publish the declarations of this server's kinds, so that producers without
+        the handlers (the CLI, a bare Client) enqueue with them (docs/guide.md)."""
+        await self.store.kinds_publish(
+            self.id, self.info.host, self.info.pid,
+            [kind.declaration() for kind in self.kinds.values()],
         )
 
     def context(self) -> ServerContext:
@@ -349,8 +359,9 @@ class Server:
         )
 
     async def _close(self) -> None:
-        if self._fencing is not None:
-            self._fencing.cancel()
+        for task in (self._fencing, self._republish):
+            if task is not None:
+                task.cancel()
         if self.bus is not None:
             with contextlib.suppress(Exception):
                 await self.bus.unsubscribe(self._on_notification)
@@ -455,6 +466,16 @@ class Server:
         for pool in self._pools.values():
             pool.server_id = new_id
             pool.wake()
+        # declarations published under the old id no longer count as a live server's
+        self._republish = asyncio.get_running_loop().create_task(
+            self._publish_again(), name="kiln-kinds-publish"
+        )
+
+    async def _publish_again(self) -> None:
+        try:
+            await self.publish_kinds()
+        except (KilnError, OSError) as exc:  # producers keep the declaration they have
+            log.warning("server %s could not publish its kinds again: %s", self.id, exc)
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -6,8 +6,8 @@ and the rule for refreshing them. Observable callbacks run on the exporter's thr
 read only what this cache holds. A refresh is one short task on the server's own
 event loop, started when the cache is older than ``ttl`` by the server's events
 (claims, heartbeats) or by a scrape; at most one runs at a time, so the database sees
-one counts query (plus one oldest-age query) per ``ttl`` whatever the number of
-scrapes. It never writes and never touches the server's state.
+one counts query (plus one oldest-age and one kind-conflicts query) per ``ttl``,
+whatever the number of scrapes. It never writes and never touches the server's state.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class CountsCache:
         self.known: frozenset[str] = frozenset(queues)
         self.counts: dict[tuple[str, str], int] = {}  # (state, queue) -> jobs
         self.oldest: dict[str, float] = {}  # queue -> seconds
+        self.kind_conflicts = 0  # kinds live servers declare differently
         self.loaded = False
         self.refreshed_at = -math.inf  # monotonic
         self.refreshes = 0
@@ -68,9 +69,10 @@ class CountsCache:
             loop.call_soon_threadsafe(self.poke)
 
     async def refresh(self) -> None:
-        """Read the counts now (tests and the first scrape); two queries."""
+        """Read the counts now (tests and the first scrape); three queries."""
         counts = await self._store.job_counts()
         oldest = await self._store.queue_oldest_available()
+        self.kind_conflicts = await self._store.kind_conflicts()
         table = {(c.state.value, c.queue): c.count for c in counts}
         seen = {c.queue for c in counts} | set(oldest)
         if not seen <= self.known:

@@ -56,6 +56,7 @@ class GaugeSet:
         for state, metric in n.JOBS_BY_STATE.items():
             observable(meter, metric, self._state_callback(state))
         observable(meter, n.QUEUE_OLDEST_AVAILABLE_AGE, self._oldest)
+        observable(meter, n.KIND_CONFLICTS, self._kind_conflicts)
         observable(meter, n.SERVER_HEALTHY, self._scalar(_healthy, min))
         observable(meter, n.SERVER_LEADER, self._scalar(lambda s: int(s.is_leader), max))
         observable(meter, n.SERVER_RESULTS_PENDING,
@@ -100,6 +101,10 @@ class GaugeSet:
             for queue, age in source.counts.oldest_by_queue():
                 merged[queue] = max(merged.get(queue, age), age)
         return [Observation(a, _queue_attrs(q, self._attrs)) for q, a in merged.items()]
+
+    def _kind_conflicts(self, options: CallbackOptions) -> Iterable[Observation]:
+        values = [s.counts.kind_conflicts for s, _server in self._servers() if s.counts.loaded]
+        return [Observation(max(values))] if values else []
 
     def _scalar(
         self, read: Callable[[Server], Any], combine: Callable[[list[float]], float]

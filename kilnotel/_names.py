@@ -153,6 +153,12 @@ QUEUE_OLDEST_AVAILABLE_AGE = Metric(
     "(0 when none; cached like the state gauges; aggregate with max)",
     (QUEUE,),
 )
+KIND_CONFLICTS = Metric(
+    "kiln.kind.conflicts", "gauge", "{kind}",
+    "Kinds that live servers declare differently (queue, attempts, timeout, backoff, "
+    "rate limit); producers without the handlers use the newest declaration (cached "
+    "like the state gauges; aggregate with max)",
+)
 
 CLAIM_LATENCY = Metric(
     "kiln.claim.latency", "histogram", "s",
@@ -301,6 +307,7 @@ EVENTS_DROPPED = Metric(
 METRICS: tuple[Metric, ...] = (
     *JOBS_BY_STATE.values(),
     QUEUE_OLDEST_AVAILABLE_AGE,
+    KIND_CONFLICTS,
     CLAIM_LATENCY,
     ADMISSION_DELAY,
     JOB_DURATION,

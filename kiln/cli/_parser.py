@@ -41,6 +41,7 @@ def build_parser() -> Parser:
         demo,
         enqueue,
         jobs,
+        kinds,
         migrate,
         retry_window,
         servers,
@@ -57,7 +58,8 @@ def build_parser() -> Parser:
     commands = parser.add_subparsers(
         title="commands", metavar="COMMAND", required=True, parser_class=Parser
     )
-    for module in (migrate, enqueue, jobs, worker, servers, dashboard, retry_window, demo):
+    for module in (migrate, enqueue, jobs, kinds, worker, servers, dashboard, retry_window,
+                   demo):
         module.register(commands, common)
     check_deploy.register(commands, common)
     return parser

@@ -1,7 +1,9 @@
 """``kiln enqueue KIND``: insert one job and print its id.
 
-Uses a Client without a kind registry: the CLI cannot know which kinds a worker
-handles, so any valid kind name is accepted.
+The CLI holds no handlers: a kind's options come from the declaration its servers
+published (``kiln kinds``), like any producer's; an option given on the command line
+wins. A kind nothing has published is still enqueued, with the defaults, and a note
+on stderr says so (its workers may simply not have started yet).
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from typing import Any
 
 from kiln._client import Client, build_job
 from kiln._errors import ValidationError
+from kiln._job import EnqueueResult
 from kiln.cli._database import opened, url_of
 
 
@@ -24,13 +28,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", help="the job kind, e.g. email.send")
     parser.add_argument("--args", default="{}", metavar="JSON",
                         help="the job's arguments as JSON (default: {})")
-    parser.add_argument("--queue", default="default", help="queue name (default: default)")
-    parser.add_argument("--priority", type=int, default=0,
-                        help="lower runs first (default: 0)")
+    parser.add_argument("--queue", default=None,
+                        help="queue name (default: the kind's declaration, else default)")
+    parser.add_argument("--priority", type=int, default=None,
+                        help="lower runs first (default: the kind's declaration, else 0)")
     parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS",
                         help="run no earlier than this many seconds from now")
-    parser.add_argument("--max-attempts", type=int, default=25, metavar="N",
-                        help="attempts before the job fails for good (default: 25)")
+    parser.add_argument("--max-attempts", type=int, default=None, metavar="N",
+                        help="attempts before the job fails for good"
+                        " (default: the kind's declaration, else 25)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="per-attempt timeout (default: the kind's or the worker's)")
     parser.set_defaults(func=run)
@@ -45,20 +51,28 @@ def parse_args_json(text: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     payload = parse_args_json(args.args)
-    options: dict[str, Any] = {
-        "queue": args.queue, "priority": args.priority, "delay": args.delay,
-        "max_attempts": args.max_attempts,
-    }
-    if args.timeout is not None:
-        options["timeout"] = args.timeout
-    job_id = asyncio.run(_enqueue(url_of(args), args.kind, payload, options))
+    given = {"queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts,
+             "timeout": args.timeout}
+    options: dict[str, Any] = {k: val for k, val in given.items() if val is not None}
+    options["delay"] = args.delay
+    build_job(args.kind, payload, None, **options)  # bad input must not even open the database
+    job_id, declared = asyncio.run(_enqueue(url_of(args), args.kind, payload, options))
+    if not declared:
+        print(f"kiln: note: no server has published kind {args.kind!r}: enqueued with the"
+              " defaults and the options given (see `kiln kinds`)", file=sys.stderr)
+    if not job_id.inserted:
+        print(f"kiln: note: not inserted: unique job {job_id} of kind {args.kind!r} exists",
+              file=sys.stderr)
     print(job_id)
     return 0
 
 
-async def _enqueue(url: str, kind: str, payload: Any, options: dict[str, Any]) -> int:
-    # validate before touching the database: bad input must not even open it
-    job = build_job(kind, payload, None, **options)
+async def _enqueue(
+    url: str, kind: str, payload: Any, options: dict[str, Any]
+) -> tuple[EnqueueResult, bool]:
+    """Insert the job through a Client, so the kind resolves as for any producer."""
     async with opened(url) as store:
-        ids = await Client(store).insert_many([job])
-    return ids[0]
+        client = Client(store)
+        await client.catalog.ensure((kind,))
+        ids = await client.insert_many([client.build(kind, payload, **options)])
+        return ids[0], client.declaration(kind) is not None

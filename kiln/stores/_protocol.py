@@ -22,7 +22,9 @@ from kiln._job import (
     JobResult,
     JobRow,
     JobState,
+    KindDeclaration,
     NewJob,
+    PublishedKind,
     RateLimit,
     RescueCandidate,
     RunningJob,
@@ -192,6 +194,20 @@ class Store(Protocol):
         """Release up to ``limit`` awaiting jobs none of whose dependencies is unfinished
         (each completed or no longer there), which nothing else would release; returns
         queue -> jobs released (to available, scheduled or pending as their options say)."""
+
+    # published kind declarations
+    async def kinds_publish(
+        self, server_id: str, host: str, pid: int, kinds: Sequence[KindDeclaration]
+    ) -> None:
+        """Record (or renew) this server's declaration of each kind, timestamped by the
+        database clock; drop the kinds' rows of servers no longer registered."""
+    async def kind_declarations(self) -> list[KindDeclaration]:
+        """The newest declaration of every published kind (one per kind)."""
+    def kind_declarations_sync(self) -> list[KindDeclaration]: ...
+    async def kinds_list(self) -> list[PublishedKind]:
+        """Every server's declaration, by kind, newest first."""
+    async def kind_conflicts(self) -> int:
+        """Kinds whose live servers publish more than one distinct declaration."""
 
     # rate limits
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None: ...

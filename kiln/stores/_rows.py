@@ -5,11 +5,14 @@ Owns no SQL and no connections.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kiln._job import AttemptError, JobResult, JobState, NewJob, Outcome
+from kiln._job import AttemptError, EnqueueResult, JobResult, JobState, NewJob, Outcome
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
@@ -61,6 +64,13 @@ def run_at_of(job: NewJob, now: float) -> float:
     return now + max(job.delay, 0.0)
 
 
+def unique_key_at(job: NewJob, now: float) -> str | None:
+    """The stored unique key: the job's, plus the bucket of ``now`` for a period."""
+    if job.unique_key is None or job.unique_period is None:
+        return job.unique_key
+    return f"{job.unique_key}@{math.floor(now / job.unique_period)}"
+
+
 def next_state(result: JobResult) -> JobState:
     """The state a result moves a running job to (delay 0 retries go straight back)."""
     outcome = result.outcome
@@ -102,3 +112,40 @@ def rescue_step(result: JobResult) -> int:
     if result.outcome is Outcome.HANDED_BACK:
         return RESCUE_KEEP
     return RESCUE_RESET
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UniqueSplit:
+    """A batch's jobs by how a store inserts them: plain ones, the first job of each
+    unique key, and later jobs of a key already in the batch (position -> the first's)."""
+
+    plain: list[int]
+    unique: list[int]
+    repeats: dict[int, int]
+
+    @classmethod
+    def of(cls, jobs: Sequence[NewJob]) -> UniqueSplit:
+        plain: list[int] = []
+        unique: list[int] = []
+        repeats: dict[int, int] = {}
+        first: dict[str, int] = {}
+        for i, job in enumerate(jobs):
+            if job.unique_key is None:
+                plain.append(i)
+            elif job.unique_key in first:
+                repeats[i] = first[job.unique_key]
+            else:
+                first[job.unique_key] = i
+                unique.append(i)
+        return cls(plain, unique, repeats)
+
+    def merge(self, plain_ids: Sequence[int], unique: Sequence[EnqueueResult]) -> list[int]:
+        """Ids in input order: plain ints, and EnqueueResults for unique jobs."""
+        out: list[int] = [0] * (len(self.plain) + len(self.unique) + len(self.repeats))
+        for i, job_id in zip(self.plain, plain_ids, strict=True):
+            out[i] = job_id
+        for i, result in zip(self.unique, unique, strict=True):
+            out[i] = result
+        for i, of in self.repeats.items():
+            out[i] = EnqueueResult(out[of], False)
+        return out

@@ -103,12 +103,20 @@ def _blocked(ids: list[int]) -> Stmt:
     )
 
 
+# a requeue leaves a unique job whose key another job holds where it is
+NOT_HELD = (
+    "(unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM kiln_jobs h"
+    " WHERE h.unique_active = kiln_jobs.unique_key AND h.id <> kiln_jobs.id))"
+)
+
+
 def requeue(f: JobFilter) -> Plan[int]:
     """Back to the queue with a full retry budget; ``awaiting`` again while a
     dependency is not complete, ``pending`` when rate limited."""
     cond, params = where(f, REQUEUEABLE)
     out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} ORDER BY id FOR UPDATE",
+             params),
         begin=True,
     )
     ids = [int(r[0]) for r in out[0].rows]
@@ -129,7 +137,8 @@ def requeue(f: JobFilter) -> Plan[int]:
 def cancel(f: JobFilter) -> Plan[int]:
     cond, params = where(f, CANCELLABLE)
     out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} ORDER BY id FOR UPDATE",
+             params),
         begin=True,
     )
     ids = [int(r[0]) for r in out[0].rows]
@@ -146,7 +155,8 @@ def delete(f: JobFilter) -> Plan[int]:
     """Delete, then release what waited only on the deleted jobs."""
     cond, params = where(f, DELETABLE)
     out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} ORDER BY id FOR UPDATE",
+             params),
         begin=True,
     )
     ids = [int(r[0]) for r in out[0].rows]

@@ -34,6 +34,7 @@ from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     RESCUE_ADD,
     RESCUE_KEEP,
+    UniqueSplit,
     attempt_delta,
     dumps,
     errors_from,
@@ -126,6 +127,14 @@ def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
     promise consecutive ids within a multi-row insert."""
     if not jobs:
         return []
+    if any(j.unique_key is not None for j in jobs):
+        from kiln.stores.mysql import _unique  # it imports this module
+
+        split = UniqueSplit.of(jobs)
+        plain = [jobs[i] for i in split.plain]
+        plain_ids = (yield from insert(plain, returning)) if plain else []
+        unique = yield from _unique.insert([jobs[i] for i in split.unique])
+        return split.merge(plain_ids, unique)
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     deps = sorted({int(d) for j in jobs for d in j.depends_on})
     pre: list[Stmt] = []

@@ -36,7 +36,9 @@ from kiln._job import (
     JobResult,
     JobRow,
     JobState,
+    KindDeclaration,
     NewJob,
+    PublishedKind,
     RateLimit,
     RescueCandidate,
     RunningJob,
@@ -52,7 +54,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.mysql import _admin, _cluster, _jobs, _kept, _schema
+from kiln.stores.mysql import _admin, _cluster, _jobs, _kept, _kinds, _schema
 from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
     DEADLOCK,
@@ -276,11 +278,9 @@ class MySQLStore:
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is None:
-            with self._portal_lock:  # several threads may enqueue at once
-                if self._portal is None:
-                    self._portal = Portal("kiln-mysql-sync")
-                portal = self._portal
-            return portal.run(self._insert_on_sync_conn(jobs))
+            return self._sync_portal().run(self._on_sync_conn(
+                "job_insert", lambda c: _jobs.insert(jobs, server_is_mariadb(c))
+            ))
         if _is_async(conn):
             raise TypeError("an async connection needs the async enqueue (aenqueue)")
         if not callable(getattr(conn, "cursor", None)) or not callable(
@@ -297,8 +297,14 @@ class MySQLStore:
                 raise translate("job_insert", self._where, exc) from exc
             raise
 
-    async def _insert_on_sync_conn(self, jobs: Sequence[NewJob]) -> list[int]:
-        """Sync enqueue without a connection: one private connection on the portal's
+    def _sync_portal(self) -> Portal:
+        with self._portal_lock:  # several threads may enqueue at once
+            if self._portal is None:
+                self._portal = Portal("kiln-mysql-sync")
+            return self._portal
+
+    async def _on_sync_conn(self, operation: str, factory: Callable[[Any], Plan[T]]) -> T:
+        """Sync calls without a connection: one private connection on the portal's
         loop (a pool belongs to the loop that made it)."""
         if self._sync_lock is None:
             self._sync_lock = asyncio.Lock()
@@ -309,11 +315,10 @@ class MySQLStore:
                         autocommit=True, init_command=SESSION, **self._args
                     )
                 conn = self._sync_conn
-                plan = _jobs.insert(jobs, server_is_mariadb(conn))
-                return await run_async(conn, plan, self._counter, own=True)
+                return await run_async(conn, factory(conn), self._counter, own=True)
             except Exception as exc:
                 if is_driver_error(exc):
-                    raise translate("job_insert", self._where, exc) from exc
+                    raise translate(operation, self._where, exc) from exc
                 raise
 
     async def _close_sync(self) -> None:
@@ -457,6 +462,26 @@ class MySQLStore:
         return await self._write(
             "jobs_release_stranded", lambda: _cluster.release_stranded(limit)
         )
+
+    # published kind declarations -----------------------------------------------------
+    async def kinds_publish(
+        self, server_id: str, host: str, pid: int, kinds: Sequence[KindDeclaration]
+    ) -> None:
+        await self._write("kinds_publish", lambda: _kinds.publish(server_id, host, pid, kinds))
+
+    async def kind_declarations(self) -> list[KindDeclaration]:
+        return await self._read("kind_declarations", _kinds.newest())
+
+    def kind_declarations_sync(self) -> list[KindDeclaration]:
+        return self._sync_portal().run(
+            self._on_sync_conn("kind_declarations", lambda c: _kinds.newest())
+        )
+
+    async def kinds_list(self) -> list[PublishedKind]:
+        return await self._read("kinds_list", _kinds.listed())
+
+    async def kind_conflicts(self) -> int:
+        return await self._read("kind_conflicts", _kinds.conflicts())
 
     # rate limits -----------------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:

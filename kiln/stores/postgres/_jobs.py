@@ -30,6 +30,7 @@ from kiln._job import (
 )
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
+    UniqueSplit,
     attempt_delta,
     dumps,
     epoch,
@@ -203,9 +204,17 @@ def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:
 
 
 def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
-    """Insert ``jobs`` in one statement (two with dependencies); ids in input order."""
+    """Insert ``jobs`` in one statement (two with dependencies); ids in input order.
+    Unique jobs take their own statement (see _unique), and come back as EnqueueResults."""
     if not jobs:
         return []
+    if any(j.unique_key is not None for j in jobs):
+        from kiln.stores.postgres import _unique  # it imports this module
+
+        split = UniqueSplit.of(jobs)
+        plain = (yield from insert([jobs[i] for i in split.plain])) if split.plain else []
+        unique = yield from _unique.insert([jobs[i] for i in split.unique])
+        return split.merge(plain, unique)
     cols = _columns(jobs)
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     deps = sorted({d for j in jobs for d in j.depends_on})
@@ -402,6 +411,23 @@ def release_due() -> Plan[ReleaseResult]:
     return ReleaseResult(released=released, next_at=None if nxt is None else max(nxt, 0.0))
 
 
+def holds_key(alias: str) -> str:
+    """A unique job that holds its key: in a state that counts, as kiln_jobs_unique tests."""
+    return (
+        f"{alias}.unique_key IS NOT NULL AND ({alias}.unique_states & (CASE {alias}.state"
+        " WHEN 'awaiting' THEN 1 WHEN 'pending' THEN 2 WHEN 'scheduled' THEN 4"
+        " WHEN 'available' THEN 8 WHEN 'running' THEN 16 WHEN 'completed' THEN 32"
+        " WHEN 'failed' THEN 64 ELSE 128 END)) <> 0"
+    )
+
+
+# a requeue leaves a unique job whose key another job holds where it is
+NOT_HELD = (
+    "(unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM kiln_jobs o"
+    f" WHERE o.unique_key = kiln_jobs.unique_key AND o.id <> kiln_jobs.id AND {holds_key('o')}))"
+)
+
+
 # admin -------------------------------------------------------------------------------
 REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
 CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
@@ -486,7 +512,7 @@ def requeue(f: JobFilter) -> Plan[int]:
         f"WITH upd AS (UPDATE kiln_jobs SET state = CASE WHEN {UNMET} THEN 'awaiting'"
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL"
-        f" WHERE {cond} RETURNING queue, state, run_at)"
+        f" WHERE {cond} AND {NOT_HELD} RETURNING queue, state, run_at)"
         f"{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
     )
     rows = (yield one(sql, *params))[0]

@@ -29,7 +29,9 @@ from kiln._job import (
     JobResult,
     JobRow,
     JobState,
+    KindDeclaration,
     NewJob,
+    PublishedKind,
     RateLimit,
     RescueCandidate,
     RunningJob,
@@ -45,7 +47,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.postgres import _cluster, _jobs
+from kiln.stores.postgres import _cluster, _jobs, _kinds
 from kiln.stores.postgres._listener import Listener
 from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
 
@@ -196,6 +198,10 @@ class PostgresStore:
                 return run_sync(conn, _jobs.insert(jobs), self._counter, tx=False)
             except psycopg.Error as exc:
                 raise translate("job_insert", self.url, exc) from exc
+        return self._run_sync("job_insert", _jobs.insert(jobs), tx=True)
+
+    def _run_sync(self, operation: str, plan: Plan[T], *, tx: bool = False) -> T:
+        """Run ``plan`` on the store's one sync connection (sync callers, any thread)."""
         with self._sync_lock:
             try:
                 if self._sync_conn is None or self._sync_conn.closed:
@@ -204,9 +210,9 @@ class PostgresStore:
                     )
                     # sync callers may never await close(): close it with the store
                     weakref.finalize(self, self._sync_conn.close)
-                return run_sync(self._sync_conn, _jobs.insert(jobs), self._counter, tx=True)
+                return run_sync(self._sync_conn, plan, self._counter, tx=tx)
             except psycopg.Error as exc:
-                raise translate("job_insert", self.url, exc) from exc
+                raise translate(operation, self.url, exc) from exc
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str
@@ -315,6 +321,26 @@ class PostgresStore:
         return await self._run(
             "jobs_release_stranded", lambda: _cluster.release_stranded(limit), tx=True
         )
+
+    # published kind declarations -------------------------------------------------
+    async def kinds_publish(
+        self, server_id: str, host: str, pid: int, kinds: Sequence[KindDeclaration]
+    ) -> None:
+        await self._run(
+            "kinds_publish", lambda: _kinds.publish(server_id, host, pid, kinds), tx=True
+        )
+
+    async def kind_declarations(self) -> list[KindDeclaration]:
+        return await self._run("kind_declarations", _kinds.newest)
+
+    def kind_declarations_sync(self) -> list[KindDeclaration]:
+        return self._run_sync("kind_declarations", _kinds.newest())
+
+    async def kinds_list(self) -> list[PublishedKind]:
+        return await self._run("kinds_list", _kinds.listed)
+
+    async def kind_conflicts(self) -> int:
+        return await self._run("kind_conflicts", _kinds.conflicts)
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:

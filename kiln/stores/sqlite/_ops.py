@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from kiln._job import (
     FINISHED_STATES,
+    EnqueueResult,
     JobFilter,
     JobResult,
     JobRow,
@@ -38,6 +39,7 @@ from kiln.stores._rows import (
     run_at_of,
     ts,
     ts_required,
+    unique_key_at,
 )
 from kiln.stores.sqlite._rates import rate_limit_declare
 
@@ -175,17 +177,23 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
         if job.rate_limit is not None and job.rate_key is not None:
             rate_limit_declare(conn, job.rate_key, job.rate_limit)
         state = first_state(job, run_at, now, _unmet(conn, job.depends_on))
-        cur = conn.execute(
+        key = unique_key_at(job, now)
+        row = conn.execute(
             "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
-            " max_attempts, timeout, backoff, created_at, rate_key)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING RETURNING id",
             (
                 job.queue, job.kind, state.value, dumps(job.args), dumps(job.metadata),
                 job.priority, run_at, job.max_attempts, job.timeout,
                 None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
+                key, job.unique_states,
             ),
-        )
-        job_id = int(cur.fetchone()[0])
+        ).fetchone()
+        if key is not None:  # the one writer holds the lock: the holder cannot change
+            ids.append(EnqueueResult(int(row[0]), True) if row else _holder(conn, key))
+            continue
+        job_id = int(row[0])
         if job.depends_on:
             conn.executemany(
                 "INSERT OR IGNORE INTO kiln_job_deps (job_id, dep_id) VALUES (?, ?)",
@@ -193,6 +201,30 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
             )
         ids.append(job_id)
     return ids
+
+
+# the states in which a unique job holds its key, as the index kiln_jobs_unique tests them
+COUNTED = (
+    "unique_key IS NOT NULL AND (unique_states & (CASE state WHEN 'awaiting' THEN 1"
+    " WHEN 'pending' THEN 2 WHEN 'scheduled' THEN 4 WHEN 'available' THEN 8"
+    " WHEN 'running' THEN 16 WHEN 'completed' THEN 32 WHEN 'failed' THEN 64"
+    " ELSE 128 END)) <> 0"
+)
+
+
+# a requeue leaves a unique job whose key another job holds where it is
+NOT_HELD = (
+    "(unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM kiln_jobs o"
+    " WHERE o.unique_key = kiln_jobs.unique_key AND o.id <> kiln_jobs.id AND "
+    + COUNTED.replace("unique_", "o.unique_").replace("CASE state", "CASE o.state") + "))"
+)
+
+
+def _holder(conn: sqlite3.Connection, key: str) -> EnqueueResult:
+    row = conn.execute(
+        f"SELECT id FROM kiln_jobs WHERE unique_key = ? AND {COUNTED}", (key,)
+    ).fetchone()
+    return EnqueueResult(int(row[0]), False)
 
 
 # claim and results -------------------------------------------------------------------
@@ -378,7 +410,7 @@ def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         # admitted_at stays: the admission window of the key must keep counting it
         " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL,"
-        f" server_id = NULL WHERE {where}",
+        f" server_id = NULL WHERE {where} AND {NOT_HELD}",
         [now, *params],
     )
     return cur.rowcount

@@ -26,7 +26,9 @@ from kiln._job import (
     JobResult,
     JobRow,
     JobState,
+    KindDeclaration,
     NewJob,
+    PublishedKind,
     RateLimit,
     RescueCandidate,
     RunningJob,
@@ -42,7 +44,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.sqlite import _cluster, _ops, _rates
+from kiln.stores.sqlite import _cluster, _kinds, _ops, _rates
 
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
@@ -200,6 +202,10 @@ class SQLiteStore:
             if not isinstance(conn, sqlite3.Connection):
                 raise TypeError("SQLiteStore joins only a sqlite3.Connection's transaction")
             return _ops.insert_jobs(conn, jobs)  # the caller owns the transaction
+        return self._run_sync("job_insert", lambda c: _ops.write(c, _ops.insert_jobs, jobs))
+
+    def _run_sync(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on this thread's own connection (sync callers, any thread)."""
         own = getattr(self._sync_local, "conn", None)
         if own is None:
             own = connect(self.path, timeout=self._busy_timeout)
@@ -207,13 +213,13 @@ class SQLiteStore:
             with self._sync_lock:
                 self._sync_conns.append(own)
         try:
-            return _ops.write(own, _ops.insert_jobs, jobs)
+            return fn(own)
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 raise NotMigratedError(
-                    "job_insert", "the kiln schema is missing: run `kiln migrate`"
+                    operation, "the kiln schema is missing: run `kiln migrate`"
                 ) from exc
-            raise StoreError("job_insert", str(exc)) from exc
+            raise StoreError(operation, str(exc)) from exc
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str
@@ -328,6 +334,26 @@ class SQLiteStore:
         return await self._run(
             "jobs_release_stranded", lambda c: _ops.write(c, _cluster.release_stranded, limit)
         )
+
+    # published kind declarations
+    async def kinds_publish(
+        self, server_id: str, host: str, pid: int, kinds: Sequence[KindDeclaration]
+    ) -> None:
+        await self._run(
+            "kinds_publish", lambda c: _ops.write(c, _kinds.publish, server_id, host, pid, kinds)
+        )
+
+    async def kind_declarations(self) -> list[KindDeclaration]:
+        return await self._run("kind_declarations", _kinds.newest)
+
+    def kind_declarations_sync(self) -> list[KindDeclaration]:
+        return self._run_sync("kind_declarations", _kinds.newest)
+
+    async def kinds_list(self) -> list[PublishedKind]:
+        return await self._run("kinds_list", _kinds.listed)
+
+    async def kind_conflicts(self) -> int:
+        return await self._run("kind_conflicts", _kinds.conflicts)
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:

@@ -1,0 +1,120 @@
+"""Unique jobs: ``kiln.Unique`` and the key it gives a job.
+
+The key is computed here, at enqueue, from the kind and what ``by`` names (or the
+``key`` given), hashed; a ``period`` is bucketed by the store with its own clock. The
+stores enforce uniqueness with a unique index over the key of the jobs whose state
+counts (migration 0004): never a lock or a read before the insert. Owns validation
+and the key; no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from kiln._errors import ConfigError, ValidationError
+from kiln._job import JSON, UNIQUE_BITS, JobState
+from kiln.stores._rows import dumps
+
+# a unique job counts while it is in any of these: moving between them never needs a
+# second look at the index, so no state change of a running system can collide
+ACTIVE: tuple[JobState, ...] = (
+    JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED, JobState.AVAILABLE,
+    JobState.RUNNING,
+)
+OPTIONAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unique:
+    """At most one job of a kind per key among the jobs in ``states``.
+
+    ``by``: what makes the key, besides the kind: ``"args"`` (all of them),
+    ``"args.NAME"`` (one top-level argument; a job without it is refused), ``"queue"``.
+    ``key``: a key of your own instead of ``by``. ``states``: the states that count;
+    always the active ones, plus any of completed, failed, cancelled (default: none of
+    them, so a finished job can be enqueued again). ``period``: seconds (or a
+    timedelta): one job per key per period, bucketed by the database clock.
+    """
+
+    by: tuple[str, ...] = ("args",)
+    key: str | None = None
+    states: tuple[JobState, ...] = ACTIVE
+    period: float | None = None
+
+    def __post_init__(self) -> None:
+        by = (self.by,) if isinstance(self.by, str) else tuple(self.by)
+        object.__setattr__(self, "by", by)
+        for part in by:
+            if part not in ("args", "queue") and not (part.startswith("args.") and part[5:]):
+                raise ConfigError("unique.by", part, 'use "args", "args.NAME" or "queue"')
+        if self.key is not None and (not isinstance(self.key, str) or not self.key):
+            raise ConfigError("unique.key", self.key, "must be a non-empty string")
+        object.__setattr__(self, "states", _states(self.states))
+        object.__setattr__(self, "period", _period(self.period))
+
+    @property
+    def mask(self) -> int:
+        return sum(UNIQUE_BITS[s] for s in self.states)
+
+    def key_of(self, kind: str, queue: str, args: Any) -> str:
+        """The job's key (without the period's bucket); ValidationError if ``by`` names
+        an argument the job does not have."""
+        parts: list[JSON] = [kind, self.period]
+        if self.key is not None:
+            parts.append(["key", self.key])
+        else:
+            parts.extend(_part(p, queue, args) for p in self.by)
+        return hashlib.sha256(dumps(parts).encode()).hexdigest()[:40]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"by": list(self.by), "key": self.key, "states": [s.value for s in self.states],
+                "period": self.period}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Unique:
+        return cls(by=tuple(data.get("by") or ("args",)), key=data.get("key"),
+                   states=tuple(JobState(s) for s in data.get("states") or ACTIVE),
+                   period=data.get("period"))
+
+
+def _part(part: str, queue: str, args: Any) -> JSON:
+    if part == "args":
+        return ["args", args]
+    if part == "queue":
+        return ["queue", queue]
+    name = part[5:]
+    if not isinstance(args, dict) or name not in args:
+        raise ValidationError(
+            f"unique by {part}: the job's args have no top-level key {name!r}"
+        )
+    return [part, args[name]]
+
+
+def _states(states: Iterable[JobState | str]) -> tuple[JobState, ...]:
+    try:
+        chosen = {JobState(s) for s in states}
+    except ValueError as exc:
+        raise ConfigError("unique.states", list(states), "unknown state") from exc
+    missing = [s.value for s in ACTIVE if s not in chosen]
+    if missing:
+        raise ConfigError(
+            "unique.states", sorted(s.value for s in chosen),
+            f"must include every active state (missing {', '.join(missing)}); add any of"
+            " completed, failed, cancelled to keep finished jobs unique too",
+        )
+    return tuple(s for s in JobState if s in chosen)
+
+
+def _period(period: float | timedelta | None) -> float | None:
+    if period is None:
+        return None
+    seconds = period.total_seconds() if isinstance(period, timedelta) else period
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+            or not math.isfinite(seconds) or seconds < 1:
+        raise ConfigError("unique.period", period, "must be at least one second, or None")
+    return float(seconds)

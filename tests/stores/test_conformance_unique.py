@@ -1,0 +1,129 @@
+"""Conformance: unique jobs (kiln.Unique) against each store's unique index.
+
+A duplicate returns the holder's id and says it was not inserted, within one batch and
+against the table; the key frees when the job leaves the states that count, and a
+requeue puts a job back only while nobody else holds its key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from kiln import EnqueueResult, JobFilter, JobState, KilnError, Outcome, RateLimit, Unique
+from kiln._client import build_job
+from kiln._job import NewJob
+from kiln.stores import Store
+from tests.stores.factories import claim, result
+
+BY_TENANT = Unique(by=("args.tenant",))
+
+
+def uniq(args: Any, unique: Unique = BY_TENANT, **options: Any) -> NewJob:
+    return build_job("k", args, None, queue="q", unique=unique, **options)
+
+
+def flags(results: list[int]) -> list[tuple[int, bool]]:
+    assert all(isinstance(r, EnqueueResult) for r in results)
+    return [(int(r), r.inserted) for r in results]  # type: ignore[attr-defined]
+
+
+async def test_duplicates_in_a_batch_and_against_the_table(store: Store) -> None:
+    plain = build_job("k", {"tenant": 1}, None, queue="q")
+    first = await store.job_insert_many(
+        [uniq({"tenant": 1, "n": 1}), plain, uniq({"tenant": 2}), uniq({"tenant": 1, "n": 2})]
+    )
+    a, b = int(first[0]), int(first[2])
+    assert flags([first[0], first[2], first[3]]) == [(a, True), (b, True), (a, False)]
+    assert not isinstance(first[1], EnqueueResult) or first[1].inserted
+    again = await store.job_insert_many([uniq({"tenant": 2}), uniq({"tenant": 3})])
+    assert flags(again)[0] == (b, False) and again[1].inserted  # type: ignore[attr-defined]
+    assert await store.job_count(JobFilter()) == 4  # tenant 1, the plain job, tenants 2, 3
+
+
+async def test_key_by_args_queue_or_given(store: Store) -> None:
+    by_args = Unique()
+    [x, y] = await store.job_insert_many([uniq({"a": 1}, by_args), uniq({"a": 2}, by_args)])
+    assert x.inserted and y.inserted  # type: ignore[attr-defined]
+    given = Unique(key="nightly-report")
+    [p, q] = await store.job_insert_many([uniq({"a": 1}, given), uniq({"b": 2}, given)])
+    assert flags([p, q]) == [(int(p), True), (int(p), False)]
+    by_queue = Unique(by=("queue",))
+    one = build_job("k", {}, None, queue="q1", unique=by_queue)
+    two = build_job("k", {"other": 1}, None, queue="q2", unique=by_queue)
+    assert all(r.inserted for r in await store.job_insert_many([one, two]))  # type: ignore[attr-defined]
+
+
+async def test_a_completed_job_frees_its_key_unless_completed_counts(store: Store) -> None:
+    keep = Unique(by=("args.tenant",), states=(*Unique().states, JobState.COMPLETED))
+    [free_id, kept_id] = await store.job_insert_many(
+        [uniq({"tenant": 1}), uniq({"tenant": 2}, keep)]
+    )
+    rows = await claim(store, kinds=("k",))
+    assert {r.id for r in rows} == {int(free_id), int(kept_id)}
+    await store.job_results_apply([result(r) for r in rows])
+    [again_free] = await store.job_insert_many([uniq({"tenant": 1})])
+    [again_kept] = await store.job_insert_many([uniq({"tenant": 2}, keep)])
+    assert again_free.inserted and int(again_free) != int(free_id)  # type: ignore[attr-defined]
+    assert flags([again_kept]) == [(int(kept_id), False)]
+
+
+async def test_a_requeued_failed_job_keeps_its_key(store: Store) -> None:
+    [job_id] = await store.job_insert_many([uniq({"tenant": 7}, max_attempts=1)])
+    [row] = await claim(store)
+    await store.job_results_apply([result(row, Outcome.FAILED, error="boom")])
+    assert await store.jobs_requeue(JobFilter(ids=(int(job_id),))) == 1
+    [dup] = await store.job_insert_many([uniq({"tenant": 7})])
+    assert flags([dup]) == [(int(job_id), False)]  # the requeued job holds the key again
+
+
+async def test_a_requeue_skips_a_job_whose_key_another_holds(store: Store) -> None:
+    [old] = await store.job_insert_many([uniq({"tenant": 8}, max_attempts=1)])
+    [row] = await claim(store)
+    await store.job_results_apply([result(row, Outcome.FAILED, error="boom")])
+    [new] = await store.job_insert_many([uniq({"tenant": 8})])  # failed frees the key
+    assert new.inserted and int(new) != int(old)  # type: ignore[attr-defined]
+    assert await store.jobs_requeue(JobFilter(states=(JobState.FAILED,))) == 0
+    failed = await store.job_get(int(old))
+    assert failed is not None and failed.state is JobState.FAILED
+
+
+async def test_rate_limited_unique_jobs_wait_for_admission(store: Store) -> None:
+    limited = {"rate_key": "rk", "rate_limit": RateLimit(1, per=3600)}
+    [a, b] = await store.job_insert_many(
+        [uniq({"tenant": 1}, **limited), uniq({"tenant": 1}, **limited)]
+    )
+    assert flags([a, b]) == [(int(a), True), (int(a), False)]
+    row = await store.job_get(int(a))
+    assert row is not None and row.state is JobState.PENDING
+
+
+async def test_a_period_buckets_by_the_database_clock(store: Store) -> None:
+    hourly = Unique(by=("args.tenant",), period=timedelta(hours=1))
+    [a, b] = [await store.job_insert_many([uniq({"tenant": 1}, hourly)]) for _ in range(2)]
+    assert flags(a + b) == [(int(a[0]), True), (int(a[0]), False)]
+    per_second = Unique(by=("args.tenant",), period=1)
+    [first] = await store.job_insert_many([uniq({"tenant": 1}, per_second)])
+    await asyncio.sleep(1.05)  # the next bucket
+    [later] = await store.job_insert_many([uniq({"tenant": 1}, per_second)])
+    assert first.inserted and later.inserted and int(later) != int(first)  # type: ignore[attr-defined]
+
+
+def test_bad_unique_input_is_refused_before_anything_is_written() -> None:
+    with pytest.raises(KilnError, match=r"args have no top-level key 'tenant'"):
+        uniq({"other": 1})
+    with pytest.raises(KilnError, match=r"args have no top-level key 'tenant'"):
+        uniq([1, 2])
+    with pytest.raises(KilnError, match="must include every active state"):
+        Unique(states=(JobState.AVAILABLE,))
+    with pytest.raises(KilnError, match=r"unique\.by"):
+        Unique(by=("metadata.x",))
+    with pytest.raises(KilnError, match=r"unique\.period"):
+        Unique(period=0.5)
+    with pytest.raises(KilnError, match="cannot have depends_on"):
+        uniq({"tenant": 1}, depends_on=[1])
+    with pytest.raises(KilnError, match=r"kiln\.Unique"):
+        build_job("k", {}, None, unique="yes")

@@ -1,0 +1,45 @@
+"""docs/guide.md, "Kinds hold for every producer": its two blocks run as written."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import kiln
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+
+
+def blocks() -> list[str]:
+    text = GUIDE.read_text()
+    marked = text[text.index("<!-- tested: tests/test_guide_kinds.py"):]
+    return re.findall(r"```python\n(.*?)```", marked, re.S)[:2]
+
+
+async def test_the_guides_producer_without_handlers_gets_the_declaration(store_url: str) -> None:
+    worker_block, producer_block = blocks()
+    namespace: dict[str, Any] = {"kiln": kiln, "url": store_url}
+    exec(worker_block, namespace)
+    workers: kiln.App = namespace["workers"]
+    workers.migrate()
+    server: kiln.Server = namespace["server"]  # the block's own server, with the defaults
+    task = asyncio.create_task(server.run())
+    try:
+        while server.stats()["state"] != "running":
+            assert not task.done(), task
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(exec, producer_block, namespace)
+        client = kiln.Client(server.store)
+        sent, bulk, other = [await client.get(namespace[n])
+                             for n in ("job_id", "bulk_id", "other_id")]
+        assert sent and (sent.queue, sent.max_attempts, sent.rate_key) == (
+            "mail", 12, "email.send")
+        assert bulk and (bulk.queue, bulk.max_attempts) == ("mail-bulk", 12)
+        assert other and (other.queue, other.max_attempts) == ("default", 25)
+    finally:
+        server.stop()
+        await asyncio.wait_for(task, 20)
+        namespace["web"].close()
+        workers.close()
