@@ -62,6 +62,16 @@ DB_OPERATIONS: tuple[str, ...] = (
 # values of the ``change`` attribute of kiln.server.leader.changes
 LEADER_CHANGES: tuple[str, ...] = ("gained", "lost")
 
+# ------------------------------------------------------------ series budget
+# The OpenTelemetry SDK keeps at most CARDINALITY_LIMIT series per instrument and folds
+# the rest into one series labelled otel_metric_overflow="true". A server seeds at 0 at
+# most SEED_BUDGET series of kiln.jobs.finished (the widest instrument: queue x kind x
+# 6 outcomes), which leaves the other half of the limit to pairs met at run time (a
+# kind enqueued into a queue other than its own).
+CARDINALITY_LIMIT = 2000
+SEED_BUDGET = 1000
+OVERFLOW_LABEL = "otel_metric_overflow"
+
 # ------------------------------------------------------- histogram boundaries (s)
 # Waits (ready to claimed, created to admitted): milliseconds when idle, up to an
 # hour when a queue backs up, so the tail goes to tens of minutes.

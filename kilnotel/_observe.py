@@ -169,7 +169,7 @@ def observe(
     gauges: GaugeSet = gauge_set(provider, meter)
     gauges.add(source)
     metrics = EventMetrics(provider, meter, _histograms(provider, meter), counts, source)
-    metrics.seed(server.queues, server.kinds)
+    metrics.seed(server.queues, {name: k.queue for name, k in server.kinds.items()})
     tables = [metrics.handlers()] + ([tracing.handlers()] if tracing is not None else [])
     undo: list[Callable[[], None]] = [
         lambda: gauges.discard(source),
