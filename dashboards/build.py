@@ -273,7 +273,9 @@ def recovery_section() -> list[tuple[Panel, int, int]]:
             "KilnDatabaseErrors.",
             "ops",
             [target(f'sum by (instance, operation) (rate(kiln_db_errors_total[{RATE}]))',
-                    "{{instance}} {{operation}}")]), 8, 8),
+                    "{{instance}} {{operation}}"),
+             target(f'sum by (instance) (rate(kiln_counts_refresh_failures_total[{RATE}]))',
+                    "{{instance}} counts refresh")]), 8, 8),
         (timeseries(
             "Fences and heartbeat failures",
             "Heartbeats a worker could not confirm, and times it fenced itself off (stopped "
@@ -327,6 +329,14 @@ def servers_section() -> list[tuple[Panel, int, int]]:
             "KilnResultsPilingUp.",
             "short",
             [target("max by (instance) (kiln_server_results_pending)", "{{instance}}")]),
+            6, 8),
+        (timeseries(
+            "Counts age",
+            "Seconds since the worker that publishes the database-wide counts (the "
+            "leader, by default) last read them. Past counts_max_age (20s by default) "
+            "it withdraws them rather than export frozen values. Alert KilnCountsStale.",
+            "s",
+            [target("max by (instance) (kiln_counts_age_seconds)", "{{instance}}")]),
             6, 8),
         (state_timeline(
             "Notifier",

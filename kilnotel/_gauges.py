@@ -56,6 +56,8 @@ class GaugeSet:
         for state, metric in n.JOBS_BY_STATE.items():
             observable(meter, metric, self._state_callback(state))
         observable(meter, n.QUEUE_OLDEST_AVAILABLE_AGE, self._oldest)
+        observable(meter, n.COUNTS_AGE, self._counts_age)
+        observable(meter, n.COUNTS_REFRESH_FAILURES, self._refresh_failures)
         observable(meter, n.SERVER_HEALTHY, self._scalar(_healthy, min))
         observable(meter, n.SERVER_LEADER, self._scalar(lambda s: int(s.is_leader), max))
         observable(meter, n.SERVER_RESULTS_PENDING,
@@ -98,6 +100,14 @@ class GaugeSet:
             for queue, age in source.counts.oldest_by_queue():
                 merged[queue] = max(merged.get(queue, age), age)
         return [Observation(a, _queue_attrs(q, self._attrs)) for q, a in merged.items()]
+
+    def _counts_age(self, options: CallbackOptions) -> Iterable[Observation]:
+        ages = [a for s, _ in self._servers() if (a := s.counts.age()) is not None]
+        return [Observation(max(ages))] if ages else []
+
+    def _refresh_failures(self, options: CallbackOptions) -> Iterable[Observation]:
+        sources = self._sources  # stopped servers too: a counter never goes back
+        return [Observation(sum(s.counts.errors for s in sources))] if sources else []
 
     def _scalar(
         self, read: Callable[[Server], Any], combine: Callable[[list[float]], float]

@@ -163,6 +163,17 @@ QUEUE_OLDEST_AVAILABLE_AGE = Metric(
     (QUEUE,),
 )
 
+COUNTS_AGE = Metric(
+    "kiln.counts.age", "gauge", "s",
+    "Seconds since this worker last read the database-wide counts (kiln.jobs.<state>, "
+    "the oldest available age); exported only by the worker that publishes them",
+)
+COUNTS_REFRESH_FAILURES = Metric(
+    "kiln.counts.refresh_failures", "counter", "{refresh}",
+    "Reads of the database-wide counts that failed (the counts vanish after "
+    "counts_max_age without a successful one)",
+)
+
 CLAIM_LATENCY = Metric(
     "kiln.claim.latency", "histogram", "s",
     "Time from a job becoming ready (run_at, or admission) to being claimed",
@@ -274,6 +285,8 @@ EVENTS_DROPPED = Metric(
 METRICS: tuple[Metric, ...] = (
     *JOBS_BY_STATE.values(),
     QUEUE_OLDEST_AVAILABLE_AGE,
+    COUNTS_AGE,
+    COUNTS_REFRESH_FAILURES,
     CLAIM_LATENCY,
     ADMISSION_DELAY,
     JOB_DURATION,
@@ -322,6 +335,10 @@ MESSAGING_DESTINATION = "messaging.destination.name"
 MESSAGING_OPERATION_TYPE = "messaging.operation.type"
 MESSAGING_OPERATION_NAME = "messaging.operation.name"
 MESSAGING_MESSAGE_ID = "messaging.message.id"
+MESSAGING_BATCH_COUNT = "messaging.batch.message_count"  # on the send span of a batch
+ERROR_TYPE = "error.type"  # failed attempts: the exception's qualified class name
+SPAN_JOB_IDS = "kiln.job.ids"  # the send span of a batch: its jobs' ids (the first 1000)
+SPAN_JOB_IDS_MAX = 1000
 SPAN_ATTEMPT = "kiln.job.attempt"
 SPAN_OUTCOME = "kiln.job.outcome"
 SPAN_RETRY_IN = "kiln.job.retry_in"  # seconds, on the retry event
@@ -334,7 +351,7 @@ EVENT_HANDED_BACK = "kiln.job.handed_back"  # shutdown
 EVENT_RESCUED = "kiln.job.rescued"  # the leader rescued this job from a dead server
 
 SPANS: tuple[tuple[str, str, str], ...] = (
-    (SPAN_SEND, "PRODUCER", "one per enqueued job, around the insert"),
+    (SPAN_SEND, "PRODUCER", "one per insert (one job, or a batch), around it"),
     (SPAN_PROCESS, "CONSUMER", "one per attempt, around the handler"),
 )
 SPAN_EVENTS: tuple[str, ...] = (EVENT_RETRY, EVENT_SNOOZED, EVENT_HANDED_BACK, EVENT_RESCUED)
