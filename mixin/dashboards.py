@@ -270,6 +270,17 @@ def recovery_section() -> list[tuple[Panel, int, int]]:
              target(f'sum by (queue) (increase(kiln_jobs_handed_back_total{{{QK}}}[{RATE}]))',
                     "handed back {{queue}}")]), 8, 8),
         (timeseries(
+            "Stuck handlers",
+            "Handlers still running after kiln gave up on their attempt (a plain def "
+            "handler past its timeout, a shutdown or a fence), by worker and queue: each "
+            "holds a slot; and attempts given up on per interval. Alerts KilnHandlersStuck "
+            "and KilnQueueSlotsStuck.",
+            "short",
+            [target(f"max by (instance, queue) (kiln_server_handlers_stuck{{{Q}}})",
+                    "stuck {{instance}} {{queue}}"),
+             target(f"sum by (queue) (increase(kiln_jobs_stuck_total{{{QK}}}[{RATE}]))",
+                    "given up {{queue}}")]), 8, 8),
+        (timeseries(
             "Database errors",
             "Store operations that raised, per second, by worker and operation. Alert "
             "KilnDatabaseErrors.",
