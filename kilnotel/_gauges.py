@@ -14,18 +14,21 @@ healthy by ``min``, leader and heartbeat age by ``max``.
 from __future__ import annotations
 
 import logging
+import platform
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from kiln import Server
+from kiln import Server, __version__
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
 from kilnotel._instruments import Callback, observable, shared
 
 log = logging.getLogger("kilnotel.gauges")
+_BUILD = {n.VERSION: __version__, n.PYTHON_VERSION: platform.python_version()}
 
 
 class ServerSource:
@@ -70,6 +73,10 @@ class GaugeSet:
         observable(meter, n.SERVER_HANDLERS_STUCK, self._per_queue(lambda s: _pools(s, "stuck")))
         observable(meter, n.NOTIFIER_UP, self._notifier)
         observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
+        observable(meter, n.EVENTS_SUBSCRIBER_ERRORS,
+                   self._scalar(lambda s: s.events.errors, sum))
+        observable(meter, n.SERVER_OLDEST_RUNNING_AGE, self._oldest_running)
+        observable(meter, n.BUILD_INFO, self._build_info)
 
     def add(self, source: ServerSource) -> None:
         self._sources = [*self._sources, source]
@@ -136,6 +143,17 @@ class GaugeSet:
 
         return observe
 
+    def _oldest_running(self, options: CallbackOptions) -> Iterable[Observation]:
+        now = datetime.now(UTC)
+        merged: dict[str, float] = {}
+        for _source, server in self._servers():
+            for queue, age in _oldest_running(server, now).items():
+                merged[queue] = max(merged.get(queue, age), age)
+        return [Observation(a, _queue_attrs(q, self._attrs)) for q, a in merged.items()]
+
+    def _build_info(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(1, _BUILD)] if any(True for _ in self._servers()) else []
+
     def _notifier(self, options: CallbackOptions) -> Iterable[Observation]:
         ups = [s.notifier_up for s, _ in self._servers() if s.notifier_up is not None]
         return [Observation(int(min(ups)))] if ups else []
@@ -154,6 +172,16 @@ def _pools(server: Server, field: str) -> dict[str, int]:
     if field == "stuck":
         return {q: len(p.lingering) for q, p in pools.items()}
     return {q: len(p.running) for q, p in pools.items()}
+
+
+def _oldest_running(server: Server, now: datetime) -> dict[str, float]:
+    """Per served queue, how long its longest-running attempt has run (0 when none)."""
+    out = dict.fromkeys(server.queues, 0.0)
+    for queue, pool in list(server.pools.items()):
+        started = [row.attempted_at for row in list(pool.running.values()) if row.attempted_at]
+        if started:
+            out[queue] = max(0.0, (now - min(started)).total_seconds())
+    return out
 
 
 def gauge_set(provider: Any, meter: Meter) -> GaugeSet:

@@ -29,6 +29,8 @@ KIND = "kiln.job.kind"
 OUTCOME = "outcome"
 OPERATION = "operation"
 CHANGE = "change"  # leader changes: "gained" | "lost"
+VERSION = "version"  # kiln.build.info: kiln's version
+PYTHON_VERSION = "python.version"  # kiln.build.info: the interpreter's (3.11.7)
 
 # ------------------------------------------------------------------------ states
 STATES: tuple[str, ...] = (
@@ -252,6 +254,22 @@ SERVER_HANDLERS_STUCK = Metric(
     "Handlers still running after kiln gave up on their attempt, by queue; each keeps a "
     "slot of its queue taken until it returns", (QUEUE,),
 )
+SERVER_OLDEST_RUNNING_AGE = Metric(
+    "kiln.server.oldest_running.age", "gauge", "s",
+    "Seconds the longest-running attempt on this server has run, by queue (0 when none; "
+    "from its attempted_at, by this host's clock)",
+    (QUEUE,),
+)
+BUILD_INFO = Metric(
+    "kiln.build.info", "gauge", "1",
+    "Always 1 while a server is observed; its attributes carry kiln's and Python's versions",
+    (VERSION, PYTHON_VERSION),
+)
+EVENTS_SUBSCRIBER_ERRORS = Metric(
+    "kiln.events.subscriber_errors", "counter", "{error}",
+    "Exceptions raised by event subscribers (kilnotel's own included), caught and logged "
+    "by the hub: the metrics and spans they feed miss those events",
+)
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
     "Results computed but not yet written to the store",
@@ -304,6 +322,9 @@ METRICS: tuple[Metric, ...] = (
     SERVER_RUNNING,
     SERVER_CONCURRENCY,
     SERVER_HANDLERS_STUCK,
+    SERVER_OLDEST_RUNNING_AGE,
+    BUILD_INFO,
+    EVENTS_SUBSCRIBER_ERRORS,
     SERVER_RESULTS_PENDING,
     SERVER_HEARTBEAT_AGE,
     SERVER_HEARTBEAT_FAILURES,

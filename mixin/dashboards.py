@@ -192,6 +192,13 @@ def queues_section() -> list[tuple[Panel, int, int]]:
             [target('queue:kiln_queue_oldest_available_age_seconds:max{' + Q + '}',
                     "{{queue}}")]), 8, 8),
         (timeseries(
+            "Oldest running job",
+            "How long the longest-running attempt of each queue has run, max over workers "
+            "(0 when none): a job that hangs shows as a line that only climbs.",
+            "s",
+            [target(f"max by (queue) (kiln_server_oldest_running_age_seconds{{{Q}}})",
+                    "{{queue}}")]), 12, 8),
+        (timeseries(
             "Enqueued vs claimed",
             "Jobs inserted per second by observed clients (observe_app/observe_client) "
             "against jobs claimed per second by servers, by queue.",
@@ -286,9 +293,7 @@ def recovery_section() -> list[tuple[Panel, int, int]]:
             "KilnDatabaseErrors.",
             "ops",
             [target(f'sum by (instance, operation) (rate(kiln_db_errors_total[{RATE}]))',
-                    "{{instance}} {{operation}}"),
-             target(f'sum by (instance) (rate(kiln_counts_refresh_failures_total[{RATE}]))',
-                    "{{instance}} counts refresh")]), 8, 8),
+                    "{{instance}} {{operation}}")]), 8, 8),
         (timeseries(
             "Fences and heartbeat failures",
             "Heartbeats a worker could not confirm, and times it fenced itself off (stopped "
@@ -355,6 +360,22 @@ def servers_section() -> list[tuple[Panel, int, int]]:
             "short",
             [target("max by (instance) (kiln_server_results_pending)", "{{instance}}")]),
             6, 8),
+        (timeseries(
+            "Telemetry errors",
+            "kilnotel's own health, per worker: reads of the database-wide counts that "
+            "failed, and exceptions of event subscribers (the metrics and spans they feed "
+            "miss those events). Alerts KilnCountsStale and KilnEventSubscriberErrors.",
+            "short",
+            [target(f"sum by (instance) (increase(kiln_counts_refresh_failures_total[{RATE}]))",
+                    "counts refresh {{instance}}"),
+             target(f"sum by (instance) (increase(kiln_events_subscriber_errors_total"
+                    f"[{RATE}]))", "subscriber errors {{instance}}")]), 6, 8),
+        (stat(
+            "Versions",
+            "Workers by kiln version (kiln_build_info): more than one during a rolling "
+            "deploy, and a worker left behind shows here.",
+            "short",
+            [target("count by (version) (kiln_build_info)", "{{version}}")]), 6, 8),
         (timeseries(
             "Counts age",
             "Seconds since the worker that publishes the database-wide counts (the "

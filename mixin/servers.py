@@ -92,6 +92,13 @@ def _results_and_errors(c: Config) -> list[Rule]:
               f"""The LISTEN connection or bus of the kiln server at {{{{ $labels.instance }}}}
               of {w} has been down for 10 minutes. The server falls back to polling: jobs still
               run, with up to poll_interval of extra latency and more queries.""", "10m"),
+        alert(c, "KilnEventSubscriberErrors",
+              f"increase({c.m('kiln_events_subscriber_errors_total')}[15m]) > 0", "info",
+              f"Event subscribers of kiln server {{{{ $labels.instance }}}} of {w} raise",
+              f"""Event subscribers of the kiln server at {{{{ $labels.instance }}}} of {w}
+              raised {{{{ $value | printf "%.0f" }}}} exceptions in 15 minutes (caught and
+              logged by the hub, jobs unaffected): the metrics or spans they feed miss those
+              events."""),
         alert(c, "KilnEventsDropped", f"increase({c.m('kiln_events_dropped_total')}[15m]) > 0",
               "info", f"kiln server {{{{ $labels.instance }}}} of {w} drops events",
               f"""A queued event subscriber of the kiln server at {{{{ $labels.instance }}}} of
