@@ -34,6 +34,10 @@ from kiln.stores import Store
 
 EnqueueFinisher = Callable[[int | None, BaseException | None], None]
 EnqueueHook = Callable[[NewJob], EnqueueFinisher | None]
+# A hook may also take a whole insert of several jobs at once, through a ``batch``
+# attribute (a tracer makes one span for the batch); it gets every id, or None on error.
+BatchFinisher = Callable[[Sequence[int] | None, BaseException | None], None]
+BatchHook = Callable[[Sequence[NewJob]], BatchFinisher | None]
 
 OPTIONS = frozenset(
     {"queue", "priority", "delay", "run_at", "max_attempts", "timeout", "backoff", "metadata",
@@ -180,7 +184,10 @@ class Client:
         self._hooks: list[EnqueueHook] = hooks if hooks is not None else []
 
     def add_enqueue_hook(self, hook: EnqueueHook) -> None:
-        """Call ``hook(job)`` before each insert; it may return a finisher(id, error)."""
+        """Call ``hook(job)`` before each insert; it may return a finisher(id, error).
+
+        A hook with a ``batch`` attribute gets an insert of several jobs as one call,
+        ``hook.batch(jobs)``, whose finisher gets every id (or None) and the error."""
         self._hooks.append(hook)
 
     def build(self, kind: str, args: Any = None, **options: Any) -> NewJob:
@@ -195,24 +202,30 @@ class Client:
         """The declaration ``kind`` resolves to here: local, published (cached), or None."""
         return self.catalog.get(kind)
 
-    def _before(self, jobs: Sequence[NewJob]) -> list[tuple[int, EnqueueFinisher]]:
-        finishers: list[tuple[int, EnqueueFinisher]] = []
+    def _before(self, jobs: Sequence[NewJob]) -> list[BatchFinisher]:
+        finishers: list[BatchFinisher] = []
         for hook in self._hooks:
+            batch: BatchHook | None = getattr(hook, "batch", None)
+            if batch is not None and len(jobs) > 1:
+                done = batch(jobs)
+                if done is not None:
+                    finishers.append(done)
+                continue
             for index, job in enumerate(jobs):
                 fin = hook(job)
                 if fin is not None:
-                    finishers.append((index, fin))
+                    finishers.append(_one(index, fin))
         return finishers
 
     def _after(
         self,
         jobs: Sequence[NewJob],
         ids: Sequence[int] | None,
-        finishers: list[tuple[int, EnqueueFinisher]],
+        finishers: list[BatchFinisher],
         error: BaseException | None,
     ) -> None:
-        for index, fin in finishers:
-            fin(ids[index] if ids else None, error)
+        for fin in finishers:
+            fin(ids, error)
         if ids and self.bus is not None:
             for payload in _wake_payloads(jobs):
                 self.bus.publish_sync(payload)
@@ -321,3 +334,10 @@ class Client:
 
     async def counts(self) -> builtins.list[StateCount]:
         return await self.store.job_counts()
+
+
+def _one(index: int, fin: EnqueueFinisher) -> BatchFinisher:
+    def finish(ids: Sequence[int] | None, error: BaseException | None) -> None:
+        fin(ids[index] if ids else None, error)
+
+    return finish

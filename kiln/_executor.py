@@ -25,6 +25,7 @@ from kiln._events import EventHub, JobFinished, JobStarted
 from kiln._handle import Job
 from kiln._job import AttemptError, JobResult, JobRow, Outcome
 from kiln._kinds import Kind
+from kiln._logs import CURRENT_JOB
 from kiln._outcomes import Cancel, Snooze
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
 from kiln._sync import SyncRunner
@@ -82,6 +83,7 @@ class Executor:
         if loop is None:  # looked up once: on Python 3.11 each lookup is a getpid() call
             loop = self._loop = asyncio.get_running_loop()
         job = Job(row, self._write_param, loop)
+        CURRENT_JOB.set(row)  # this task runs this attempt only: log lines name the job
         events = self._events
         if events.wants(JobStarted):
             events.emit(JobStarted(job=row))

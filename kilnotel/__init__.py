@@ -9,12 +9,14 @@ imports this package: it emits events and takes middleware and enqueue hooks.
 """
 
 from kilnotel import _names as names
+from kilnotel._logs import TraceContextFilter
 from kilnotel._observe import Observer, observe, observe_app, observe_client
 from kilnotel._prometheus import MetricsServer, prometheus_provider, serve
 
 __all__ = [
     "MetricsServer",
     "Observer",
+    "TraceContextFilter",
     "names",
     "observe",
     "observe_app",

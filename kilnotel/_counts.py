@@ -8,6 +8,14 @@ event loop, started when the cache is older than ``ttl`` by the server's events
 (claims, heartbeats) or by a scrape; at most one runs at a time, so the database sees
 one counts query (plus one oldest-age and one kind-conflicts query) per ``ttl``,
 whatever the number of scrapes. It never writes and never touches the server's state.
+
+Counts are exported only while they can be trusted: while the server is alive and
+``eligible`` (by default only the leader publishes database-wide gauges, so one worker
+per deployment queries them), and only until ``max_age`` has passed since the last
+successful refresh. A failed refresh keeps nothing alive past that bound, and a stopped
+server, whose process may live on, exports none at all: a stale worker can never pin
+the ``max`` that rules and boards take over workers. ``age()`` is what
+``kiln.counts.age`` exports, so the staleness itself is visible and alerted on.
 """
 
 from __future__ import annotations
@@ -26,13 +34,26 @@ log = logging.getLogger("kilnotel.counts")
 
 class CountsCache:
     def __init__(
-        self, store: Store, ttl: float, queues: Iterable[str], alive: Callable[[], bool]
+        self,
+        store: Store,
+        ttl: float,
+        queues: Iterable[str],
+        alive: Callable[[], bool],
+        *,
+        max_age: float | None = None,
+        eligible: Callable[[], bool] = lambda: True,
     ) -> None:
         if not ttl > 0:
             raise ValueError(f"counts_ttl must be positive, got {ttl!r}")
+        self.max_age = 4 * ttl if max_age is None else max_age
+        if not self.max_age >= ttl:
+            raise ValueError(f"counts_max_age must be at least counts_ttl, got {max_age!r}")
         self._store = store
         self.ttl = ttl
         self._alive = alive
+        self._eligible = eligible
+        self._since: float | None = None  # monotonic: when this cache last became eligible
+        self.ok_at = -math.inf  # monotonic: the last successful refresh
         # copy-on-write: the scrape thread iterates these while the loop replaces them
         self.known: frozenset[str] = frozenset(queues)
         self.counts: dict[tuple[str, str], int] = {}  # (state, queue) -> jobs
@@ -53,9 +74,31 @@ class CountsCache:
     def stale(self) -> bool:
         return time.monotonic() - self.refreshed_at >= self.ttl
 
+    def publishing(self) -> bool:
+        """Whether this server should publish the database-wide gauges now (alive, and
+        the elected exporter); remembers when that began, for ``age()``."""
+        now = self._alive() and self._eligible()
+        if not now:
+            self._since = None
+        elif self._since is None:
+            self._since = time.monotonic()
+        return now
+
+    def age(self) -> float | None:
+        """Seconds since the last successful refresh (or since this server began to
+        publish, if later); None while it does not publish."""
+        if not self.publishing() or self._since is None:
+            return None
+        return time.monotonic() - max(self.ok_at, self._since)
+
+    def fresh(self) -> bool:
+        """Counts may be exported: publishing, loaded, refreshed within max_age."""
+        return (self.loaded and self.publishing()
+                and time.monotonic() - self.ok_at <= self.max_age)
+
     def poke(self) -> None:
         """On the server's loop: start a background refresh if the cache is stale."""
-        if self._task is not None or not self.stale or not self._alive():
+        if self._task is not None or not self.stale or not self.publishing():
             return
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._refresh_once(), name="kilnotel-counts")
@@ -80,7 +123,7 @@ class CountsCache:
         self.counts = table
         self.oldest = dict(oldest)
         self.loaded = True
-        self.refreshed_at = time.monotonic()
+        self.refreshed_at = self.ok_at = time.monotonic()
         self.refreshes += 1
 
     async def _refresh_once(self) -> None:
@@ -94,14 +137,14 @@ class CountsCache:
             self._task = None
 
     def by_queue(self, state: str) -> list[tuple[str, int]]:
-        """Jobs in ``state`` for every known queue, zero-filled; empty until loaded."""
-        if not self.loaded:
+        """Jobs in ``state`` for every known queue, zero-filled; empty unless fresh."""
+        if not self.fresh():
             return []
         counts = self.counts
         return [(q, counts.get((state, q), 0)) for q in sorted(self.known)]
 
     def oldest_by_queue(self) -> list[tuple[str, float]]:
-        if not self.loaded:
+        if not self.fresh():
             return []
         oldest = self.oldest
         return [(q, oldest.get(q, 0.0)) for q in sorted(self.known)]

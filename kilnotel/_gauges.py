@@ -14,18 +14,21 @@ healthy by ``min``, leader and heartbeat age by ``max``.
 from __future__ import annotations
 
 import logging
+import platform
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from kiln import Server
+from kiln import Server, __version__
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
 from kilnotel._instruments import Callback, observable, shared
 
 log = logging.getLogger("kilnotel.gauges")
+_BUILD = {n.VERSION: __version__, n.PYTHON_VERSION: platform.python_version()}
 
 
 class ServerSource:
@@ -57,6 +60,8 @@ class GaugeSet:
             observable(meter, metric, self._state_callback(state))
         observable(meter, n.QUEUE_OLDEST_AVAILABLE_AGE, self._oldest)
         observable(meter, n.KIND_CONFLICTS, self._kind_conflicts)
+        observable(meter, n.COUNTS_AGE, self._counts_age)
+        observable(meter, n.COUNTS_REFRESH_FAILURES, self._refresh_failures)
         observable(meter, n.SERVER_HEALTHY, self._scalar(_healthy, min))
         observable(meter, n.SERVER_LEADER, self._scalar(lambda s: int(s.is_leader), max))
         observable(meter, n.SERVER_RESULTS_PENDING,
@@ -71,6 +76,10 @@ class GaugeSet:
         observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
         observable(meter, n.SERVER_RESULTS_FAILING,
                    self._scalar(lambda s: s.stats()["results_failing_for"], max))
+        observable(meter, n.EVENTS_SUBSCRIBER_ERRORS,
+                   self._scalar(lambda s: s.events.errors, sum))
+        observable(meter, n.SERVER_OLDEST_RUNNING_AGE, self._oldest_running)
+        observable(meter, n.BUILD_INFO, self._build_info)
 
     def add(self, source: ServerSource) -> None:
         self._sources = [*self._sources, source]
@@ -105,6 +114,13 @@ class GaugeSet:
     def _kind_conflicts(self, options: CallbackOptions) -> Iterable[Observation]:
         values = [s.counts.kind_conflicts for s, _server in self._servers() if s.counts.loaded]
         return [Observation(max(values))] if values else []
+    def _counts_age(self, options: CallbackOptions) -> Iterable[Observation]:
+        ages = [a for s, _ in self._servers() if (a := s.counts.age()) is not None]
+        return [Observation(max(ages))] if ages else []
+
+    def _refresh_failures(self, options: CallbackOptions) -> Iterable[Observation]:
+        sources = self._sources  # stopped servers too: a counter never goes back
+        return [Observation(sum(s.counts.errors for s in sources))] if sources else []
 
     def _scalar(
         self, read: Callable[[Server], Any], combine: Callable[[list[float]], float]
@@ -133,6 +149,17 @@ class GaugeSet:
 
         return observe
 
+    def _oldest_running(self, options: CallbackOptions) -> Iterable[Observation]:
+        now = datetime.now(UTC)
+        merged: dict[str, float] = {}
+        for _source, server in self._servers():
+            for queue, age in _oldest_running(server, now).items():
+                merged[queue] = max(merged.get(queue, age), age)
+        return [Observation(a, _queue_attrs(q, self._attrs)) for q, a in merged.items()]
+
+    def _build_info(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(1, _BUILD)] if any(True for _ in self._servers()) else []
+
     def _notifier(self, options: CallbackOptions) -> Iterable[Observation]:
         ups = [s.notifier_up for s, _ in self._servers() if s.notifier_up is not None]
         return [Observation(int(min(ups)))] if ups else []
@@ -151,6 +178,16 @@ def _pools(server: Server, field: str) -> dict[str, int]:
     if field == "stuck":
         return {q: len(p.lingering) for q, p in pools.items()}
     return {q: len(p.running) for q, p in pools.items()}
+
+
+def _oldest_running(server: Server, now: datetime) -> dict[str, float]:
+    """Per served queue, how long its longest-running attempt has run (0 when none)."""
+    out = dict.fromkeys(server.queues, 0.0)
+    for queue, pool in list(server.pools.items()):
+        started = [row.attempted_at for row in list(pool.running.values()) if row.attempted_at]
+        if started:
+            out[queue] = max(0.0, (now - min(started)).total_seconds())
+    return out
 
 
 def gauge_set(provider: Any, meter: Meter) -> GaugeSet:

@@ -27,6 +27,7 @@ from typing import Any
 
 from opentelemetry.metrics import Meter
 
+from kilnotel import _names as n
 from kilnotel._names import Metric
 
 Attrs = dict[str, Any]
@@ -34,7 +35,7 @@ Recorder = Callable[[float], None]
 
 # The SDK's default cardinality limit and overflow attribute set: past 2,000 attribute
 # sets, observations fold into one series, in both implementations alike.
-CARDINALITY_LIMIT = 2000
+CARDINALITY_LIMIT = n.CARDINALITY_LIMIT
 OVERFLOW_ATTRIBUTES: Attrs = {"otel.metric.overflow": True}
 _OVERFLOW_KEY = ("otel.metric.overflow",)
 

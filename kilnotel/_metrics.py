@@ -14,7 +14,7 @@ cache, which at most schedules a background refresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry.metrics import Meter
@@ -51,6 +51,23 @@ Attrs = dict[str, str]
 Handlers = dict[type[Event], Callable[[Any], None]]
 HistogramFactory = Callable[[n.Metric], Histogram]
 RESCUE_OUTCOMES = (Outcome.RETRY.value, Outcome.FAILED.value)
+
+
+def seed_pairs(queues: Iterable[str], kinds: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The (queue, kind) pairs a server exports at 0 from the start (``kinds``: each
+    kind's declared queue).
+
+    Every served queue times every kind while that keeps ``kiln.jobs.finished`` (six
+    outcomes per pair) within ``n.SEED_BUDGET`` series; past it, only each kind's own
+    queue (its declaration), so a server never spends the SDK's per-instrument limit on
+    pairs it will likely never see and leaves room for the pairs it meets at run time.
+    """
+    served = sorted(set(queues))
+    names = sorted(kinds)
+    if len(served) * len(names) * len(n.OUTCOMES) <= n.SEED_BUDGET:
+        return [(q, k) for q in served for k in names]
+    own = set(served)
+    return sorted((kinds[k], k) for k in names if kinds[k] in own)
 
 
 class _ByKind:
@@ -154,9 +171,11 @@ class EventMetrics:
             handler(event)
 
     # zero series ----------------------------------------------------------------------
-    def seed(self, queues: Iterable[str], kinds: Iterable[str]) -> None:
+    def seed(self, queues: Iterable[str], kinds: Mapping[str, str]) -> None:
         """Export every counter of a server at 0 for the label sets known now: a series
-        born at 1 hides its first increase from Prometheus's increase() and rate()."""
+        born at 1 hides its first increase from Prometheus's increase() and rate().
+
+        Seeds ``seed_pairs()``: what the server handles, within the series budget."""
         for op in n.DB_OPERATIONS:
             self.db_errors.add(0, self._attr(n.OPERATION, op))
         for change in n.LEADER_CHANGES:
@@ -165,16 +184,15 @@ class EventMetrics:
         self.fenced.add(0)
         for results in (self.poisoned, self.dropped, self.unapplied, self.completer_crashes):
             results.add(0)
-        kinds = list(kinds)
         for queue in queues:
             self.stranded.add(0, self._attr(n.QUEUE, queue))
-            for kind in kinds:
-                for outcome in n.OUTCOMES:
-                    self._by_outcome(queue, kind, outcome)
-                for outcome in RESCUE_OUTCOMES:
-                    self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
-                self.stuck.add(0, self._by_kind(queue, kind).attrs)
-                self.reconciled.add(0, self._by_kind(queue, kind).attrs)
+        for queue, kind in seed_pairs(queues, kinds):
+            for outcome in n.OUTCOMES:
+                self._by_outcome(queue, kind, outcome)
+            for outcome in RESCUE_OUTCOMES:
+                self.rescued.add(0, self._by_outcome(queue, kind, outcome).attrs)
+            self.stuck.add(0, self._by_kind(queue, kind).attrs)
+            self.reconciled.add(0, self._by_kind(queue, kind).attrs)
 
     def _released(self, e: JobsReleased) -> None:
         if e.reason == "stranded":

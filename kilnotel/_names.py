@@ -29,6 +29,8 @@ KIND = "kiln.job.kind"
 OUTCOME = "outcome"
 OPERATION = "operation"
 CHANGE = "change"  # leader changes: "gained" | "lost"
+VERSION = "version"  # kiln.build.info: kiln's version
+PYTHON_VERSION = "python.version"  # kiln.build.info: the interpreter's (3.11.7)
 
 # ------------------------------------------------------------------------ states
 STATES: tuple[str, ...] = (
@@ -62,6 +64,16 @@ DB_OPERATIONS: tuple[str, ...] = (
 )
 # values of the ``change`` attribute of kiln.server.leader.changes
 LEADER_CHANGES: tuple[str, ...] = ("gained", "lost")
+
+# ------------------------------------------------------------ series budget
+# The OpenTelemetry SDK keeps at most CARDINALITY_LIMIT series per instrument and folds
+# the rest into one series labelled otel_metric_overflow="true". A server seeds at 0 at
+# most SEED_BUDGET series of kiln.jobs.finished (the widest instrument: queue x kind x
+# 6 outcomes), which leaves the other half of the limit to pairs met at run time (a
+# kind enqueued into a queue other than its own).
+CARDINALITY_LIMIT = 2000
+SEED_BUDGET = 1000
+OVERFLOW_LABEL = "otel_metric_overflow"
 
 # ------------------------------------------------------- histogram boundaries (s)
 # Waits (ready to claimed, created to admitted): milliseconds when idle, up to an
@@ -160,6 +172,17 @@ KIND_CONFLICTS = Metric(
     "like the state gauges; aggregate with max)",
 )
 
+COUNTS_AGE = Metric(
+    "kiln.counts.age", "gauge", "s",
+    "Seconds since this worker last read the database-wide counts (kiln.jobs.<state>, "
+    "the oldest available age); exported only by the worker that publishes them",
+)
+COUNTS_REFRESH_FAILURES = Metric(
+    "kiln.counts.refresh_failures", "counter", "{refresh}",
+    "Reads of the database-wide counts that failed (the counts vanish after "
+    "counts_max_age without a successful one)",
+)
+
 CLAIM_LATENCY = Metric(
     "kiln.claim.latency", "histogram", "s",
     "Time from a job becoming ready (run_at, or admission) to being claimed",
@@ -244,6 +267,22 @@ SERVER_HANDLERS_STUCK = Metric(
     "Handlers still running after kiln gave up on their attempt, by queue; each keeps a "
     "slot of its queue taken until it returns", (QUEUE,),
 )
+SERVER_OLDEST_RUNNING_AGE = Metric(
+    "kiln.server.oldest_running.age", "gauge", "s",
+    "Seconds the longest-running attempt on this server has run, by queue (0 when none; "
+    "from its attempted_at, by this host's clock)",
+    (QUEUE,),
+)
+BUILD_INFO = Metric(
+    "kiln.build.info", "gauge", "1",
+    "Always 1 while a server is observed; its attributes carry kiln's and Python's versions",
+    (VERSION, PYTHON_VERSION),
+)
+EVENTS_SUBSCRIBER_ERRORS = Metric(
+    "kiln.events.subscriber_errors", "counter", "{error}",
+    "Exceptions raised by event subscribers (kilnotel's own included), caught and logged "
+    "by the hub: the metrics and spans they feed miss those events",
+)
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
     "Results computed but not yet written to the store",
@@ -308,6 +347,8 @@ METRICS: tuple[Metric, ...] = (
     *JOBS_BY_STATE.values(),
     QUEUE_OLDEST_AVAILABLE_AGE,
     KIND_CONFLICTS,
+    COUNTS_AGE,
+    COUNTS_REFRESH_FAILURES,
     CLAIM_LATENCY,
     ADMISSION_DELAY,
     JOB_DURATION,
@@ -326,6 +367,9 @@ METRICS: tuple[Metric, ...] = (
     SERVER_RUNNING,
     SERVER_CONCURRENCY,
     SERVER_HANDLERS_STUCK,
+    SERVER_OLDEST_RUNNING_AGE,
+    BUILD_INFO,
+    EVENTS_SUBSCRIBER_ERRORS,
     SERVER_RESULTS_PENDING,
     SERVER_HEARTBEAT_AGE,
     SERVER_HEARTBEAT_FAILURES,
@@ -363,6 +407,10 @@ MESSAGING_DESTINATION = "messaging.destination.name"
 MESSAGING_OPERATION_TYPE = "messaging.operation.type"
 MESSAGING_OPERATION_NAME = "messaging.operation.name"
 MESSAGING_MESSAGE_ID = "messaging.message.id"
+MESSAGING_BATCH_COUNT = "messaging.batch.message_count"  # on the send span of a batch
+ERROR_TYPE = "error.type"  # failed attempts: the exception's qualified class name
+SPAN_JOB_IDS = "kiln.job.ids"  # the send span of a batch: its jobs' ids (the first 1000)
+SPAN_JOB_IDS_MAX = 1000
 SPAN_ATTEMPT = "kiln.job.attempt"
 SPAN_OUTCOME = "kiln.job.outcome"
 SPAN_RETRY_IN = "kiln.job.retry_in"  # seconds, on the retry event
@@ -375,7 +423,7 @@ EVENT_HANDED_BACK = "kiln.job.handed_back"  # shutdown
 EVENT_RESCUED = "kiln.job.rescued"  # the leader rescued this job from a dead server
 
 SPANS: tuple[tuple[str, str, str], ...] = (
-    (SPAN_SEND, "PRODUCER", "one per enqueued job, around the insert"),
+    (SPAN_SEND, "PRODUCER", "one per insert (one job, or a batch), around it"),
     (SPAN_PROCESS, "CONSUMER", "one per attempt, around the handler"),
 )
 SPAN_EVENTS: tuple[str, ...] = (EVENT_RETRY, EVENT_SNOOZED, EVENT_HANDED_BACK, EVENT_RESCUED)

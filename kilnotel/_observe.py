@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
@@ -29,6 +29,7 @@ from kilnotel._instruments import shared
 from kilnotel._metrics import EventMetrics, Handlers, HistogramFactory
 from kilnotel._tracing import TraceParent, Tracing
 
+CountsFrom = Literal["leader", "all"]
 _REGISTRIES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _OBSERVED: weakref.WeakKeyDictionary[Server, Observer] = weakref.WeakKeyDictionary()
 
@@ -143,13 +144,17 @@ def observe(
     tracer_provider: TracerProvider | None = None,
     *,
     counts_ttl: float = 5.0,
+    counts_max_age: float | None = None,
+    counts_from: CountsFrom = "leader",
     traces: bool = True,
     trace_parent: TraceParent = "link",
 ) -> Observer:
     """Metrics and spans for ``server``; call before ``server.run()``.
 
     Registers the jobs-by-state gauges (cached store counts, refreshed at most every
-    ``counts_ttl`` seconds in the background), the server gauges, the counters and
+    ``counts_ttl`` seconds in the background, published only by the leader unless
+    ``counts_from="all"``, and withdrawn when not refreshed for ``counts_max_age``,
+    4 x ``counts_ttl`` by default), the server gauges, the counters and
     histograms fed by the server's events, and, with ``traces``, a ``process {queue}``
     span around every attempt.
     """
@@ -160,16 +165,24 @@ def observe(
     provider, meter = _meter(meter_provider)
     server_ref = weakref.ref(server)
 
+    if counts_from not in ("leader", "all"):
+        raise ValueError(f"counts_from must be 'leader' or 'all', got {counts_from!r}")
+
     def alive() -> bool:
         s = server_ref()
         return s is not None and s.stats()["state"] not in ("stopping", "stopped")
 
-    counts = CountsCache(server.store, counts_ttl, server.queues, alive)
+    def eligible() -> bool:
+        s = server_ref()
+        return counts_from == "all" or (s is not None and s.is_leader)
+
+    counts = CountsCache(server.store, counts_ttl, server.queues, alive,
+                         max_age=counts_max_age, eligible=eligible)
     source = ServerSource(server, counts)
     gauges: GaugeSet = gauge_set(provider, meter)
     gauges.add(source)
     metrics = EventMetrics(provider, meter, _histograms(provider, meter), counts, source)
-    metrics.seed(server.queues, server.kinds)
+    metrics.seed(server.queues, {name: k.queue for name, k in server.kinds.items()})
     tables = [metrics.handlers()] + ([tracing.handlers()] if tracing is not None else [])
     undo: list[Callable[[], None]] = [
         lambda: gauges.discard(source),
@@ -196,13 +209,13 @@ def observe_client(
     if traces:
         tracing = _tracing(tracer_provider, "link")
         hooks = client.enqueue_hooks if isinstance(client, App) else None
+        hook = tracing.hook()
         if hooks is not None:
-            hook = tracing.enqueue_hook
             hooks.append(hook)
             undo.append(lambda: hooks.remove(hook) if hook in hooks else None)
         else:
             assert isinstance(client, Client)
-            client.add_enqueue_hook(tracing.enqueue_hook)
+            client.add_enqueue_hook(hook)
     return Observer(provider, undo, None, tracing)
 
 

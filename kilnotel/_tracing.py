@@ -7,13 +7,19 @@ the ``process {queue}`` CONSUMER span of each attempt: started around the handle
 (so the handler's own spans are its children, in sync handlers too, since the
 executor copies the context into the thread), ended when the executor reports the
 attempt's outcome. The consumer span links to the producer context by default, as
-the messaging conventions advise; ``trace_parent="parent"`` makes it a child instead.
+the messaging conventions advise, and is then always the root of a trace of its own
+(never a child of whatever context the server runs in); ``trace_parent="parent"``
+makes it a child of the producer instead. A failed attempt carries ``error.type``.
+
+An insert of several jobs at once (``enqueue_many``) is one ``send {queue}`` span with
+``messaging.batch.message_count`` and the jobs' ids, as the conventions describe a
+batch; its context is stored in every job, so each consumer span links to it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from opentelemetry import context as otel_context
@@ -27,6 +33,8 @@ from kilnotel import _names as n
 log = logging.getLogger("kilnotel.tracing")
 
 TraceParent = Literal["link", "parent"]
+BatchFinisher = Callable[[Sequence[int] | None, BaseException | None], None]
+_ROOT = Context()  # an empty context: the span starts a trace of its own
 Next = Callable[[], Awaitable[Any]]
 Finisher = Callable[[int | None, BaseException | None], None]
 _ERROR_OUTCOMES = frozenset({Outcome.RETRY, Outcome.FAILED})
@@ -35,6 +43,21 @@ _OUTCOME_EVENTS = {
     Outcome.SNOOZED: n.EVENT_SNOOZED,
     Outcome.HANDED_BACK: n.EVENT_HANDED_BACK,
 }
+
+
+class EnqueueHook:
+    """A Client enqueue hook: ``hook(job)`` for one job, ``hook.batch(jobs)`` for many."""
+
+    __slots__ = ("_tracing",)
+
+    def __init__(self, tracing: Tracing) -> None:
+        self._tracing = tracing
+
+    def __call__(self, job: NewJob) -> Finisher | None:
+        return self._tracing.enqueue_hook(job)
+
+    def batch(self, jobs: Sequence[NewJob]) -> BatchFinisher | None:
+        return self._tracing.batch(jobs)
 
 
 class Tracing:
@@ -63,27 +86,60 @@ class Tracing:
             return None
 
     def _send(self, job: NewJob) -> Finisher:
-        span = self._tracer.start_span(
-            n.SPAN_SEND.format(queue=job.queue), kind=SpanKind.PRODUCER,
-            attributes={
-                n.MESSAGING_SYSTEM: n.MESSAGING_SYSTEM_VALUE,
-                n.MESSAGING_DESTINATION: job.queue,
-                n.MESSAGING_OPERATION_TYPE: "send",
-                n.MESSAGING_OPERATION_NAME: "send",
-                n.KIND: job.kind,
-            },
-        )
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
-        job.metadata.update(carrier)
+        span = self._send_span([job])
 
         def finish(job_id: int | None, error: BaseException | None) -> None:
             try:
-                _end_send(span, job_id, error)
+                _end_send(span, [job_id] if job_id is not None else None, error)
             except Exception:
                 log.warning("kilnotel: could not end a send span", exc_info=True)
 
         return finish
+
+    def hook(self) -> EnqueueHook:
+        """The object to register as a Client's enqueue hook (one job or a batch)."""
+        return EnqueueHook(self)
+
+    def batch(self, jobs: Sequence[NewJob]) -> BatchFinisher | None:
+        """The enqueue hook of an insert of several jobs: one ``send`` span for all."""
+        if not self.enabled:
+            return None
+        try:
+            span = self._send_span(jobs)
+        except Exception:
+            log.warning("kilnotel: could not trace an enqueue", exc_info=True)
+            return None
+
+        def finish(ids: Sequence[int] | None, error: BaseException | None) -> None:
+            try:
+                _end_send(span, ids, error)
+            except Exception:
+                log.warning("kilnotel: could not end a send span", exc_info=True)
+
+        return finish
+
+    def _send_span(self, jobs: Sequence[NewJob]) -> Span:
+        queues = {job.queue for job in jobs}
+        kinds = {job.kind for job in jobs}
+        attributes: dict[str, Any] = {
+            n.MESSAGING_SYSTEM: n.MESSAGING_SYSTEM_VALUE,
+            n.MESSAGING_OPERATION_TYPE: "send",
+            n.MESSAGING_OPERATION_NAME: "send",
+        }
+        # the conventions name the destination only when every message shares it
+        if len(queues) == 1:
+            attributes[n.MESSAGING_DESTINATION] = jobs[0].queue
+        if len(kinds) == 1:
+            attributes[n.KIND] = jobs[0].kind
+        if len(jobs) > 1:
+            attributes[n.MESSAGING_BATCH_COUNT] = len(jobs)
+        name = n.SPAN_SEND.format(queue=jobs[0].queue) if len(queues) == 1 else "send"
+        span = self._tracer.start_span(name, kind=SpanKind.PRODUCER, attributes=attributes)
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        for job in jobs:
+            job.metadata.update(carrier)
+        return span
 
     # consumer -----------------------------------------------------------------------
     async def middleware(self, job: Job, call_next: Next) -> Any:
@@ -118,7 +174,8 @@ class Tracing:
         base = self._attrs.get((queue, kind)) or self._base(queue, kind)
         span = self._tracer.start_span(
             name,
-            context=producer if self._parent else None,
+            # link mode: a root, never a child of the context the server runs in
+            context=producer if self._parent and producer is not None else _ROOT,
             kind=SpanKind.CONSUMER,
             links=links,
             attributes={**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt},
@@ -160,25 +217,46 @@ class Tracing:
         if name is not None:
             attrs = {n.SPAN_RETRY_IN: e.retry_in} if e.retry_in is not None else None
             span.add_event(name, attrs)
-        if e.error is not None and outcome in _ERROR_OUTCOMES:
-            span.record_exception(e.error)
-            span.set_status(Status(StatusCode.ERROR, f"{type(e.error).__name__}: {e.error}"))
+        if outcome in _ERROR_OUTCOMES:
+            error = e.error
+            if error is not None:
+                span.record_exception(error)
+            span.set_attribute(n.ERROR_TYPE, _error_type(error, outcome.value))
+            span.set_status(Status(StatusCode.ERROR, _describe(error, outcome.value)))
         span.end()
 
     def _abandon(self, reason: str) -> None:
         """A fenced server cancels its jobs without results: end their spans here."""
         spans, self._open = self._open, {}
         for span in spans.values():
+            span.set_attribute(n.ERROR_TYPE, "fenced")
             span.set_status(Status(StatusCode.ERROR, reason))
             span.end()
 
 
-def _end_send(span: Span, job_id: int | None, error: BaseException | None) -> None:
-    if job_id is not None:
-        span.set_attribute(n.MESSAGING_MESSAGE_ID, str(job_id))
+def _error_type(error: BaseException | None, fallback: str) -> str:
+    """The conventions' ``error.type``: the exception's fully qualified class name."""
+    if error is None:
+        return fallback
+    cls = type(error)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _describe(error: BaseException | None, fallback: str) -> str:
+    return f"{type(error).__name__}: {error}" if error is not None else fallback
+
+
+def _end_send(span: Span, ids: Sequence[int] | None, error: BaseException | None) -> None:
+    if ids and len(ids) == 1:
+        span.set_attribute(n.MESSAGING_MESSAGE_ID, str(ids[0]))
+    elif ids:
+        span.set_attribute(n.SPAN_JOB_IDS, [str(i) for i in ids[:n.SPAN_JOB_IDS_MAX]])
     if error is not None:
         span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        span.set_attribute(n.ERROR_TYPE, _error_type(error, "error"))
+        span.set_status(Status(StatusCode.ERROR, _describe(error, "error")))
     span.end()
 
 

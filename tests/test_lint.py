@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LINTED = [
     name
-    for name in ("kiln", "kilnotel", "tests", "bench", "deploy", "dashboards")
+    for name in ("kiln", "kilnotel", "tests", "bench", "deploy", "dashboards", "mixin")
     if (ROOT / name).is_dir()
 ]
 

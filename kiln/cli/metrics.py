@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 from typing import Any
 
 from kiln._errors import KilnError
+from kiln._logs import JobContextFilter, formatter
 
 INSTALL_HINT = "install the otel extra: pip install 'kiln-jobs[otel]'"
 
@@ -59,3 +61,24 @@ async def stop_metrics(handle: Any) -> None:
             if inspect.isawaitable(result):
                 await result
             return
+
+
+def trace_filter() -> logging.Filter | None:
+    """kilnotel's TraceContextFilter, or None when kilnotel is not installed."""
+    try:
+        kilnotel = importlib.import_module("kilnotel")
+    except ImportError:
+        return None
+    found = getattr(kilnotel, "TraceContextFilter", None)
+    return found() if found is not None else None
+
+
+def configure_logs(log_format: str, *, traces: bool) -> None:
+    """Every handler of the root logger prints the job (and, with ``traces``, the trace
+    ids through kilnotel) in ``log_format`` ("text" or "json")."""
+    extra = trace_filter() if traces else None
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(JobContextFilter())
+        if extra is not None:
+            handler.addFilter(extra)
+        handler.setFormatter(formatter(log_format))

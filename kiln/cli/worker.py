@@ -23,7 +23,7 @@ from kiln.cli._database import explicit_url
 from kiln.cli._parser import UsageError
 from kiln.cli._server_config import add_flags, config_from
 from kiln.cli.health import HealthServer
-from kiln.cli.metrics import load_serve, serve_metrics, stop_metrics
+from kiln.cli.metrics import configure_logs, load_serve, serve_metrics, stop_metrics
 from kiln.stores import store_from_url
 
 log = logging.getLogger("kiln.worker")
@@ -54,6 +54,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                         "default 127.0.0.1)")
     parser.add_argument("--log-level", default=os.environ.get("KILN_LOG_LEVEL", "info"),
                         choices=("debug", "info", "warning", "error"), help="default: info")
+    parser.add_argument("--log-format", default=os.environ.get("KILN_LOG_FORMAT", "text"),
+                        choices=("text", "json"),
+                        help="text lines or one JSON object per line ($KILN_LOG_FORMAT; "
+                        "default text); both carry the job, and the trace when kilnotel "
+                        "traces it")
     add_flags(parser)
     parser.set_defaults(func=run)
 
@@ -127,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     server = build_server(args, environ)
     if metrics_port is not None:
         load_serve()  # fail before starting anything when kilnotel is missing
+    configure_logs(args.log_format, traces=metrics_port is not None or any(
+        k.startswith("OTEL_") for k in environ))
     hosts = (args.health_host or environ.get("KILN_HEALTH_HOST", "127.0.0.1"),
              args.metrics_host or environ.get("KILN_METRICS_HOST", "127.0.0.1"))
     # not asyncio.run: it waits for every task it cancels at exit, so a handler that

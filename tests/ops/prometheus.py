@@ -1,7 +1,9 @@
 """A real Prometheus for the live ops test: Debian's /usr/bin/prometheus on loopback.
 
 Owns the temporary configuration (1 s scrape and evaluation intervals, the given rule
-files, one static ``kiln`` job), the process's lifecycle and a small client of its HTTP
+files, one ``kiln`` job whose static targets carry a ``namespace`` label each, as
+Kubernetes service discovery would give them: one kiln deployment per namespace), the
+process's lifecycle and a small client of its HTTP
 API. Storage lives in the test's tmp_path; the process is killed on close.
 """
 
@@ -14,7 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ def free_port() -> int:
 
 
 class Prometheus:
-    def __init__(self, binary: str, workdir: Path, targets: Sequence[str],
+    def __init__(self, binary: str, workdir: Path, targets: Mapping[str, Sequence[str]],
                  rule_files: Sequence[Path]) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -36,8 +38,9 @@ class Prometheus:
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
             "rule_files": [str(p) for p in rule_files],
-            "scrape_configs": [{"job_name": "kiln",
-                                "static_configs": [{"targets": list(targets)}]}],
+            "scrape_configs": [{"job_name": "kiln", "static_configs": [
+                {"targets": list(group), "labels": {"namespace": namespace}}
+                for namespace, group in targets.items()]}],
         }
         config_path = workdir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config), encoding="utf-8")

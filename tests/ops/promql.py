@@ -25,6 +25,9 @@ from kilnotel import _names as names
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
 RULE_FILES = (ALERTS / "kiln.recording.yml", ALERTS / "kiln.rules.yml")
+DEPLOYMENT_LABELS = ("namespace", "job")  # mixin.config.DEFAULT's
+# The one selector without a metric name: any kiln series folded into the SDK's overflow.
+OVERFLOW_MATCHER = ("otel_metric_overflow", "true")
 ALERT_TESTS = sorted((ALERTS / "tests").glob("*.yml"))
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
@@ -43,6 +46,8 @@ GRAFANA_VARIABLES = {
     "$__interval": "5s",
     "$queue": ".*",
     "$kind": ".*",
+    "$namespace": ".*",
+    "$job": ".*",
 }
 
 
@@ -159,12 +164,44 @@ def selectors(expr: str, *, keep_template_variables: bool = False) -> list[pp.Ve
     return [node for node, _ in walk(tree) if isinstance(node, pp.VectorSelector)]
 
 
+def _is_overflow(selector: pp.VectorSelector) -> bool:
+    found = {(m.name, m.value) for m in selector.matchers.matchers}
+    return OVERFLOW_MATCHER in found and ("__name__", "kiln_.+") in found
+
+
 def metric_names(expr: str) -> set[str]:
-    return {s.name for s in selectors(expr) if s.name}
+    return {s.name if s.name else "{otel_metric_overflow}" for s in selectors(expr)
+            if s.name or _is_overflow(s)}
+
+
+def _drops_deployment(node: Any) -> str | None:
+    deployment = set(DEPLOYMENT_LABELS)
+    if isinstance(node, pp.AggregateExpr):
+        modifier = node.modifier
+        labels = set(modifier.labels) if modifier is not None else set()
+        if modifier is not None and "without" in str(modifier).lower():
+            return None if not labels & deployment else f"{node.op} {modifier}"
+        return None if deployment <= labels else f"{node.op} {modifier or '(no by)'}"
+    if isinstance(node, pp.Call) and node.func.name in ("absent", "absent_over_time"):
+        return f"{node.func.name}()"
+    if isinstance(node, pp.BinaryExpr) and node.modifier is not None:
+        matching = node.modifier.matching
+        if matching is not None and str(matching).lower().startswith("on") and not (
+                deployment <= set(matching.labels)):
+            return str(matching)
+    return None
+
+
+def unscoped_aggregations(expr: str) -> list[str]:
+    """Aggregations and ``on (...)`` matchings of ``expr`` that drop a deployment label,
+    and any ``absent()``: each would merge, or miss, deployments."""
+    found = (_drops_deployment(node) for node, _ in walk(pp.parse(substitute(expr))))
+    return [f"{what} drops a deployment label" for what in found if what]
 
 
 def known_names() -> frozenset[str]:
-    return names.prometheus_names() | recorded_names()
+    """kilnotel's names, recorded series, and ``up`` (Prometheus's own, per target)."""
+    return names.prometheus_names() | recorded_names() | {"up"}
 
 
 def _enclosing_call(parents: tuple[Any, ...]) -> str | None:
@@ -196,6 +233,8 @@ def problems(expr: str) -> list[str]:
         if not isinstance(node, pp.VectorSelector):
             continue
         name = node.name or ""
+        if not name and _is_overflow(node):
+            continue
         if name not in known:
             found.append(f"{name!r} is neither a kilnotel metric nor a recorded series")
         if name.endswith("_total") and _enclosing_call(parents) not in RANGE_FUNCTIONS:

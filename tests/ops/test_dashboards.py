@@ -19,6 +19,8 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 QUERIES = promql.panel_queries()
 # label -> the Grafana variable that must filter it wherever a metric carries it
 FILTERS = {"queue": "$queue", "kiln_job_kind": "$kind"}
+# every series carries the deployment labels, each filtered by its own variable
+DEPLOYMENT = {label: f"${label}" for label in promql.DEPLOYMENT_LABELS}
 NOT_PANELS = {"A worker's own view", "The dashboard", "The web dashboard", "Worker logs",
               "critical", "warning", "info"}
 
@@ -49,13 +51,17 @@ def test_dashboard_model(board: dict[str, Any]) -> None:
         var = variables[name]
         assert var["type"] == "query" and var["datasource"] == DATASOURCE
         assert var["includeAll"] and var["multi"] and var["allValue"] == ".*"
+    for name in promql.DEPLOYMENT_LABELS:  # one deployment at a time, "All" allowed
+        var = variables[name]
+        assert var["type"] == "query" and not var["multi"] and var["allValue"] == ".*"
 
 
 def test_variable_queries_use_kilnotel_names(board: dict[str, Any]) -> None:
     for name, selector, label in promql.variable_queries(board):
         (metric,) = promql.metric_names(selector)
         assert metric in promql.known_names(), name
-        assert label in _labels_of(metric), f"{name}: {metric} has no label {label}"
+        if label not in DEPLOYMENT:  # target labels: every series has them
+            assert label in _labels_of(metric), f"{name}: {metric} has no label {label}"
 
 
 def test_panel_ids_are_unique(board: dict[str, Any]) -> None:
@@ -98,11 +104,16 @@ def test_every_panel_is_complete(board: dict[str, Any]) -> None:
 def test_panel_query(query: promql.PanelQuery) -> None:
     """Parses; names from kilnotel or recorded; counters only under rate/increase and
     every _total under one; max over database-wide gauges; $__rate_interval as every
-    range; $queue/$kind on every metric that carries the label."""
+    range; $queue/$kind on every metric that carries the label; the deployment
+    variables on every series and the deployment labels in every aggregation."""
     assert promql.problems(query.expr) == []
     ranges = re.findall(r"\[([^\]]*)\]", query.expr)
     assert all(r == "$__rate_interval" for r in ranges), ranges
+    assert promql.unscoped_aggregations(query.expr) == []
     for selector in promql.selectors(query.expr, keep_template_variables=True):
+        matchers = {(m.name, m.value) for m in selector.matchers.matchers}
+        for label, variable in DEPLOYMENT.items():
+            assert (label, variable) in matchers, f"{selector.name}: no {label}=~{variable}"
         labels = _labels_of(selector.name or "")
         matchers = {(m.name, m.value) for m in selector.matchers.matchers}
         for label, variable in FILTERS.items():

@@ -1,8 +1,10 @@
 """Live proof of the dashboards and alerts: real kiln workers, real Prometheus.
 
-Two kiln servers run in this process against a PostgreSQL test schema, each observed
-by kilnotel on its own registry and served on 127.0.0.1 (two scrape targets, as two
-worker processes would be):
+Two kiln deployments share the Prometheus, as staging and production would: namespace
+``prod`` (servers A and B, on a PostgreSQL test schema) and namespace ``staging`` (server
+C on a schema of its own, with 40 kinds over 10 queues, plus a target that nothing
+serves: a dead worker). Each server is observed by kilnotel on its own registry and
+served on 127.0.0.1 (one scrape target each, as worker processes would be):
 
 - B serves queue ``handback``, takes a long job and is stopped: the job is handed back.
   Its endpoint stays up, as the last scrape of a stopped worker would.
@@ -13,14 +15,19 @@ worker processes would be):
   A's heartbeats are made to fail (the store's ``server_heartbeat`` raises, as when the
   database is unreachable) until A fences itself; it rejoins once they pass again.
 
-Prometheus (Debian's binary) scrapes both every second and evaluates the shipped rule
+- C serves q0..q9 and runs one job of each of its 40 kinds: no series may overflow,
+  and q9's completions must be its own.
+
+Prometheus (Debian's binary) scrapes every target every second and evaluates the shipped rule
 files every second. The test requires that every query of every dashboard panel, with
 Grafana's variables substituted ($queue and $kind by ``.*``, $__rate_interval by 15s),
 succeeds with a non-empty result holding a finite value, and shows the workload's
 activity at some point of the run; that every template variable lists values; that
 every rule evaluates without error; and that KilnJobsFailed fires, with the other
-alerts the workload provokes (KilnJobsFailing, KilnJobsRescued, KilnQueueStalled for
-the queue nobody serves) and not KilnQueueStalled where jobs complete.
+alerts the workload provokes (KilnJobsRescued, KilnQueueStalled for the queue nobody
+serves, KilnWorkerDown for staging's dead target), each in its own deployment, and not
+KilnQueueStalled where jobs complete, KilnSeveralLeaders for the two deployments' two
+leaders, KilnNoServerAlive or KilnMetricsOverflow anywhere.
 
 The alert rules are used as shipped except for ``for:``, which this test sets to 0s in
 its temporary copy: the shipped durations (5 minutes for KilnJobsFailed) would outlast
@@ -44,25 +51,31 @@ import kiln
 import kilnotel
 from tests.ops import promql
 from tests.ops.conftest import binary
-from tests.ops.prometheus import Prometheus
+from tests.ops.prometheus import Prometheus, free_port
 from tests.ops.workload import (
     DEAD_SERVER,
     FAST,
+    STAGING_QUEUES,
     claim_as_dead_server,
     enqueue_steadily,
     fence_once,
     fence_while_running,
     hand_back_one_job,
     make_app,
+    many_kinds_app,
+    run_every_staging_kind,
     run_server,
     stop_server,
     wait_until,
 )
+from tests.plugins.databases import postgres_schema_url
 
 CHECK_TIMEOUT = 45.0  # for every panel query together, once the workload has run
 # Panel queries whose every value may be 0 during the run: results are written within
 # milliseconds, and the 5 ms jobs are rarely running at the instant of a scrape.
-MAY_STAY_ZERO = {"Results pending [A]", "Running vs concurrency [A]"}
+MAY_STAY_ZERO = {"Results pending [A]", "Running vs concurrency [A]",
+                 "Telemetry errors [A]", "Telemetry errors [B]",  # kilnotel is fine here
+                 "Stuck handlers [A]", "Stuck handlers [B]"}  # no stuck handler either
 
 pytestmark = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 
@@ -165,7 +178,9 @@ async def check_variables(prom: Prometheus) -> None:
                 prom.api, f"label/{label}/values", **{"match[]": promql.substitute(selector)})
             assert values, f"variable {name} lists nothing"
             if name == "queue":
-                assert {"default", "limited", "handback"} <= set(values), values
+                assert {"default", "limited", "handback", *STAGING_QUEUES} <= set(values)
+            if name == "namespace":
+                assert {"prod", "staging"} <= set(values), values
             if name == "kind":
                 assert {"ok", "flaky", "limited"} <= set(values), values
 
@@ -178,34 +193,38 @@ async def check_rules_healthy(prom: Prometheus) -> None:
     assert broken == []
 
 
-async def firing_alerts(prom: Prometheus) -> set[tuple[str, str]]:
-    """(alertname, queue or instance or "") of every firing alert."""
+async def firing_alerts(prom: Prometheus) -> set[tuple[str, str, str]]:
+    """(alertname, namespace, queue or instance or "") of every firing alert."""
     data = await asyncio.to_thread(prom.api, "alerts")
-    return {(a["labels"]["alertname"],
-             a["labels"].get("queue") or a["labels"].get("kiln_job_kind") or "")
+    return {(a["labels"]["alertname"], a["labels"].get("namespace", ""),
+             a["labels"].get("queue") or a["labels"].get("instance") or "")
             for a in data["alerts"] if a["state"] == "firing"}
 
 
-async def check_alerts(prom: Prometheus) -> None:
+async def check_alerts(prom: Prometheus, dead_target: str) -> None:
     """The workload's events fire their alerts (``for`` is 0s here), and only where due."""
     expected = {
-        ("KilnJobsFailed", "default"),  # flaky jobs out of attempts
-        ("KilnJobsFailing", "default"),
-        ("KilnQueueStalled", "handback"),  # its handed-back job waits, nobody serves it
-        ("KilnJobsRescued", "default"),
+        ("KilnJobsFailed", "prod", "default"),  # flaky jobs out of attempts
+        ("KilnFailedJobsPresent", "prod", "default"),
+        ("KilnQueueStalled", "prod", "handback"),  # its handed-back job waits, unserved
+        ("KilnJobsRescued", "prod", "default"),
+        ("KilnWorkerDown", "staging", dead_target),
     }
-    firing: set[tuple[str, str]] = set()
+    firing: set[tuple[str, str, str]] = set()
 
     async def fired() -> bool:
         firing.update(await firing_alerts(prom))
         return expected <= firing
 
     assert await poll(fired, time.monotonic() + 15), expected - firing
-    assert ("KilnQueueStalled", "default") not in firing  # jobs complete there
-    assert ("KilnQueueStalled", "limited") not in firing
+    assert ("KilnQueueStalled", "prod", "default") not in firing  # jobs complete there
+    assert ("KilnQueueStalled", "prod", "limited") not in firing
+    never = {"KilnNoServerAlive", "KilnSeveralLeaders", "KilnMetricsOverflow"}
+    assert [f for f in firing if f[0] in never or (f[1] == "staging" and f[0] != "KilnWorkerDown")
+            ] == []
     data = await asyncio.to_thread(prom.api, "alerts")
     failed = [a for a in data["alerts"] if a["labels"]["alertname"] == "KilnJobsFailed"
-              and a["labels"]["queue"] == "default"]
+              and a["labels"]["queue"] == "default" and a["labels"]["namespace"] == "prod"]
     assert failed and failed[0]["labels"]["severity"] == "warning"
     assert float(failed[0]["value"]) >= 1
     assert failed[0]["annotations"]["runbook_url"] == "docs/runbooks.md#kilnjobsfailed"
@@ -213,19 +232,23 @@ async def check_alerts(prom: Prometheus) -> None:
 
 # ---------------------------------------------------------------------------- test
 @contextlib.asynccontextmanager
-async def workers(app: kiln.App) -> AsyncIterator[tuple[kiln.Server, kiln.Server, list[str]]]:
-    """Server A (observed with the app's enqueues) and B, each with its /metrics."""
+async def workers(app: kiln.App, staging: kiln.App
+                  ) -> AsyncIterator[tuple[list[kiln.Server], dict[str, list[str]]]]:
+    """Servers A (observed with the app's enqueues) and B of prod, C of staging, each
+    with its /metrics; staging also lists a target nobody serves."""
     provider_a, _registry = kilnotel.prometheus_provider()
-    provider_b, _registry = kilnotel.prometheus_provider()
     kilnotel.observe_app(app, provider_a, traces=False)
     a = app.server({"default": 4, "limited": 2}, kiln.ServerConfig(**FAST))
     b = app.server({"handback": 1}, kiln.ServerConfig(**FAST))
-    endpoints = [
-        kilnotel.serve(kilnotel.observe(a, provider_a, counts_ttl=1.0, traces=False), port=0),
-        kilnotel.serve(kilnotel.observe(b, provider_b, counts_ttl=1.0, traces=False), port=0),
-    ]
+    c = staging.server(STAGING_QUEUES, kiln.ServerConfig(**FAST))
+    providers = [provider_a, kilnotel.prometheus_provider()[0],
+                 kilnotel.prometheus_provider()[0]]
+    endpoints = [kilnotel.serve(kilnotel.observe(s, p, counts_ttl=1.0, traces=False), port=0)
+                 for s, p in zip((a, b, c), providers, strict=True)]
+    targets = [f"127.0.0.1:{e.port}" for e in endpoints]
     try:
-        yield a, b, [f"127.0.0.1:{e.port}" for e in endpoints]
+        yield [a, b, c], {"prod": targets[:2],
+                          "staging": [targets[2], f"127.0.0.1:{free_port()}"]}
     finally:
         for endpoint in endpoints:
             endpoint.close()
@@ -233,6 +256,19 @@ async def workers(app: kiln.App) -> AsyncIterator[tuple[kiln.Server, kiln.Server
 
 async def scraped(prom: Prometheus, targets: int) -> bool:
     return len(await asyncio.to_thread(prom.query, "up == 1")) == targets
+
+
+async def check_staging(prom: Prometheus) -> None:
+    """40 kinds x 10 queues on one worker: no overflow series, q9 counts as q9."""
+    overflow = await asyncio.to_thread(prom.query, '{otel_metric_overflow="true"}')
+    assert overflow == []
+    q9 = 'kiln_jobs_finished_total{namespace="staging", queue="q9", outcome="completed"}'
+
+    async def counted() -> bool:
+        result = await asyncio.to_thread(prom.query, f"sum({q9})")
+        return bool(result) and float(result[0]["value"][1]) == 4
+
+    assert await poll(counted, time.monotonic() + 15), "q9's four completions"
 
 
 async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server,
@@ -256,6 +292,18 @@ async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server
     return task_a, load
 
 
+@contextlib.asynccontextmanager
+async def staging_app() -> AsyncIterator[kiln.App]:
+    """The staging deployment's app, on a PostgreSQL schema of its own (its own leader)."""
+    schema = postgres_schema_url()
+    app = many_kinds_app(next(schema))
+    await app.amigrate()
+    try:
+        yield app
+    finally:
+        next(schema, None)  # drops the schema
+
+
 async def test_panels_and_failed_jobs_alert_against_real_prometheus(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -265,13 +313,17 @@ async def test_panels_and_failed_jobs_alert_against_real_prometheus(
     admin = app.new_store()
     await admin.open()
     stop = asyncio.Event()
-    async with workers(app) as (a, b, targets):
+    async with staging_app() as staging, workers(app, staging) as ([a, b, c], targets):
         prom = Prometheus(prometheus_binary, tmp_path, targets, live_rules(tmp_path))
         tasks: tuple[asyncio.Task[None], asyncio.Task[int]] | None = None
+        task_c: asyncio.Task[None] | None = None
         try:
             await asyncio.to_thread(prom.wait_ready)
             since = time.time()
-            assert await poll(lambda: scraped(prom, len(targets)), time.monotonic() + 10)
+            live = sum(map(len, targets.values())) - 1  # staging's dead target
+            assert await poll(lambda: scraped(prom, live), time.monotonic() + 10)
+            task_c = await run_server(c)
+            await run_every_staging_kind(staging)
             tasks = await run_workload(app, admin, a, b, stop)
 
             failures = await check_panels(prom, time.monotonic() + CHECK_TIMEOUT)
@@ -282,8 +334,9 @@ async def test_panels_and_failed_jobs_alert_against_real_prometheus(
             assert late == [], "\n".join(late)
             await check_variables(prom)
             await check_rules_healthy(prom)
+            await check_staging(prom)
 
-            await check_alerts(prom)
+            await check_alerts(prom, targets["staging"][1])
         except BaseException:
             print(prom.log())
             raise
@@ -292,5 +345,7 @@ async def test_panels_and_failed_jobs_alert_against_real_prometheus(
             if tasks is not None:
                 await asyncio.wait_for(tasks[1], 10)
                 await stop_server(a, tasks[0])
+            if task_c is not None:
+                await stop_server(c, task_c)
             prom.close()
             await admin.close()

@@ -136,3 +136,25 @@ async def fence_while_running(app: kiln.App, store: Store, server: kiln.Server) 
         await asyncio.sleep(0.05)
     await fence_once(server)
     return job_id
+
+
+# ------------------------------------------------------- the staging deployment
+STAGING_QUEUES = {f"q{i}": 1 for i in range(10)}
+STAGING_KINDS = [f"k{i:02d}" for i in range(40)]
+
+
+def many_kinds_app(url: str) -> kiln.App:
+    """40 kinds declared over 10 queues (4 each): past the seeding budget's full matrix,
+    so each kind is seeded in its own queue."""
+    app = kiln.App(url)
+    for i, name in enumerate(STAGING_KINDS):
+        async def handler(job: kiln.Job) -> None:
+            return None
+
+        app.job(name, queue=f"q{i % 10}")(handler)
+    return app
+
+
+async def run_every_staging_kind(app: kiln.App) -> list[int]:
+    """One job of every kind, each into its own queue (q9 included)."""
+    return [await app.aenqueue(name, {}) for name in STAGING_KINDS]

@@ -31,6 +31,11 @@ async def test_admission_delay_of_rate_limited_jobs(
         return await count(client, "completed", ids) == 10
 
     await wait_until(completed, 30, "rate-limited jobs completed")
+
+    async def leader() -> bool:  # the leader publishes the database-wide gauges
+        return server.is_leader
+
+    await wait_until(leader, 10, "leadership")
     await observer.refresh_counts()
     point = telemetry.histogram(n.ADMISSION_DELAY.name, queue="limited", kiln_job_kind="limited")
     assert point.count == 10

@@ -96,6 +96,7 @@ async def test_state_gauges_equal_the_database_and_are_zero_filled(
     await client.enqueue("ok", {}, queue="elsewhere")  # a queue this server does not run
     await client.enqueue("ok", {}, delay=3600)  # scheduled
     await _all_finished(client, ids)
+    await wait_until(lambda: _async(server.is_leader), 10, "leadership")  # it publishes
     await observer.refresh_counts()
     points = telemetry.collect()
 
@@ -120,7 +121,6 @@ async def test_state_gauges_equal_the_database_and_are_zero_filled(
     assert telemetry.value(n.SERVER_RUNNING.name) == 0
     assert telemetry.value(n.SERVER_RESULTS_PENDING.name) == 0
     assert 0 <= telemetry.value(n.SERVER_HEARTBEAT_AGE.name) < 2.0
-    await wait_until(lambda: _async(server.is_leader), 10, "leadership")
     assert telemetry.value(n.SERVER_LEADER.name) == 1
     assert telemetry.value(n.SERVER_LEADER_CHANGES.name, change="gained") == 1
     assert telemetry.value(n.EVENTS_DROPPED.name) == 0

@@ -145,3 +145,68 @@ def test_trace_parent_is_checked() -> None:
 
     with pytest.raises(ValueError, match="trace_parent"):
         Tracing(NoOpTracer(), "child")  # type: ignore[arg-type]
+
+
+async def test_link_mode_attempts_are_roots_even_when_the_server_runs_in_a_span(
+    app: kiln.App, client: kiln.Client, telemetry: Telemetry
+) -> None:
+    """``server.run()`` started inside a span (a service's startup span, say) must not
+    make every job its child, in one endless trace."""
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    server = app.server({"default": 2}, fast_config())
+    kilnotel.observe(server, telemetry.meter_provider, telemetry.tracer_provider)
+    with tracer.start_as_current_span("service startup") as startup:
+        running = Running(server)  # the task copies the current context
+    await running.started()
+    plain = await client.enqueue("ok", {})  # enqueued without tracing: no producer
+    kilnotel.observe_client(client, telemetry.meter_provider, telemetry.tracer_provider)
+    traced = await client.enqueue("ok", {})
+    await wait_until(lambda: _done(client, plain), 20, "plain job completed")
+    await wait_until(lambda: _done(client, traced), 20, "traced job completed")
+    await running.stop()
+    ambient = startup.get_span_context().trace_id
+    process = [s for s in telemetry.spans() if s.kind is SpanKind.CONSUMER]
+    assert len(process) == 2
+    for span in process:
+        assert span.parent is None, span.name
+        assert span.context is not None and span.context.trace_id != ambient
+    (linked,) = [s for s in process if _attrs(s)["messaging.message.id"] == str(traced)]
+    assert len(linked.links) == 1
+
+
+async def test_failed_attempts_carry_error_type(
+    app: kiln.App, client: kiln.Client, telemetry: Telemetry
+) -> None:
+    _job_id, _send, process = await _run_flaky(app, client, telemetry, "link")
+    first, second, last = process
+    assert _attrs(first)["error.type"] == _attrs(second)["error.type"] == "RuntimeError"
+    assert "error.type" not in _attrs(last)
+
+
+async def test_a_batch_insert_is_one_send_span_linked_from_every_job(
+    app: kiln.App, client: kiln.Client, telemetry: Telemetry
+) -> None:
+    server = app.server({"default": 2}, fast_config())
+    kilnotel.observe(server, telemetry.meter_provider, telemetry.tracer_provider)
+    kilnotel.observe_client(client, telemetry.meter_provider, telemetry.tracer_provider)
+    running = Running(server)
+    await running.started()
+    ids = await client.insert_many([client.build("ok", {"i": i}) for i in range(3)])
+    for job_id in ids:
+        await wait_until(lambda job_id=job_id: _done(client, job_id), 20, "batch completed")
+    await running.stop()
+    spans = telemetry.spans()
+    (send,) = [s for s in spans if s.kind is SpanKind.PRODUCER]
+    assert send.name == "send default" and send.context is not None
+    attrs = _attrs(send)
+    assert attrs["messaging.batch.message_count"] == 3
+    assert attrs["messaging.destination.name"] == "default"
+    assert list(attrs["kiln.job.ids"]) == [str(i) for i in ids]  # type: ignore[call-overload]
+    assert "messaging.message.id" not in attrs
+    process = [s for s in spans if s.kind is SpanKind.CONSUMER]
+    assert sorted(_attrs(s)["messaging.message.id"] for s in process) == sorted(map(str, ids))
+    for span in process:
+        assert [lk.context.span_id for lk in span.links] == [send.context.span_id]
+    for job_id in ids:
+        row = await client.get(job_id)
+        assert row is not None and f"{send.context.span_id:016x}" in row.metadata["traceparent"]
