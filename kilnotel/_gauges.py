@@ -68,6 +68,8 @@ class GaugeSet:
         observable(meter, n.SERVER_HANDLERS_STUCK, self._per_queue(lambda s: _pools(s, "stuck")))
         observable(meter, n.NOTIFIER_UP, self._notifier)
         observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
+        observable(meter, n.RATE_KEYS_UNDECLARED,
+                   self._scalar(lambda s: s.stats()["rate_keys_undeclared"], max))
 
     def add(self, source: ServerSource) -> None:
         self._sources = [*self._sources, source]

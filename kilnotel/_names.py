@@ -237,6 +237,12 @@ SERVER_HANDLERS_STUCK = Metric(
     "Handlers still running after kiln gave up on their attempt, by queue; each keeps a "
     "slot of its queue taken until it returns", (QUEUE,),
 )
+RATE_KEYS_UNDECLARED = Metric(
+    "kiln.rate_keys.undeclared", "gauge", "{key}",
+    "Rate keys with pending jobs but no declared rate limit, as this server's admitter last "
+    "saw them: their jobs are admitted only once a kind or an enqueue declares the key "
+    "(every worker reports the same database: aggregate with max)",
+)
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
     "Results computed but not yet written to the store",
@@ -288,6 +294,7 @@ METRICS: tuple[Metric, ...] = (
     SERVER_RUNNING,
     SERVER_CONCURRENCY,
     SERVER_HANDLERS_STUCK,
+    RATE_KEYS_UNDECLARED,
     SERVER_RESULTS_PENDING,
     SERVER_HEARTBEAT_AGE,
     SERVER_HEARTBEAT_FAILURES,

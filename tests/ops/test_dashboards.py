@@ -123,6 +123,8 @@ def test_every_metric_family_is_on_the_dashboard() -> None:
     """Each family kilnotel exports is charted somewhere (or deliberately left out)."""
     left_out = {
         "kiln_events_dropped_total": "alert KilnEventsDropped only",
+        names.JOBS_STRANDED.prometheus_name: "alert KilnJobsStranded only",
+        names.RATE_KEYS_UNDECLARED.prometheus_name: "alert KilnRateKeysUndeclared only",
         **{names.JOBS_BY_STATE[s].prometheus_name: "through queue_state:kiln_jobs:max"
            for s in names.STATES},
         names.QUEUE_OLDEST_AVAILABLE_AGE.prometheus_name: "through its recorded max",
