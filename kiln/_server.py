@@ -177,6 +177,7 @@ class Server:
             events_dropped=self.events.dropped,
             handlers_stuck=sum(len(p.lingering) for p in self._pools.values()),
             threads_stuck=self._executor.sync.stuck if self._threads is not None else 0,
+            rate_keys_undeclared=self._rate_keys_undeclared(),
             queues={q: {"concurrency": p.concurrency, "running": len(p.running),
                         "stuck": len(p.lingering)}
                     for q, p in self._pools.items()},
@@ -192,6 +193,13 @@ class Server:
             "results_failing_for": c.failing_for if c else 0.0,
             "completer_crashes": c.crashes if c else 0,
         }
+
+    def _rate_keys_undeclared(self) -> int:
+        """Keys with pending jobs and no declared rate limit, as this server's admitter
+        last saw them: their jobs wait until someone declares the key."""
+        from kiln.maintenance.admitter import Admitter
+
+        return sum(len(s.undeclared) for s in self._services if isinstance(s, Admitter))
 
     def run_sync(self) -> None:
         """Run until SIGTERM/SIGINT in a fresh event loop (scripts, the CLI)."""

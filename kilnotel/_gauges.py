@@ -80,6 +80,8 @@ class GaugeSet:
                    self._scalar(lambda s: s.events.errors, sum))
         observable(meter, n.SERVER_OLDEST_RUNNING_AGE, self._oldest_running)
         observable(meter, n.BUILD_INFO, self._build_info)
+        observable(meter, n.RATE_KEYS_UNDECLARED,
+                   self._scalar(lambda s: s.stats()["rate_keys_undeclared"], max))
 
     def add(self, source: ServerSource) -> None:
         self._sources = [*self._sources, source]

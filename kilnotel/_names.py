@@ -283,6 +283,12 @@ EVENTS_SUBSCRIBER_ERRORS = Metric(
     "Exceptions raised by event subscribers (kilnotel's own included), caught and logged "
     "by the hub: the metrics and spans they feed miss those events",
 )
+RATE_KEYS_UNDECLARED = Metric(
+    "kiln.rate_keys.undeclared", "gauge", "{key}",
+    "Rate keys with pending jobs but no declared rate limit, as this server's admitter last "
+    "saw them: their jobs are admitted only once a kind or an enqueue declares the key "
+    "(every worker reports the same database: aggregate with max)",
+)
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
     "Results computed but not yet written to the store",
@@ -370,6 +376,7 @@ METRICS: tuple[Metric, ...] = (
     SERVER_OLDEST_RUNNING_AGE,
     BUILD_INFO,
     EVENTS_SUBSCRIBER_ERRORS,
+    RATE_KEYS_UNDECLARED,
     SERVER_RESULTS_PENDING,
     SERVER_HEARTBEAT_AGE,
     SERVER_HEARTBEAT_FAILURES,

@@ -43,3 +43,43 @@ async def test_a_stranded_dependent_is_released_run_and_counted(
     finally:
         await running.stop()
         await store.close()
+
+
+async def test_pending_jobs_of_an_undeclared_rate_key_are_exported(
+    store_url: str, telemetry: Telemetry
+) -> None:
+    app = kiln.App(store_url)
+
+    @app.job("step", queue="etl")
+    async def step(job: kiln.Job) -> None:
+        return None
+
+    store = store_from_url(store_url)
+    await store.open()
+    await store.migrate()
+    server = app.server({"etl": 1}, fast_config())
+    kilnotel.observe(server, telemetry.meter_provider, telemetry.tracer_provider)
+    running = Running(server)
+    try:
+        await running.started()
+        assert telemetry.value(n.RATE_KEYS_UNDECLARED.name) == 0
+        # a producer that does not import the handlers names a key nobody declares
+        producer = kiln.Client(store)
+        job_id = await producer.enqueue("step", {}, queue="etl", rate_key="stripe-typo")
+
+        async def exported() -> bool:
+            return telemetry.value(n.RATE_KEYS_UNDECLARED.name) == 1
+
+        await wait_until(exported, 10, "the undeclared key to be exported")
+        assert server.stats()["rate_keys_undeclared"] == 1
+        await store.rate_limit_declare("stripe-typo", kiln.RateLimit(rate=10))
+
+        async def admitted_and_clear() -> bool:
+            row = await store.job_get(job_id)
+            return (row is not None and row.state is kiln.JobState.COMPLETED
+                    and telemetry.value(n.RATE_KEYS_UNDECLARED.name) == 0)
+
+        await wait_until(admitted_and_clear, 10, "the key declared, its job run")
+    finally:
+        await running.stop()
+        await store.close()
