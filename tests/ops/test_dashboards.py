@@ -142,6 +142,7 @@ def test_every_metric_family_is_on_the_dashboard() -> None:
         "kiln_jobs_reconciled_total": "alert KilnJobsReconciled only",
         names.JOBS_STRANDED.prometheus_name: "alert KilnJobsStranded only",
         names.RATE_KEYS_UNDECLARED.prometheus_name: "alert KilnRateKeysUndeclared only",
+        names.KIND_CONFLICTS.prometheus_name: "`kiln kinds` shows the conflicts; no panel yet",
         **{names.JOBS_BY_STATE[s].prometheus_name: "through queue_state:kiln_jobs:max"
            for s in names.STATES},
         names.QUEUE_OLDEST_AVAILABLE_AGE.prometheus_name: "through its recorded max",

@@ -116,7 +116,7 @@ def test_public_surface() -> None:
     assert kilnotel.__all__ == sorted(kilnotel.__all__)
     assert set(kilnotel.__all__) == {
         "MetricsServer", "Observer", "names", "observe", "observe_app", "observe_client",
-        "prometheus_provider", "serve",
+        "prometheus_provider", "serve", "TraceContextFilter",
     }
     public = {k for k in vars(kilnotel) if not k.startswith("_")}
     assert public == set(kilnotel.__all__)
