@@ -27,6 +27,16 @@ MARIADBD = "/usr/sbin/mariadbd"
 START_TIMEOUT = 60.0
 
 
+def available(backend: str) -> str:
+    """Why a private server of ``backend`` cannot run here ("" if it can)."""
+    if os.geteuid() != 0:
+        return "a private server is started as the service's user, which needs root"
+    need = [PG_BIN / "initdb", PG_BIN / "pg_ctl"] if backend == "postgres" else [
+        Path(MARIADBD), Path(shutil.which("mariadb-install-db") or "/nonexistent")]
+    missing = [str(p) for p in need if not p.exists()]
+    return f"missing {', '.join(missing)}" if missing else ""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

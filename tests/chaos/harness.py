@@ -50,6 +50,7 @@ class Spec:
     faults: tuple[str, ...] = ("kill", "term", "stop", "cut", "db_outage")
     settle_timeout: float = 40.0
     db: Restartable | None = None  # what a db_restart restarts
+    first: str | None = None  # the first fault's type, instead of a random one
 
     @property
     def backend(self) -> str:
@@ -125,9 +126,9 @@ class Chaos:
             return leader
         return self.rng.choice(free)
 
-    def inject(self) -> None:
+    def inject(self, kind: str | None = None) -> None:
         types = self.spec.faults
-        kind = self.rng.choices(types, [WEIGHTS[t] for t in types])[0]
+        kind = kind or self.rng.choices(types, [WEIGHTS[t] for t in types])[0]
         if kind in NETWORK and self.net_busy:
             return
         if kind in ("db_outage", "db_restart"):
@@ -170,9 +171,11 @@ class Chaos:
 
     async def storm(self) -> None:
         end = time.monotonic() + self.spec.duration
+        first = self.spec.first
         while time.monotonic() < end:
             await asyncio.sleep(self.rng.uniform(0.3, 1.2))
-            self.inject()
+            self.inject(first)
+            first = None
         while self.tasks:
             await asyncio.gather(*list(self.tasks))
 

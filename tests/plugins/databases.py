@@ -20,7 +20,8 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 BACKENDS = ["sqlite", "postgres"] + (["mysql"] if os.environ.get("KILN_MYSQL", "1") == "1" else [])
 
 
-def _unavailable(backend: str, reason: str) -> None:
+def unavailable(backend: str, reason: str) -> None:
+    """Skip a test whose database is missing; fail it instead with CI=true."""
     message = f"{backend} is not reachable: {reason}"
     if IN_CI:
         pytest.fail(f"{message} (CI=true: the {backend} suite must run)")
@@ -33,14 +34,14 @@ def postgres_schema_url(base: str | None = None) -> Iterator[str]:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - dev extra installs it
-        _unavailable("postgres", str(exc))
+        unavailable("postgres", str(exc))
         raise
     schema = f"kiln_t_{uuid.uuid4().hex[:12]}"
     try:
         with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
     except psycopg.OperationalError as exc:
-        _unavailable("postgres", str(exc))
+        unavailable("postgres", str(exc))
     parts = urlsplit(base)
     query = dict(parse_qsl(parts.query))
     query["options"] = f"-csearch_path={schema}"
@@ -68,7 +69,7 @@ def mysql_database_url(base: str | None = None) -> Iterator[str]:
     try:
         execute(f"CREATE DATABASE {name}")
     except pymysql.err.OperationalError as exc:
-        _unavailable("mysql", str(exc))
+        unavailable("mysql", str(exc))
         raise
     yield urlunsplit(parts._replace(path=f"/{name}"))
     execute(f"DROP DATABASE {name}")
