@@ -42,6 +42,8 @@ class Worker:
         self.proxy = proxy
         self.stderr = stderr
         self.busy = False  # a stop or a cut is being done to it
+        self.ready = False  # said it runs: a fault may target it
+        self.ended_by: str | None = None  # the signal that ended it, if the harness sent one
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -49,6 +51,8 @@ class Worker:
     def signal(self, sig: signal.Signals) -> None:
         if self.proc.returncode is not None:
             return  # reaped: its pid may belong to someone else now
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.ended_by = self.ended_by or sig.name
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, sig)
 
@@ -69,6 +73,12 @@ class Cluster:
 
     def alive(self) -> list[Worker]:
         return [w for w in self.workers if w.alive()]
+
+    def crashed(self) -> list[str]:
+        """Workers that ran and then exited with no signal from the harness."""
+        return [f"worker {w.label} (pid {w.pid}) exited by itself with status "
+                f"{w.proc.returncode}: {w.stderr.read_text()[-1500:]}"
+                for w in self.workers if w.ready and not w.alive() and w.ended_by is None]
 
     def lines(self) -> list[dict[str, Any]]:
         out = []
@@ -113,6 +123,7 @@ class Cluster:
         except BaseException:
             worker.signal(signal.SIGKILL)
             raise
+        worker.ready = True
         return worker
 
     async def _proxied(self) -> tuple[str, Proxy]:

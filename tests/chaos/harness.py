@@ -76,11 +76,17 @@ class Chaos:
         self.tasks: set[asyncio.Task[None]] = set()
         self.db_lock = asyncio.Lock()  # a real restart waits for an insert in flight
         self.net_busy = False
+        self.errors: list[str] = []  # faults the harness failed to carry out
 
     def _background(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.errors.append(f"{task.get_coro().__qualname__}: {task.exception()!r}")
 
     def _job(self) -> tuple[str, dict[str, Any]]:
         r = self.rng.random()
@@ -118,7 +124,7 @@ class Chaos:
         raise AssertionError("unreachable")
 
     def _target(self) -> Worker | None:
-        free = [w for w in self.cluster.alive() if not w.busy]
+        free = [w for w in self.cluster.alive() if w.ready and not w.busy]
         if len(free) < 2:  # keep one worker untouched, so someone can rescue
             return None
         leader = self.cluster.leader()
@@ -177,7 +183,7 @@ class Chaos:
             self.inject(first)
             first = None
         while self.tasks:
-            await asyncio.gather(*list(self.tasks))
+            await asyncio.wait(list(self.tasks))
 
     async def settle(self) -> float | None:
         """Seconds until no job is left unfinished, or None if it took too long."""
@@ -190,6 +196,14 @@ class Chaos:
                 return time.monotonic() - began
             await asyncio.sleep(0.2)
         return None
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The proxy cancels its connection tasks when it cuts them, and asyncio's stream
+    callback then reports each as an error (Python 3.11): not worth a traceback."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
 
 
 async def retrying(call: Callable[[], Any], tries: int = 50) -> Any:
@@ -216,6 +230,7 @@ async def all_rows(store: Store) -> dict[int, JobRow]:
 
 async def run(spec: Spec) -> dict[str, Any]:
     """One run; returns the run's JSON-able figures (``violations`` lists every problem)."""
+    asyncio.get_running_loop().set_exception_handler(_quiet_cancelled)
     store = store_from_url(spec.url)
     await store.open()
     await store.migrate()
@@ -229,6 +244,7 @@ async def run(spec: Spec) -> dict[str, Any]:
         await producer
         settled = await chaos.settle()
         await asyncio.sleep(LINGER)  # a process woken by the last SIGCONT acts (or not)
+        crashed = cluster.crashed()
         await cluster.stop_all(timeout=CONFIG["shutdown_timeout"] + 5.0)
         rows = await retrying(lambda: all_rows(store))
     finally:
@@ -237,6 +253,7 @@ async def run(spec: Spec) -> dict[str, Any]:
     lines = cluster.lines()
     result = account(lines, rows, sorted(set(chaos.ids) | set(rows)),
                      CONFIG["dead_after"], chaos_app.LIMIT, "chaos.limited")
+    result["violations"] += crashed + [f"harness: {e}" for e in chaos.errors]
     hung = [ln for ln in lines if ln["ev"] == "term_hung"]
     if hung:
         result["violations"].append(f"{len(hung)} workers ignored SIGTERM: {hung}")
