@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -124,5 +125,12 @@ async def main(argv: list[str]) -> int:
     return 1 if any(r["violations"] for r in results) else 0
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    # SIGTERM as Ctrl-C: asyncio.run cancels the run, whose finally blocks kill the
+    # workers' process groups and stop the private server
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
     sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -163,6 +163,7 @@ class Cluster:
                  until=time.time() if until is None else until, **extra)
 
     async def kill(self, w: Worker) -> None:
+        w.busy = True  # on its way out: no second fault, no second replacement
         began = time.time()
         w.signal(signal.SIGKILL)
         await asyncio.to_thread(w.proc.wait, 10)
@@ -171,6 +172,7 @@ class Cluster:
 
     async def term(self, w: Worker, grace: float) -> None:
         """SIGTERM; a worker that is still there after ``grace`` is killed, and logged."""
+        w.busy = True
         began = time.time()
         w.signal(signal.SIGTERM)
         try:
