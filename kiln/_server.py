@@ -445,6 +445,10 @@ class Server:
         pool = self._pools.get(row.queue)
         if pool is not None:
             await pool.settled(row.id)  # a claim on a notification may not have committed
+        if self._heartbeat is not None and not self._heartbeat.confirmed:
+            # stalled past the fence (a paused process, a blocked loop): to the others
+            # this server may be dead, so it writes nothing before the fence lands
+            return False
         return await self.store.job_param_set(
             row.id, row.server_id or self.id, row.attempt, name, value
         )

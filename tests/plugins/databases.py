@@ -20,58 +20,65 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 BACKENDS = ["sqlite", "postgres"] + (["mysql"] if os.environ.get("KILN_MYSQL", "1") == "1" else [])
 
 
-def _unavailable(backend: str, reason: str) -> None:
+def unavailable(backend: str, reason: str) -> None:
+    """Skip a test whose database is missing; fail it instead with CI=true."""
     message = f"{backend} is not reachable: {reason}"
     if IN_CI:
         pytest.fail(f"{message} (CI=true: the {backend} suite must run)")
     pytest.skip(message)
 
 
-def postgres_schema_url() -> Iterator[str]:
+def postgres_schema_url(base: str | None = None) -> Iterator[str]:
+    """A fresh schema in ``base`` (default: the test server), dropped after."""
+    base = base or POSTGRES_URL
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - dev extra installs it
-        _unavailable("postgres", str(exc))
+        unavailable("postgres", str(exc))
         raise
     schema = f"kiln_t_{uuid.uuid4().hex[:12]}"
     try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(base, autocommit=True, connect_timeout=5) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
     except psycopg.OperationalError as exc:
-        _unavailable("postgres", str(exc))
-    parts = urlsplit(POSTGRES_URL)
+        unavailable("postgres", str(exc))
+    parts = urlsplit(base)
     query = dict(parse_qsl(parts.query))
     query["options"] = f"-csearch_path={schema}"
     yield urlunsplit(parts._replace(query=urlencode(query)))
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+    with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def _mysql_database_url() -> Iterator[str]:
+def mysql_database_url(base: str | None = None) -> Iterator[str]:
+    """A fresh database on ``base``'s server (default: the test server), dropped after."""
     import pymysql  # the sync driver, only for creating and dropping test databases
 
-    parts = urlsplit(MYSQL_URL)
+    parts = urlsplit(base or MYSQL_URL)
     name = f"kiln_t_{uuid.uuid4().hex[:12]}"
-    try:
+
+    def execute(sql: str) -> None:
+        # a connection per statement: the server may restart in between (tests/chaos)
         conn = pymysql.connect(
             host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
             user=parts.username or "root", password=parts.password or "", connect_timeout=5,
         )
+        with conn, conn.cursor() as cur:
+            cur.execute(sql)
+
+    try:
+        execute(f"CREATE DATABASE {name}")
     except pymysql.err.OperationalError as exc:
-        _unavailable("mysql", str(exc))
+        unavailable("mysql", str(exc))
         raise
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
     yield urlunsplit(parts._replace(path=f"/{name}"))
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE {name}")
-    conn.close()
+    execute(f"DROP DATABASE {name}")
 
 
 @pytest.fixture
 def mysql_url() -> Iterator[str]:
     """An empty MySQL/MariaDB database of its own, for the MySQL-only tests."""
-    yield from _mysql_database_url()
+    yield from mysql_database_url()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -83,7 +90,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     elif backend == "postgres":
         yield from postgres_schema_url()
     else:
-        yield from _mysql_database_url()
+        yield from mysql_database_url()
 
 
 @pytest.fixture

@@ -1,0 +1,275 @@
+"""One chaos run: workers, a producer, faults drawn from a seed, settling, accounting.
+
+The CI form (tests/chaos/test_chaos.py) and the long form (bench/chaos.py) both call
+``run``; they differ only in the figures of ``Spec``. A run is bounded in time
+everywhere (worker start, every fault, settling, shutdown) and kills every worker's
+process group in its ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from kiln import Client, JobFilter, JobRow, NewJob, UnreachableError
+from kiln.stores import Store, store_from_url
+from tests.chaos import app as chaos_app
+from tests.chaos.cluster import Cluster, Restartable, Worker
+from tests.chaos.ledger import UNFINISHED, account
+
+# dead_after > 3*heartbeat_interval + kill_grace + 5s: 6.5 > 3*0.25 + 0.2 + 5 = 5.95
+CONFIG: dict[str, Any] = {
+    "poll_interval": 0.2,
+    "heartbeat_interval": 0.25,
+    "kill_grace": 0.2,
+    "dead_after": 6.5,
+    "leader_ttl": 1.0,
+    "shutdown_timeout": 1.0,
+}
+FENCE_AFTER = 3 * CONFIG["heartbeat_interval"]
+LINGER = 1.5
+NETWORK = ("cut", "db_outage", "db_restart")
+WEIGHTS = {"kill": 3, "term": 2, "stop": 1, "cut": 2, "db_outage": 1, "db_restart": 1}
+
+
+@dataclasses.dataclass
+class Spec:
+    url: str
+    seed: int
+    tmp: Path
+    duration: float = 15.0  # seconds of faults
+    workers: int = 3
+    jobs: int = 120
+    concurrency: int = 4
+    faults: tuple[str, ...] = ("kill", "term", "stop", "cut", "db_outage")
+    settle_timeout: float = 40.0
+    db: Restartable | None = None  # what a db_restart restarts
+    first: str | None = None  # the first fault's type, instead of a random one
+
+    @property
+    def backend(self) -> str:
+        return urlsplit(self.url).scheme
+
+
+def faults_for(backend: str, real_restart: bool = False) -> tuple[str, ...]:
+    """SQLite has no network to cut: kills and stops only. A real restart needs a
+    private server (tests/chaos/dbserver.py)."""
+    if backend == "sqlite":
+        return ("kill", "term", "stop")
+    return ("kill", "term", "stop", "cut", "db_outage", *(("db_restart",) if real_restart else ()))
+
+
+class Chaos:
+    def __init__(self, spec: Spec, store: Store, cluster: Cluster) -> None:
+        self.spec = spec
+        self.rng = random.Random(spec.seed)
+        self.store = store
+        self.cluster = cluster
+        self.client = Client(store, chaos_app.build_app(spec.url, cluster.log).kinds)
+        self.ids: list[int] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.db_lock = asyncio.Lock()  # a real restart waits for an insert in flight
+        self.net_busy = False
+        self.errors: list[str] = []  # faults the harness failed to carry out
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.errors.append(f"{task.get_coro().__qualname__}: {task.exception()!r}")
+
+    def _job(self) -> tuple[str, dict[str, Any]]:
+        r = self.rng.random()
+        if r < 0.15:
+            return "chaos.limited", {}
+        args = {"steps": self.rng.randint(2, 6), "step": round(self.rng.uniform(0.05, 0.4), 3)}
+        return ("chaos.steps_sync" if r < 0.4 else "chaos.steps"), args
+
+    async def produce(self) -> None:
+        """Enqueue the jobs in batches over the first 80% of the fault window."""
+        batches = max(1, int(self.spec.duration * 0.8 / 0.5))
+        per = -(-self.spec.jobs // batches)
+        left = self.spec.jobs
+        while left > 0:
+            jobs = [self.client.build(*self._job()) for _ in range(min(per, left))]
+            self.ids += await self._insert(jobs)
+            left -= len(jobs)
+            await asyncio.sleep(0.5)
+
+    async def _insert(self, jobs: list[NewJob]) -> list[int]:
+        """Insert, again if a pooled connection died in a restart before this insert began.
+
+        The lock keeps restarts out while an insert runs, so an insert that failed went
+        to a server that was already gone and committed nothing: trying again adds no
+        job twice (and the accounting covers every row in the table, known or not).
+        """
+        for i in range(20):
+            async with self.db_lock:
+                try:
+                    return await self.client.insert_many(jobs)
+                except UnreachableError:
+                    if i == 19:
+                        raise
+            await asyncio.sleep(0.2)
+        raise AssertionError("unreachable")
+
+    def _target(self) -> Worker | None:
+        free = [w for w in self.cluster.alive() if w.ready and not w.busy]
+        if len(free) < 2:  # keep one worker untouched, so someone can rescue
+            return None
+        leader = self.cluster.leader()
+        if leader in free and self.rng.random() < 0.3:
+            return leader
+        return self.rng.choice(free)
+
+    def inject(self, kind: str | None = None) -> None:
+        types = self.spec.faults
+        kind = kind or self.rng.choices(types, [WEIGHTS[t] for t in types])[0]
+        if kind in NETWORK and self.net_busy:
+            return
+        if kind in ("db_outage", "db_restart"):
+            self._background(self._network(kind, None))
+            return
+        target = self._target()
+        if target is None:
+            return
+        if kind == "kill":
+            self._background(self.cluster.kill(target))
+        elif kind == "term":
+            grace = CONFIG["shutdown_timeout"] + CONFIG["kill_grace"] + 10.0
+            self._background(self.cluster.term(target, grace))
+        elif kind == "stop":
+            if any(w.busy for w in self.cluster.alive()):
+                return
+            seconds = CONFIG["dead_after"] + self.rng.uniform(0.5, 1.5)
+            self._background(self.cluster.stop(target, seconds))
+        else:
+            self._background(self._network("cut", target))
+
+    async def _network(self, kind: str, target: Worker | None) -> None:
+        self.net_busy = True
+        try:
+            if kind == "cut":
+                assert target is not None
+                long = self.rng.random() < 0.5
+                seconds = (self.rng.uniform(FENCE_AFTER + 0.5, CONFIG["dead_after"] + 2)
+                           if long else self.rng.uniform(0.1, FENCE_AFTER))
+                await self.cluster.cut(target, seconds, drop=self.rng.random() < 0.5)
+            elif kind == "db_outage":
+                await self.cluster.outage(self.rng.uniform(0.5, 3.0))
+            else:
+                assert self.spec.db is not None
+                async with self.db_lock:
+                    await self.cluster.restart(self.spec.db, self.rng.uniform(0.5, 3.0),
+                                               crash=self.rng.random() < 0.5)
+        finally:
+            self.net_busy = False
+
+    async def storm(self) -> None:
+        end = time.monotonic() + self.spec.duration
+        first = self.spec.first
+        while time.monotonic() < end:
+            await asyncio.sleep(self.rng.uniform(0.3, 1.2))
+            self.inject(first)
+            first = None
+        while self.tasks:
+            await asyncio.wait(list(self.tasks))
+
+    async def settle(self) -> float | None:
+        """Seconds until no job is left unfinished, or None if it took too long."""
+        while len(self.cluster.alive()) < self.spec.workers:
+            await self.cluster.start()
+        began = time.monotonic()
+        unfinished = JobFilter(states=tuple(UNFINISHED))
+        while time.monotonic() - began < self.spec.settle_timeout:
+            if await retrying(lambda: self.store.job_count(unfinished)) == 0:
+                return time.monotonic() - began
+            await asyncio.sleep(0.2)
+        return None
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The proxy cancels its connection tasks when it cuts them, and asyncio's stream
+    callback then reports each as an error (Python 3.11): not worth a traceback."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
+
+
+async def retrying(call: Callable[[], Any], tries: int = 50) -> Any:
+    """A read from the harness, repeated while its connection comes back from a restart."""
+    for i in range(tries):
+        try:
+            return await call()
+        except Exception:
+            if i == tries - 1:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def all_rows(store: Store) -> dict[int, JobRow]:
+    rows: dict[int, JobRow] = {}
+    before: int | None = None
+    while True:
+        page = await store.job_list(JobFilter(), limit=1000, before_id=before)
+        rows.update((r.id, r) for r in page)
+        if len(page) < 1000:
+            return rows
+        before = min(r.id for r in page)
+
+
+async def run(spec: Spec) -> dict[str, Any]:
+    """One run; returns the run's JSON-able figures (``violations`` lists every problem)."""
+    asyncio.get_running_loop().set_exception_handler(_quiet_cancelled)
+    store = store_from_url(spec.url)
+    await store.open()
+    await store.migrate()
+    cluster = Cluster(spec.url, spec.tmp, spec.concurrency, CONFIG)
+    began = time.monotonic()
+    try:
+        await asyncio.gather(*(cluster.start() for _ in range(spec.workers)))
+        chaos = Chaos(spec, store, cluster)
+        producer = asyncio.create_task(chaos.produce())
+        await chaos.storm()
+        await producer
+        settled = await chaos.settle()
+        await asyncio.sleep(LINGER)  # a process woken by the last SIGCONT acts (or not)
+        crashed = cluster.crashed()
+        await cluster.stop_all(timeout=CONFIG["shutdown_timeout"] + 5.0)
+        rows = await retrying(lambda: all_rows(store))
+    finally:
+        await cluster.close()
+        await store.close()
+    lines = cluster.lines()
+    result = account(lines, rows, sorted(set(chaos.ids) | set(rows)),
+                     CONFIG["dead_after"], chaos_app.LIMIT, "chaos.limited")
+    result["violations"] += crashed + [f"harness: {e}" for e in chaos.errors]
+    hung = [ln for ln in lines if ln["ev"] == "term_hung"]
+    if hung:
+        result["violations"].append(f"{len(hung)} workers ignored SIGTERM: {hung}")
+    if settled is None:
+        result["violations"].append(f"the queue did not settle in {spec.settle_timeout}s")
+    return {
+        "seed": spec.seed, "backend": spec.backend, "duration": spec.duration,
+        "workers": spec.workers, "jobs": len(chaos.ids), "faults": result["faults"],
+        "self_fences": result["self_fences"],
+        "executions": result["executions"], "duplicates": result["duplicates"],
+        "duplicate_causes": result["causes"], "ended_twice": result["ended_twice"],
+        "lost": len(result["lost"]), "stuck": len(result["stuck"]),
+        "double_completed": len(result["double_completed"]),
+        "unaccounted": len(result["unaccounted"]), "overlaps": result["overlaps"],
+        "rate_checked": result["rate_checked"],
+        "settle_seconds": None if settled is None else round(settled, 2),
+        "wall_seconds": round(time.monotonic() - began, 1),
+        "violations": result["violations"],
+    }

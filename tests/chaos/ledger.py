@@ -1,0 +1,281 @@
+"""The accounting of a chaos run: every job checked against the ledger and the database.
+
+Input: the ledger lines (tests/chaos/app.py, worker events, and the harness's
+``fault`` lines, all on one host clock), the job rows after the queue settled, and the
+ids that were enqueued. Output: the figures of the run and the list of violations.
+Nothing here talks to a database or a process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kiln import JobRow, JobState, RateLimit
+
+# faults that end or interrupt what one worker process runs
+PROCESS_FAULTS = ("kill", "term", "stop", "cut")
+# faults that interrupt every worker at once
+GLOBAL_FAULTS = ("db_outage", "db_restart")
+CLOCK_SLACK = 0.05  # the database's clock and the ledger's are one host's clock
+UNFINISHED = frozenset(
+    {JobState.RUNNING, JobState.AVAILABLE, JobState.SCHEDULED, JobState.PENDING,
+     JobState.AWAITING}
+)
+
+
+@dataclasses.dataclass
+class Exec:
+    """One execution of a handler: from its ``start`` line to its last line."""
+
+    id: str
+    job: int
+    attempt: int
+    server: str | None
+    pid: int
+    start: float
+    cursor: int
+    ckpts: list[tuple[float, int]] = dataclasses.field(default_factory=list)
+    end: float | None = None
+    cancelled: float | None = None
+    refused: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    type: str
+    t: float
+    pid: int | None  # None: every worker (database faults)
+    until: float  # when it was lifted (== t for kills and terms)
+
+
+def executions(lines: Iterable[Mapping[str, Any]]) -> dict[str, Exec]:
+    out: dict[str, Exec] = {}
+    for line in lines:
+        ev = line["ev"]
+        if ev == "start":
+            out[line["exec"]] = Exec(line["exec"], line["job"], line["attempt"], line["server"],
+                                     line["pid"], line["t"], line["cursor"])
+        elif ev in ("ckpt", "end", "cancelled", "refused") and line.get("exec") in out:
+            e = out[line["exec"]]
+            if ev == "ckpt":
+                e.ckpts.append((line["t"], line["cursor"]))
+            elif ev == "end":
+                e.end = line["t"]
+            elif ev == "cancelled":
+                e.cancelled = line["t"]
+            else:
+                e.refused += 1
+    return out
+
+
+def faults(lines: Iterable[Mapping[str, Any]]) -> list[Fault]:
+    """What the harness did, and the fences servers put up by themselves: a server
+    that could not confirm its heartbeat in time (a slow database, a starved CPU) fences
+    itself and its jobs run again, which explains a rerun as a fault does."""
+    found = []
+    for ln in lines:
+        if ln["ev"] == "fault":
+            found.append(Fault(ln["type"], ln["began"], ln["target"], ln["until"]))
+        elif ln["ev"] == "fenced":
+            found.append(Fault("self_fence", ln["t"], ln["pid"], ln["t"]))
+    return sorted(found, key=lambda f: f.t)
+
+
+def cause_of(prev: Exec, nxt: Exec, all_faults: Sequence[Fault]) -> str | None:
+    """The first fault that hit the process running ``prev`` (or every process) between
+    its start and the start of ``nxt``: what made the job run again."""
+    for f in all_faults:
+        if f.t > nxt.start:
+            break
+        if f.until < prev.start:
+            continue
+        if f.pid is None or f.pid == prev.pid:
+            return f.type
+    return None
+
+
+def _completing(row: JobRow, runs: Sequence[Exec]) -> Exec | None:
+    matching = [e for e in runs if e.server == row.server_id and e.attempt == row.attempt
+                and e.end is not None]
+    return matching[-1] if matching else None
+
+
+def _checkpoint_regressions(row: JobRow | None, runs: Sequence[Exec]) -> list[str]:
+    """A start must resume from at least every checkpoint acknowledged before it, and the
+    row must end with the last one."""
+    acks = sorted(a for e in runs for a in e.ckpts)
+    bad = []
+    for e in runs:
+        before = [c for t, c in acks if t < e.start]
+        if before and e.cursor < max(before):
+            bad.append(f"job {e.job}: exec {e.id} resumed from {e.cursor} after checkpoint "
+                       f"{max(before)} was acknowledged")
+    if row is not None and acks:
+        final = int(row.params.get("cursor", 0))
+        if final < max(c for _t, c in acks):
+            bad.append(f"job {row.id}: row ends at cursor {final}, below acknowledged "
+                       f"{max(c for _t, c in acks)}")
+    return bad
+
+
+def _zombie_writes(runs: Sequence[Exec], row: JobRow | None,
+                   stops: Sequence[Fault], dead_after: float) -> list[str]:
+    """A process stopped for longer than dead_after must find itself fenced when it
+    comes back: nothing that it had running may checkpoint or complete after that."""
+    bad = []
+    for f in stops:
+        if f.until - f.t <= dead_after:
+            continue
+        for e in runs:
+            if e.pid != f.pid or e.start > f.t:
+                continue
+            late = [c for t, c in e.ckpts if t > f.until]
+            if late:
+                bad.append(f"job {e.job}: exec {e.id} of a process stopped "
+                           f"{f.until - f.t:.1f}s checkpointed {late} after it woke")
+            if row is not None and row.state is JobState.COMPLETED and e.end is not None \
+                    and e.end > f.until and _completing(row, runs) is e:
+                bad.append(f"job {e.job}: exec {e.id} of a process stopped "
+                           f"{f.until - f.t:.1f}s completed the job after it woke")
+    return bad
+
+
+def _overlaps(runs: Sequence[Exec]) -> tuple[int, list[str]]:
+    """Executions still running when the next one of their job started (a handler that
+    outlived its fence or hand-back), and the writes such a zombie got accepted."""
+    count, bad = 0, []
+    for i, e in enumerate(runs):
+        later = [n.start for n in runs[i + 1:]]
+        if not later:
+            continue
+        last = max([e.start, *(t for t, _c in e.ckpts), e.end or 0.0, e.cancelled or 0.0])
+        if last > later[0]:
+            count += 1
+        accepted = [c for t, c in e.ckpts if t > later[0]]
+        if accepted:
+            bad.append(f"job {e.job}: exec {e.id} had checkpoints {accepted} accepted after "
+                       "the next execution of its job started")
+    return count, bad
+
+
+def _fenced_at(lines: Sequence[Mapping[str, Any]], pid: int | None, t: float) -> bool:
+    """Whether process ``pid`` was fenced (and had not rejoined) at ``t``."""
+    state = False
+    for ln in lines:
+        if ln["t"] > t:
+            break
+        if ln["pid"] == pid and ln["ev"] in ("fenced", "rejoined"):
+            state = ln["ev"] == "fenced"
+    return state
+
+
+def _stops_fenced(lines: Sequence[Mapping[str, Any]], stops: Sequence[Fault],
+                  all_faults: Sequence[Fault], dead_after: float) -> list[str]:
+    """A process stopped past dead_after must fence itself once it runs again."""
+    bad = []
+    for f in stops:
+        if f.until - f.t <= dead_after:
+            continue
+        ended = [g.t for g in all_faults if g.pid == f.pid and g.type in ("kill", "term")
+                 and g.t > f.until]
+        fenced = [ln["t"] for ln in lines if ln["ev"] == "fenced" and ln["pid"] == f.pid
+                  and f.until <= ln["t"] <= f.until + 3.0]
+        if not fenced and not (ended and ended[0] < f.until + 3.0) \
+                and not _fenced_at(lines, f.pid, f.t):
+            bad.append(f"process {f.pid} stopped {f.until - f.t:.1f}s did not fence itself "
+                       "when it ran again")
+    return bad
+
+
+def rate_violations(rows: Iterable[JobRow], limit: RateLimit) -> list[str]:
+    """No window of length ``per`` admits more than rate + burst jobs of the key."""
+    admitted = sorted(r.admitted_at.timestamp() for r in rows if r.admitted_at is not None)
+    bound = limit.rate + limit.burst
+    bad = []
+    j = 0
+    for i, at in enumerate(admitted):
+        while admitted[j] <= at - limit.per:
+            j += 1
+        if i - j + 1 > bound:
+            bad.append(f"{i - j + 1} admissions in the {limit.per}s window ending at {at:.3f}"
+                       f" (bound {bound})")
+    return bad
+
+
+def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
+                  all_faults: Sequence[Fault], out: dict[str, Any]) -> None:
+    """Account for one job: duplicates and their causes, and every violation."""
+    v: list[str] = out["violations"]
+    if row is None:
+        out["lost"].append(job_id)
+        v.append(f"job {job_id}: row is gone")
+        return
+    if row.state in UNFINISHED:
+        out["stuck"].append(job_id)
+        v.append(f"job {job_id}: still {row.state.value} (attempt {row.attempt})")
+        return
+    if row.state is not JobState.COMPLETED:
+        out["lost"].append(job_id)
+        v.append(f"job {job_id}: ended {row.state.value}: {row.errors[-1:]!r}")
+        return
+    done = _completing(row, runs)
+    if done is None:
+        out["unaccounted"].append(job_id)
+        v.append(f"job {job_id}: completed by {row.server_id} attempt {row.attempt}, "
+                 "which no recorded attempt that ran to its end accounts for")
+    elif done.end is not None and row.finished_at is not None \
+            and row.finished_at.timestamp() < done.end - CLOCK_SLACK:
+        out["unaccounted"].append(job_id)
+        v.append(f"job {job_id}: completed {done.end - row.finished_at.timestamp():.2f}s "
+                 f"before the handler of exec {done.id} returned")
+    for prev, nxt in itertools.pairwise(runs):
+        cause = cause_of(prev, nxt, all_faults)
+        out["causes"][cause or "unexplained"] += 1
+        if cause is None:
+            v.append(f"job {job_id}: exec {nxt.id} ran again after {prev.id} with no kill, "
+                     "stop or cut of its process in between")
+    ended = [e for e in runs if e.end is not None]
+    if len(ended) > 1:
+        explained = all(cause_of(a, b, all_faults) for a, b in itertools.pairwise(ended))
+        out["ended_twice"] += 1
+        if not explained:
+            out["double_completed"].append(job_id)
+            v.append(f"job {job_id}: ran to its end {len(ended)} times ({[e.id for e in ended]})"
+                     " with no fault to explain it")
+
+
+def account(lines: Sequence[Mapping[str, Any]], rows: Mapping[int, JobRow],
+            ids: Sequence[int], dead_after: float, limit: RateLimit,
+            limited_kind: str) -> dict[str, Any]:
+    execs = executions(lines)
+    all_faults = faults(lines)
+    by_job: dict[int, list[Exec]] = defaultdict(list)
+    for e in sorted(execs.values(), key=lambda e: e.start):
+        by_job[e.job].append(e)
+    out: dict[str, Any] = {"lost": [], "stuck": [], "unaccounted": [], "double_completed": [],
+                           "ended_twice": 0, "causes": Counter(), "violations": []}
+    stops = [f for f in all_faults if f.type == "stop"]
+    overlaps = 0
+    for job_id in ids:
+        row, runs = rows.get(job_id), by_job.get(job_id, [])
+        _job_findings(job_id, row, runs, all_faults, out)
+        out["violations"] += _checkpoint_regressions(row, runs)
+        out["violations"] += _zombie_writes(runs, row, stops, dead_after)
+        n, bad = _overlaps(runs)
+        overlaps += n
+        out["violations"] += bad
+    out["violations"] += _stops_fenced(lines, stops, all_faults, dead_after)
+    limited = [r for r in rows.values() if r.kind == limited_kind]
+    out["violations"] += rate_violations(limited, limit)
+    out["rate_checked"] = sum(1 for r in limited if r.admitted_at is not None)
+    out["overlaps"] = overlaps
+    out["faults"] = dict(Counter(f.type for f in all_faults if f.type != "self_fence"))
+    out["self_fences"] = sum(1 for f in all_faults if f.type == "self_fence")
+    out["executions"] = len(execs)
+    out["duplicates"] = sum(out["causes"].values())
+    out["causes"] = dict(out["causes"])
+    return out
