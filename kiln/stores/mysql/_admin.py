@@ -26,6 +26,14 @@ DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancell
 CHUNK = 1000  # ids per statement in bulk operations
 
 
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM JSON_TABLE(kiln_jobs.errors, '$[*]' COLUMNS"
+    " (msg LONGTEXT CHARACTER SET utf8mb4 PATH '$.error')) AS e"
+    " WHERE LOCATE(LOWER(%s), LOWER(e.msg)) > 0)"
+)
+
+
 def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
@@ -42,7 +50,7 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
         clauses.append("kind = %s")
         params.append(f.kind)
     if f.error_contains:
-        clauses.append("LOCATE(LOWER(%s), LOWER(CAST(errors AS CHAR))) > 0")
+        clauses.append(ERROR_MATCH)
         params.append(f.error_contains)
     if f.ids:
         clauses.append(f"id IN ({marks(len(f.ids))})")

@@ -16,6 +16,7 @@ release (see RESULTS_APPLY).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -409,6 +410,13 @@ CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
 DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 
 
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM jsonb_array_elements(errors) e WHERE lower(e->>'error') LIKE %s)"
+)
+JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON text writes escaped
+
+
 def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
@@ -425,9 +433,14 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
         clauses.append("kind = %s")
         params.append(f.kind)
     if f.error_contains:
-        # LIKE, not strpos: a trigram index (migration 0003) can answer it
-        clauses.append("lower(errors::text) LIKE %s")
-        params.append("%" + like_escape(f.error_contains.lower()) + "%")
+        pattern = "%" + like_escape(f.error_contains.lower()) + "%"
+        if not JSON_ESCAPED.search(f.error_contains):
+            # the text appears as it is in the errors' JSON too, so the trigram index
+            # over it (migration 0003) narrows the candidates first
+            clauses.append("lower(errors::text) LIKE %s")
+            params.append(pattern)
+        clauses.append(ERROR_MATCH)
+        params.append(pattern)
     if f.ids:
         clauses.append("id = ANY(%s::bigint[])")
         params.append(list(f.ids))

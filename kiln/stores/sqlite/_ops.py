@@ -120,6 +120,13 @@ def row_to_job(row: sqlite3.Row, depends_on: list[int] | None = None) -> JobRow:
     )
 
 
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM json_each(kiln_jobs.errors) e"
+    " WHERE instr(kiln_lower(json_extract(e.value, '$.error')), ?) > 0)"
+)
+
+
 def _where(f: JobFilter) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
@@ -133,8 +140,8 @@ def _where(f: JobFilter) -> tuple[str, list[Any]]:
         clauses.append("kind = ?")
         params.append(f.kind)
     if f.error_contains:
-        clauses.append("instr(lower(errors), lower(?)) > 0")
-        params.append(f.error_contains)
+        clauses.append(ERROR_MATCH)
+        params.append(f.error_contains.lower())
     if f.ids:
         clauses.append(f"id IN ({','.join('?' * len(f.ids))})")
         params.extend(f.ids)

@@ -60,11 +60,17 @@ def connect(path: str, *, timeout: float = 30.0, create: bool = False) -> sqlite
     except sqlite3.Error as exc:
         raise UnreachableError("connect", f"cannot open SQLite database {path!r}: {exc}") from exc
     conn.row_factory = sqlite3.Row
+    # SQLite's lower() folds ASCII only; error search folds every letter, as the others do
+    conn.create_function("kiln_lower", 1, _lower, deterministic=True)
     _wal(conn, timeout)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     conn.execute("PRAGMA foreign_keys=OFF")
     return conn
+
+
+def _lower(value: object) -> str | None:
+    return value.lower() if isinstance(value, str) else None
 
 
 def _wal(conn: sqlite3.Connection, timeout: float) -> None:
