@@ -21,6 +21,7 @@ from kiln._job import JobFilter, JobRow, JobState, NewJob, RateLimit, StateCount
 from kiln._kinds import Kind
 from kiln._retry import as_backoff, backoff_to_json
 from kiln.stores import Store
+from kiln.stores._protocol import DEAD_AFTER
 
 EnqueueFinisher = Callable[[int | None, BaseException | None], None]
 EnqueueHook = Callable[[NewJob], EnqueueFinisher | None]
@@ -234,9 +235,16 @@ class Client:
     async def count(self, filter: JobFilter) -> int:
         return await self.store.job_count(filter)
 
-    async def requeue(self, filter: JobFilter, actor: str = "api") -> int:
-        """Requeue matching jobs with a full retry budget; returns how many."""
-        n = await self.store.jobs_requeue(filter)
+    async def requeue(
+        self, filter: JobFilter, actor: str = "api", *, dead_after: float = DEAD_AFTER
+    ) -> int:
+        """Requeue matching jobs with a full retry budget; returns how many.
+
+        A job cancelled while running is left alone until that attempt has ended (its
+        server wrote the attempt's result) or its server is dead: no heartbeat for
+        ``dead_after`` seconds (your ServerConfig.dead_after; a larger value is safe,
+        a smaller one is not), or deregistered. Its handler may still be running."""
+        n = await self.store.jobs_requeue(filter, dead_after)
         await self._audit(actor, "requeue", n, filter)
         return n
 

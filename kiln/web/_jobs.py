@@ -63,6 +63,10 @@ def flash_of(params: Mapping[str, str]) -> str | None:
     if verb is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         return None
     n = int(raw)
+    if n == 0 and params.get("held") == "1":
+        return ("Not requeued: the job was cancelled while running and its server is alive,"
+                " so that attempt may still be running. Requeue it once the attempt has"
+                " ended or its server is dead.")
     if n == 0:
         return f"No job was {verb}: none matched in a state that allows it."
     return f"{n} job{'s' if n != 1 else ''} {verb}."

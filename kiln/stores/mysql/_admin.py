@@ -8,9 +8,10 @@ the same transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
 from kiln.stores.mysql._jobs import (
     JOB_COLS,
     NOW,
@@ -111,12 +112,20 @@ def _blocked(ids: list[int]) -> Stmt:
     )
 
 
-def requeue(f: JobFilter) -> Plan[int]:
+# a job cancelled while running waits until that attempt ended or its server is dead
+ATTEMPT_OVER = (
+    "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
+    f" WHERE heartbeat_at > {NOW} - INTERVAL %s MICROSECOND))"
+)
+
+
+def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     """Back to the queue with a full retry budget; ``awaiting`` again while a
     dependency is not complete, ``pending`` when rate limited."""
     cond, params = where(f, REQUEUEABLE)
     out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} ORDER BY id FOR UPDATE", params),
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {ATTEMPT_OVER} ORDER BY id FOR UPDATE",
+             (*params, micros(dead_after))),
         begin=True,
     )
     ids = [int(r[0]) for r in out[0].rows]
@@ -127,8 +136,8 @@ def requeue(f: JobFilter) -> Plan[int]:
             "UPDATE kiln_jobs SET state = CASE WHEN id IN"
             f" ({marks(len(waiting)) if waiting else 'NULL'}) THEN 'awaiting'"
             " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
-            f" attempt = 0, rescues = 0, run_at = {NOW}, finished_at = NULL, server_id = NULL"
-            f" WHERE id IN ({marks(len(part))})",
+            f" attempt = 0, rescues = 0, run_at = {NOW}, finished_at = NULL, server_id = NULL,"
+            f" attempt_running = FALSE WHERE id IN ({marks(len(part))})",
             (*sorted(waiting), *part),
         ))
     return len(ids)
@@ -143,11 +152,24 @@ def cancel(f: JobFilter) -> Plan[int]:
     ids = [int(r[0]) for r in out[0].rows]
     for part in chunks(ids):
         yield step(Stmt(
-            f"UPDATE kiln_jobs SET state = 'cancelled', finished_at = {NOW}"
-            f" WHERE id IN ({marks(len(part))})",
+            # before state changes: MySQL applies SETs left to right
+            "UPDATE kiln_jobs SET attempt_running = (state = 'running'),"
+            f" state = 'cancelled', finished_at = {NOW} WHERE id IN ({marks(len(part))})",
             part,
         ))
     return len(ids)
+
+
+def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
+    """The fenced-off results of jobs cancelled while running end those attempts."""
+    fence = [x for r in results for x in (r.job_id, r.server_id, r.attempt)]
+    out = yield step(Stmt(
+        "UPDATE kiln_jobs SET attempt_running = FALSE WHERE attempt_running"
+        f" AND state = 'cancelled' AND id IN ({marks(len(results))}) AND"
+        f" (id, server_id, attempt) IN ({', '.join(['(%s, %s, %s)'] * len(results))})",
+        (*(r.job_id for r in results), *fence),
+    ), last=True)
+    return out[0].rowcount
 
 
 def delete(f: JobFilter) -> Plan[int]:

@@ -34,6 +34,7 @@ from kiln._job import (
 )
 from kiln.stores import _migrations
 from kiln.stores._protocol import (
+    DEAD_AFTER,
     ApplyResult,
     Capabilities,
     ClaimCallback,
@@ -260,8 +261,10 @@ class SQLiteStore:
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda c: _ops.count(c, filter))
 
-    async def jobs_requeue(self, filter: JobFilter) -> int:
-        return await self._run("jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter))
+    async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
+        return await self._run(
+            "jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter, dead_after)
+        )
 
     async def jobs_cancel(self, filter: JobFilter) -> int:
         return await self._run("jobs_cancel", lambda c: _ops.write(c, _ops.cancel, filter))
