@@ -81,6 +81,16 @@ def build_job(kind: str, args: Any, known: Mapping[str, Kind] | None, **options:
     )
 
 
+def check_names(jobs: Sequence[NewJob]) -> None:
+    """The names of jobs built without ``build_job`` (a NewJob made by hand) follow the
+    same rule, so no producer can store a name the others would refuse."""
+    for job in jobs:
+        v.check_name("kind", job.kind)
+        v.check_name("queue", job.queue)
+        if job.rate_key is not None:
+            v.check_name("rate_key", job.rate_key)
+
+
 def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
     """What to announce on a Bus after an insert: queues, and when delayed jobs are due."""
     payloads: set[str] = set()
@@ -176,6 +186,7 @@ class Client:
                 self.events.emit(JobsEnqueued(queue=queue, kind=kind, count=n))
 
     async def insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        check_names(jobs)
         finishers = self._before(jobs) if self._hooks else []
         try:
             ids = await self.store.job_insert_many(jobs, conn)
@@ -186,6 +197,7 @@ class Client:
         return ids
 
     def insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
+        check_names(jobs)
         finishers = self._before(jobs) if self._hooks else []
         try:
             ids = self.store.job_insert_many_sync(jobs, conn)
