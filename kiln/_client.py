@@ -31,6 +31,7 @@ from kiln._kinds import Declaration, Kind
 from kiln._retry import as_backoff, backoff_to_json
 from kiln._unique import Unique
 from kiln.stores import Store
+from kiln.stores._protocol import DEAD_AFTER
 
 EnqueueFinisher = Callable[[int | None, BaseException | None], None]
 EnqueueHook = Callable[[NewJob], EnqueueFinisher | None]
@@ -117,6 +118,16 @@ def _with_unique(unique: Any, job: NewJob) -> NewJob:
 def _results(ids: Sequence[int]) -> list[EnqueueResult]:
     """The store's ids as EnqueueResults (unique jobs come back as such already)."""
     return [i if isinstance(i, EnqueueResult) else EnqueueResult(i) for i in ids]
+
+
+def check_names(jobs: Sequence[NewJob]) -> None:
+    """The names of jobs built without ``build_job`` (a NewJob made by hand) follow the
+    same rule, so no producer can store a name the others would refuse."""
+    for job in jobs:
+        v.check_name("kind", job.kind)
+        v.check_name("queue", job.queue)
+        if job.rate_key is not None:
+            v.check_name("rate_key", job.rate_key)
 
 
 def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
@@ -240,6 +251,7 @@ class Client:
     async def insert_many(
         self, jobs: Sequence[NewJob], conn: Any = None
     ) -> builtins.list[EnqueueResult]:
+        check_names(jobs)
         finishers = self._before(jobs) if self._hooks else []
         try:
             ids = _results(await self.store.job_insert_many(jobs, conn))
@@ -252,6 +264,7 @@ class Client:
     def insert_many_sync(
         self, jobs: Sequence[NewJob], conn: Any = None
     ) -> builtins.list[EnqueueResult]:
+        check_names(jobs)
         finishers = self._before(jobs) if self._hooks else []
         try:
             ids = _results(self.store.job_insert_many_sync(jobs, conn))
@@ -307,9 +320,16 @@ class Client:
     async def count(self, filter: JobFilter) -> int:
         return await self.store.job_count(filter)
 
-    async def requeue(self, filter: JobFilter, actor: str = "api") -> int:
-        """Requeue matching jobs with a full retry budget; returns how many."""
-        n = await self.store.jobs_requeue(filter)
+    async def requeue(
+        self, filter: JobFilter, actor: str = "api", *, dead_after: float = DEAD_AFTER
+    ) -> int:
+        """Requeue matching jobs with a full retry budget; returns how many.
+
+        A job cancelled while running is left alone until that attempt has ended (its
+        server wrote the attempt's result) or its server is dead: no heartbeat for
+        ``dead_after`` seconds (your ServerConfig.dead_after; a larger value is safe,
+        a smaller one is not), or deregistered. Its handler may still be running."""
+        n = await self.store.jobs_requeue(filter, dead_after)
         await self._audit(actor, "requeue", n, filter)
         return n
 

@@ -4,18 +4,43 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from typing import Any
 
 from kiln._errors import ValidationError
 
 MAX_NAME = 200
+# Unicode categories a queue, kind or rate-key name may not contain: controls (NUL, ESC
+# of ANSI escapes, newlines), format characters (bidi overrides such as U+202E,
+# zero-width spaces), surrogates, line and paragraph separators. Such a name cannot be
+# typed, linked or printed faithfully, and can pose as another name.
+FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+NAME_RULE = (
+    f"a name is 1 to {MAX_NAME} characters, without control or format characters (NUL,"
+    " escapes, newlines, bidi overrides, zero-width characters) or line separators, and"
+    " does not start or end with whitespace"
+)
 
 
 def check_name(what: str, value: Any) -> str:
+    """``value`` as a queue, kind or rate-key name, or a ValidationError naming the rule."""
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be a non-empty string, got {value!r}")
+        raise ValidationError(f"{what} must be a non-empty string, got {value!r}: {NAME_RULE}")
     if len(value) > MAX_NAME:
-        raise ValidationError(f"{what} is {len(value)} characters long; the limit is {MAX_NAME}")
+        raise ValidationError(
+            f"{what} is {len(value)} characters long; the limit is {MAX_NAME}"
+            f" (it starts {value[:40]!r})"
+        )
+    if value != value.strip():
+        raise ValidationError(f"{what} {value!r} starts or ends with whitespace: {NAME_RULE}")
+    if not value.isprintable():  # the fast path: most names are printable
+        for position, char in enumerate(value):
+            if unicodedata.category(char) in FORBIDDEN_CATEGORIES:
+                label = unicodedata.name(char, "a control character")
+                raise ValidationError(
+                    f"{what} {value!r} contains U+{ord(char):04X} ({label}) at position"
+                    f" {position}: {NAME_RULE}"
+                )
     return value
 
 

@@ -62,8 +62,24 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on or hide (ESC of ANSI escapes,
+    other controls, bidi overrides, zero-width characters) written as a Python escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    """Left-aligned columns separated by two spaces; the last column is not padded.
+    Cells come from job data: control characters are escaped, never printed."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
@@ -103,10 +119,12 @@ def job_details(row: JobRow) -> str:
     lines = []
     for key, value in data.items():
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        lines.append(f"{key.ljust(width)}  {'-' if value is None else shown}")
+        lines.append(f"{key.ljust(width)}  {'-' if value is None else printable(shown)}")
     for error in errors:
-        lines.append(f"error (attempt {error['attempt']}): {error['error']}")
-        lines.extend("    " + tb for tb in str(error.get("traceback") or "").splitlines())
+        message = printable(str(error["error"]))
+        lines.append(f"error (attempt {error['attempt']}): {message}")
+        lines.extend("    " + printable(tb)
+                     for tb in str(error.get("traceback") or "").splitlines())
     return "\n".join(lines)
 
 

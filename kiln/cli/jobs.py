@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from kiln._job import JobFilter, JobState
 from kiln.cli import _output as out
 from kiln.cli._database import opened, url_of
 from kiln.cli._parser import Parser, UsageError
+from kiln.stores._protocol import DEAD_AFTER
 
 STATES = [s.value for s in JobState]
 
@@ -48,6 +50,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--finished-before", type=_aware_time, default=None, metavar="TIME",
                    help="only jobs that finished at or before this ISO 8601 time with a "
                    "zone, e.g. 2026-12-03T09:00:00Z (jobs that fail later stay failed)")
+    p.add_argument(
+        "--dead-after", type=float, default=DEAD_AFTER, metavar="SECONDS",
+        help="heartbeat silence after which a server counts as dead, so a job cancelled"
+        " while running on it may run again (your ServerConfig.dead_after; default 60)",
+    )
     p.set_defaults(func=run_requeue)
 
     for action, text in (("cancel", "cancel jobs that have not finished"),
@@ -118,8 +125,12 @@ def run_requeue(args: argparse.Namespace) -> int:
         raise UsageError("kiln jobs requeue: give job ids, or --state (e.g. --state failed)")
     job_filter = filter_of(ids=args.ids, state=args.state, queue=args.queue, kind=args.kind,
                            max_id=args.max_id, finished_before=args.finished_before)
-    count = asyncio.run(_admin(url_of(args), "requeue", job_filter))
+    count = asyncio.run(_admin(url_of(args), "requeue", job_filter, args.dead_after))
     print(f"requeued {count} job{'s' * (count != 1)}")
+    if args.ids and count < len(set(args.ids)):
+        print(f"{len(set(args.ids)) - count} not requeued: missing, running, awaiting or"
+              " pending, or cancelled while running on a server that is alive (that"
+              " attempt may still be running; requeue once it ended)", file=sys.stderr)
     return 0
 
 
@@ -130,11 +141,13 @@ def run_admin(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _admin(url: str, action: str, job_filter: JobFilter) -> int:
+async def _admin(
+    url: str, action: str, job_filter: JobFilter, dead_after: float = DEAD_AFTER
+) -> int:
     async with opened(url) as store:
         client = Client(store)
         if action == "requeue":
-            return await client.requeue(job_filter, actor=_actor())
+            return await client.requeue(job_filter, actor=_actor(), dead_after=dead_after)
         if action == "cancel":
             return await client.cancel(job_filter, actor=_actor())
         return await client.delete(job_filter, actor=_actor())

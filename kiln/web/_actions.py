@@ -41,7 +41,7 @@ async def _apply(dashboard: Dashboard, request: Request, action: str, f: JobFilt
     client: Client = await dashboard.source.client()
     actor = actor_of(request)
     if action == "requeue":
-        n = await client.requeue(f, actor=actor)
+        n = await client.requeue(f, actor=actor, dead_after=dashboard.dead_after)
     elif action == "cancel":
         n = await client.cancel(f, actor=actor)
     else:
@@ -62,9 +62,17 @@ async def single(request: Request) -> Response:
     await dashboard.form(request)
     n = await _apply(dashboard, request, action, JobFilter(ids=(job_id,)))
     done = f"done={action}&n={n}"
+    if action == "requeue" and not n and await _held(dashboard, job_id):
+        done += "&held=1"
     if action == "delete" and n:
         return dashboard.redirect(request, "/jobs", done)
     return dashboard.redirect(request, f"/jobs/{job_id}", done)
+
+
+async def _held(dashboard: Dashboard, job_id: int) -> bool:
+    """A cancelled job that a requeue left alone: its attempt may still be running."""
+    row = await (await dashboard.source.client()).get(job_id)
+    return row is not None and row.state is JobState.CANCELLED
 
 
 async def bulk(request: Request) -> Response:

@@ -46,6 +46,7 @@ def create_app(
     tokens: Mapping[str, str] | None = None,
     allowed_hosts: Sequence[str] = (),
     trusted_proxies: Sequence[str] = (),
+    refresh_interval: float = 5.0,
 ) -> Starlette:
     """The dashboard as an ASGI app.
 
@@ -57,13 +58,15 @@ def create_app(
     inside another app is detected by itself). ``secret`` signs CSRF tokens; give the
     same one to every replica behind a load balancer. ``count_ttl``: how long the
     per-state counts are cached. ``dead_after``: heartbeat silence after which a
-    server is shown as dead (the servers' ``ServerConfig.dead_after``).
+    server is shown as dead, and after which a job cancelled while running on it may
+    be requeued (the servers' ``ServerConfig.dead_after``, or more).
     ``tokens``: named tokens (``{"alice": "..."}``), so the audit log says whose token
     acted. ``allowed_hosts``: Host names served besides 127.0.0.1, localhost and ::1
     (``*.example.com`` for sub-domains); every other Host gets a 400, which defeats
     DNS rebinding. ``trusted_proxies``: addresses or networks of reverse proxies whose
     X-Forwarded-For and X-Forwarded-Proto are believed (client address for the audit
     and the throttle; https for Secure cookies and the same-origin check).
+    ``refresh_interval``: seconds between the auto-refreshes of live pages.
     """
     if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
         raise ConfigError("root_path", root_path, "use a path like /kiln (no trailing slash)")
@@ -71,6 +74,9 @@ def create_app(
         raise ConfigError("count_ttl", count_ttl, "must not be negative")
     auth, hosts = _access(token, basic_auth, tokens, allowed_hosts)
     proxies = _networks(trusted_proxies)
+    if not 0.2 <= refresh_interval <= 3600:
+        raise ConfigError("refresh_interval", refresh_interval,
+                          "must be between 0.2 and 3600 seconds")
     dashboard = Dashboard(
         source=Source(database_url_or_app, ttl=count_ttl),
         auth=auth,
@@ -79,6 +85,7 @@ def create_app(
         root_path=root_path,
         dead_after=dead_after,
         hosts=hosts,
+        refresh_interval=refresh_interval,
     )
 
     @contextlib.asynccontextmanager

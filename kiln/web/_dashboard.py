@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,12 @@ def _iso(value: datetime | float | None) -> str:
     return value.astimezone(UTC).isoformat()
 
 
+def _clock(value: datetime | float) -> str:
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).strftime("%H:%M:%S UTC")
+
+
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "—"
@@ -92,7 +99,8 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(pretty=_pretty, when=_when, iso=_iso, age=_age, short=_short)
+    env.filters.update(pretty=_pretty, when=_when, iso=_iso, age=_age, short=_short,
+                       clock=_clock)
     env.globals.update(STATES=STATE_ORDER, VERSION=VERSION)
     return env
 
@@ -114,6 +122,7 @@ class Dashboard:
     hosts: AllowedHosts = dataclasses.field(default_factory=AllowedHosts)
     throttle: Throttle = dataclasses.field(default_factory=Throttle)
     sessions: Sessions = dataclasses.field(init=False)
+    refresh_interval: float = 5.0  # seconds between auto-refreshes of live pages
     env: jinja2.Environment = dataclasses.field(default_factory=environment)
 
     def __post_init__(self) -> None:
@@ -132,7 +141,8 @@ class Dashboard:
     def render(
         self, request: Request, template: str, status: int = 200, **context: Any
     ) -> Response:
-        values: dict[str, Any] = {"nav": "", "refresh": False, "flash": None, **context}
+        values: dict[str, Any] = {"nav": "", "refresh": False, "flash": None, "as_of": {},
+                                  **context}
         who = identity(request)
         html = self.env.get_template(template).render(
             request=request,
@@ -141,6 +151,8 @@ class Dashboard:
             read_only=self.read_only,
             user=who.user,
             logged_in_by_cookie=who.via == "session",
+            now=time.time(),
+            refresh_seconds=f"{self.refresh_interval:g}",
             **values,
         )
         return HTMLResponse(html, status_code=status)

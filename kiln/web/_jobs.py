@@ -63,6 +63,10 @@ def flash_of(params: Mapping[str, str]) -> str | None:
     if verb is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         return None
     n = int(raw)
+    if n == 0 and params.get("held") == "1":
+        return ("Not requeued: the job was cancelled while running and its server is alive,"
+                " so that attempt may still be running. Requeue it once the attempt has"
+                " ended or its server is dead.")
     if n == 0:
         return f"No job was {verb}: none matched in a state that allows it."
     return f"{n} job{'s' if n != 1 else ''} {verb}."
@@ -72,10 +76,11 @@ async def listing(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
-    rows, counts = await asyncio.gather(
+    rows, counted = await asyncio.gather(
         client.list(query.filter(), query.limit + 1, query.before),
-        dashboard.source.counts.get(),
+        dashboard.source.counts.snapshot(),
     )
+    counts = counted.value
     more = len(rows) > query.limit
     rows = rows[: query.limit]
     tabs = counts.by_state(query.queue)
@@ -85,7 +90,8 @@ async def listing(request: Request) -> Response:
         queues=counts.queues(),
         older=query.query(before=rows[-1].id) if more and rows else None,
         flash=flash_of(request.query_params),
-        can_requeue_all=query.state is JobState.FAILED,
+        can_requeue_all=query.state is JobState.FAILED, as_of={"counts": counted.as_of},
+        refresh=True,
     )
 
 
@@ -114,5 +120,5 @@ async def detail(request: Request) -> Response:
         waits_on_total=len(row.depends_on),
         waited_by=await _linked(dashboard, dependents), waited_by_total=len(dependents),
         trace=trace_of(row.metadata), actions=actions_for(row.state),
-        flash=flash_of(request.query_params),
+        flash=flash_of(request.query_params), refresh=True,
     )

@@ -63,15 +63,18 @@ async def overview(request: Request) -> Response:
     source = dashboard.source
     store = (await source.client()).store
     # independent reads, so a cold start waits for the slowest, not for their sum
-    counts, throughput, oldest, servers, leader = await asyncio.gather(
-        source.counts.get(), source.throughput.get(), source.oldest.get(),
+    counted, through, waited, servers, leader = await asyncio.gather(
+        source.counts.snapshot(), source.throughput.snapshot(), source.oldest.snapshot(),
         store.server_list(), store.leader_get(),
     )
+    counts, oldest = counted.value, waited.value
     return dashboard.render(
         request, "overview.html", title="Overview", nav="overview", counts=counts,
-        totals=counts.by_state(), throughput=throughput,
+        totals=counts.by_state(), throughput=through.value,
         servers=servers, alive=alive(servers, dashboard.dead_after), leader=leader,
         checks=health(counts, servers, leader, oldest, dashboard.dead_after), refresh=True,
+        as_of={"counts": counted.as_of, "throughput": through.as_of,
+               "checks": min(counted.as_of, waited.as_of)},
     )
 
 
@@ -79,15 +82,17 @@ async def queues(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     source = dashboard.source
     store = (await source.client()).store
-    counts = await source.counts.get()
+    counted = await source.counts.snapshot()
+    counts = counted.value
     live = alive(await store.server_list(), dashboard.dead_after)
-    oldest = await source.oldest.get()
+    waited = await source.oldest.snapshot()
+    oldest = waited.value
     names = sorted(set(counts.queues()) | {q for s in live for q in s.queues} | set(oldest))
     concurrency = {q: sum(s.queues.get(q, 0) for s in live) for q in names}
     return dashboard.render(
         request, "queues.html", title="Queues", nav="queues", names=names,
         table={q: counts.by_state(q) for q in names}, concurrency=concurrency, oldest=oldest,
-        refresh=True,
+        refresh=True, as_of={"counts": counted.as_of, "oldest": waited.as_of},
     )
 
 

@@ -26,13 +26,22 @@ T = TypeVar("T")
 log = logging.getLogger("kiln.web")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot(Generic[T]):
+    """A cached value and when it was read from the store (unix seconds)."""
+
+    value: T
+    as_of: float
+
+
 class Cached(Generic[T]):
     """A value fetched at most once per ``ttl`` seconds, by one caller at a time.
 
-    Once there is a value, an expired one is refreshed in the background and the
-    stale value is returned meanwhile, so no page waits for the slow aggregate. Only
-    the first fetch, and the first after ``invalidate()`` (an action changed the
-    data), are awaited.
+    A value up to ``ttl`` old is served as it is. One up to twice that old is served
+    while a background fetch refreshes it, so a page that auto-refreshes does not wait
+    for the slow aggregate. An older one (the first page after an idle period) is never
+    served: that request waits for a fresh fetch, as do the first one and the first
+    after ``invalidate()`` (an action changed the data). Every value carries its age.
     """
 
     def __init__(self, ttl: float, fetch: Callable[[], Awaitable[T]]) -> None:
@@ -40,6 +49,7 @@ class Cached(Generic[T]):
         self._fetch = fetch
         self._value: T | None = None
         self._at = float("-inf")
+        self._as_of = 0.0  # wall clock of the fetch that gave _value
         self._valid = False
         self._generation = 0  # bumped by invalidate(): older fetches are discarded
         self._lock: asyncio.Lock | None = None
@@ -54,23 +64,28 @@ class Cached(Generic[T]):
             self._refresh.cancel()
 
     async def get(self) -> T:
-        fresh = time.monotonic() - self._at < self.ttl
-        if self._value is not None and self._valid:
-            if not fresh and (self._refresh is None or self._refresh.done()):
+        return (await self.snapshot()).value
+
+    async def snapshot(self) -> Snapshot[T]:
+        """The value with the time it was read, fetching it first when it is too old."""
+        age = time.monotonic() - self._at
+        if self._value is not None and self._valid and age < 2 * self.ttl:
+            if age >= self.ttl and (self._refresh is None or self._refresh.done()):
                 self._refresh = asyncio.get_running_loop().create_task(
                     self._load(), name="kiln-web-refresh"
                 )
-            return self._value
+            return Snapshot(self._value, self._as_of)
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._value is None or not self._valid:
+            usable = time.monotonic() - self._at < 2 * self.ttl
+            if self._value is None or not self._valid or not usable:
                 await self._load()
             assert self._value is not None
-            return self._value
+            return Snapshot(self._value, self._as_of)
 
     async def _load(self) -> None:
-        started, generation = time.monotonic(), self._generation
+        started, generation, wall = time.monotonic(), self._generation, time.time()
         try:
             value = await self._fetch()
         except Exception:
@@ -79,7 +94,7 @@ class Cached(Generic[T]):
                 return  # keep serving the old value; the next request tries again
             raise
         if generation == self._generation:
-            self._value, self._at, self._valid = value, started, True
+            self._value, self._at, self._valid, self._as_of = value, started, True, wall
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from starlette.routing import Mount, Route
 
 import kiln
 from kiln import Client, ConfigError
-from kiln.web import create_app
+from kiln.web import _source, create_app
 from kiln.web._source import Cached
 from tests.web.conftest import TOKEN, MakeHttp, csrf_of, fail_jobs
 
@@ -102,29 +102,70 @@ async def test_cached_value_is_fetched_once_per_ttl_and_single_flight() -> None:
     assert await cached.get() == 2
 
 
-async def test_expired_value_is_refreshed_in_the_background() -> None:
+class Clock:
+    """Stands in for the time module in kiln.web._source."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+
+async def test_expired_value_is_refreshed_in_the_background(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(_source, "time", clock)
     release = asyncio.Event()
     calls = 0
 
     async def fetch() -> int:
         nonlocal calls
         calls += 1
-        if calls > 1:
+        if calls == 2:
             await release.wait()
         return calls
 
-    cached = Cached(0.0, fetch)  # expired at once
+    cached = Cached(5.0, fetch)
     assert await cached.get() == 1
+    clock.now += 6  # expired, but less than twice the ttl old: served while refreshed
     assert await asyncio.wait_for(cached.get(), 1.0) == 1  # stale, refresh started
-    assert await asyncio.wait_for(cached.get(), 1.0) == 1  # one refresh at a time
-    assert calls == 2
+    assert (await asyncio.wait_for(cached.snapshot(), 1.0)).as_of == clock.time() - 6
+    assert calls == 2  # one refresh at a time
     release.set()
     await asyncio.sleep(0.01)
     assert await cached.get() == 2
     cached.cancel()
 
 
-async def test_a_refresh_started_before_invalidate_is_discarded() -> None:
+async def test_after_an_idle_period_the_first_page_waits_for_fresh_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(_source, "time", clock)
+    calls = 0
+
+    async def fetch() -> int:
+        nonlocal calls
+        calls += 1
+        return calls
+
+    cached = Cached(5.0, fetch)
+    assert await cached.get() == 1
+    clock.now += 600  # nobody looked for ten minutes
+    snap = await cached.snapshot()
+    assert (snap.value, snap.as_of) == (2, clock.time())  # not the value from 600 s ago
+
+
+async def test_a_refresh_started_before_invalidate_is_discarded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(_source, "time", clock)
     release = asyncio.Event()
     calls = 0
 
@@ -135,8 +176,9 @@ async def test_a_refresh_started_before_invalidate_is_discarded() -> None:
             await release.wait()  # the background refresh, slower than the action
         return calls
 
-    cached = Cached(0.0, fetch)
+    cached = Cached(5.0, fetch)
     assert await cached.get() == 1
+    clock.now += 6
     assert await cached.get() == 1  # starts refresh #2
     await asyncio.sleep(0.01)  # which is now waiting in fetch
     cached.invalidate()  # an action changed the data

@@ -8,9 +8,10 @@ the same transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
 from kiln.stores.mysql._jobs import (
     JOB_COLS,
     NOW,
@@ -24,6 +25,14 @@ REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "aw
 CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
 DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 CHUNK = 1000  # ids per statement in bulk operations
+
+
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM JSON_TABLE(kiln_jobs.errors, '$[*]' COLUMNS"
+    " (msg LONGTEXT CHARACTER SET utf8mb4 PATH '$.error')) AS e"
+    " WHERE LOCATE(LOWER(%s), LOWER(e.msg)) > 0)"
+)
 
 
 def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
@@ -42,7 +51,7 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
         clauses.append("kind = %s")
         params.append(f.kind)
     if f.error_contains:
-        clauses.append("LOCATE(LOWER(%s), LOWER(CAST(errors AS CHAR))) > 0")
+        clauses.append(ERROR_MATCH)
         params.append(f.error_contains)
     if f.ids:
         clauses.append(f"id IN ({marks(len(f.ids))})")
@@ -110,13 +119,20 @@ NOT_HELD = (
 )
 
 
-def requeue(f: JobFilter) -> Plan[int]:
+# a job cancelled while running waits until that attempt ended or its server is dead
+ATTEMPT_OVER = (
+    "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
+    f" WHERE heartbeat_at > {NOW} - INTERVAL %s MICROSECOND))"
+)
+
+
+def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     """Back to the queue with a full retry budget; ``awaiting`` again while a
     dependency is not complete, ``pending`` when rate limited."""
     cond, params = where(f, REQUEUEABLE)
     out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} ORDER BY id FOR UPDATE",
-             params),
+        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
+             " ORDER BY id FOR UPDATE", (*params, micros(dead_after))),
         begin=True,
     )
     ids = [int(r[0]) for r in out[0].rows]
@@ -127,8 +143,8 @@ def requeue(f: JobFilter) -> Plan[int]:
             "UPDATE kiln_jobs SET state = CASE WHEN id IN"
             f" ({marks(len(waiting)) if waiting else 'NULL'}) THEN 'awaiting'"
             " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
-            f" attempt = 0, rescues = 0, run_at = {NOW}, finished_at = NULL, server_id = NULL"
-            f" WHERE id IN ({marks(len(part))})",
+            f" attempt = 0, rescues = 0, run_at = {NOW}, finished_at = NULL, server_id = NULL,"
+            f" attempt_running = FALSE WHERE id IN ({marks(len(part))})",
             (*sorted(waiting), *part),
         ))
     return len(ids)
@@ -144,11 +160,24 @@ def cancel(f: JobFilter) -> Plan[int]:
     ids = [int(r[0]) for r in out[0].rows]
     for part in chunks(ids):
         yield step(Stmt(
-            f"UPDATE kiln_jobs SET state = 'cancelled', finished_at = {NOW}"
-            f" WHERE id IN ({marks(len(part))})",
+            # before state changes: MySQL applies SETs left to right
+            "UPDATE kiln_jobs SET attempt_running = (state = 'running'),"
+            f" state = 'cancelled', finished_at = {NOW} WHERE id IN ({marks(len(part))})",
             part,
         ))
     return len(ids)
+
+
+def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
+    """The fenced-off results of jobs cancelled while running end those attempts."""
+    fence = [x for r in results for x in (r.job_id, r.server_id, r.attempt)]
+    out = yield step(Stmt(
+        "UPDATE kiln_jobs SET attempt_running = FALSE WHERE attempt_running"
+        f" AND state = 'cancelled' AND id IN ({marks(len(results))}) AND"
+        f" (id, server_id, attempt) IN ({', '.join(['(%s, %s, %s)'] * len(results))})",
+        (*(r.job_id for r in results), *fence),
+    ), last=True)
+    return out[0].rowcount
 
 
 def delete(f: JobFilter) -> Plan[int]:

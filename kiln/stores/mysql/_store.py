@@ -47,6 +47,7 @@ from kiln._job import (
 )
 from kiln._portal import Portal
 from kiln.stores._protocol import (
+    DEAD_AFTER,
     ApplyResult,
     Capabilities,
     ClaimCallback,
@@ -365,6 +366,8 @@ class MySQLStore:
             )
             applied |= more.applied_ids
             _jobs.merge(released, more.released)
+        if len(applied) < len(results):  # some were fenced off: cancelled while running?
+            await self._write("job_results_apply", lambda: _admin.attempts_end(results))
         self._empty_queues.difference_update(released)
         return ApplyResult(applied=len(applied), released=released, applied_ids=applied)
 
@@ -393,8 +396,8 @@ class MySQLStore:
     async def job_count(self, filter: JobFilter) -> int:
         return await self._read("job_count", _admin.count(filter))
 
-    async def jobs_requeue(self, filter: JobFilter) -> int:
-        n = await self._write("jobs_requeue", lambda: _admin.requeue(filter))
+    async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
+        n = await self._write("jobs_requeue", lambda: _admin.requeue(filter, dead_after))
         self._empty_queues.clear()
         return n
 

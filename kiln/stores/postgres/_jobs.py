@@ -16,6 +16,7 @@ release (see RESULTS_APPLY).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -379,6 +380,21 @@ def results_apply(results: Sequence[JobResult]) -> Plan[ApplyResult]:
     return ApplyResult(applied=len(done), released=released, applied_ids=frozenset(done))
 
 
+ATTEMPTS_END = (
+    "UPDATE kiln_jobs j SET attempt_running = false FROM unnest(%s::bigint[], %s::text[],"
+    " %s::int[]) AS r(id, server_id, attempt) WHERE j.id = r.id AND j.attempt_running"
+    " AND j.state = 'cancelled' AND j.server_id = r.server_id AND j.attempt = r.attempt"
+    " RETURNING j.id"
+)
+
+
+def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
+    """The fenced-off results of jobs cancelled while running end those attempts."""
+    rows = (yield one(ATTEMPTS_END, [r.job_id for r in results],
+                      [r.server_id for r in results], [r.attempt for r in results]))[0]
+    return len(rows)
+
+
 PARAM_SET = (
     "UPDATE kiln_jobs SET params = jsonb_set(params, ARRAY[%s::text], %s::jsonb)"
     " WHERE id = %s AND state = 'running' AND server_id = %s AND attempt = %s RETURNING 1"
@@ -434,6 +450,13 @@ CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
 DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 
 
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM jsonb_array_elements(errors) e WHERE lower(e->>'error') LIKE %s)"
+)
+JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON text writes escaped
+
+
 def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
@@ -450,9 +473,14 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
         clauses.append("kind = %s")
         params.append(f.kind)
     if f.error_contains:
-        # LIKE, not strpos: a trigram index (migration 0003) can answer it
-        clauses.append("lower(errors::text) LIKE %s")
-        params.append("%" + like_escape(f.error_contains.lower()) + "%")
+        pattern = "%" + like_escape(f.error_contains.lower()) + "%"
+        if not JSON_ESCAPED.search(f.error_contains):
+            # the text appears as it is in the errors' JSON too, so the trigram index
+            # over it (migration 0003) narrows the candidates first
+            clauses.append("lower(errors::text) LIKE %s")
+            params.append(pattern)
+        clauses.append(ERROR_MATCH)
+        params.append(pattern)
     if f.ids:
         clauses.append("id = ANY(%s::bigint[])")
         params.append(list(f.ids))
@@ -506,24 +534,33 @@ UNMET = (
 )
 
 
-def requeue(f: JobFilter) -> Plan[int]:
+# a job cancelled while running waits until that attempt ended or its server is dead
+ATTEMPT_OVER = (
+    "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
+    " WHERE heartbeat_at > now() - %s * interval '1 second'))"
+)
+
+
+def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     cond, params = where(f, REQUEUEABLE)
     sql = (
         f"WITH upd AS (UPDATE kiln_jobs SET state = CASE WHEN {UNMET} THEN 'awaiting'"
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
-        " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL"
-        f" WHERE {cond} AND {NOT_HELD} RETURNING queue, state, run_at)"
+        " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL,"
+        f" attempt_running = false WHERE {cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
+        " RETURNING queue, state, run_at)"
         f"{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
     )
-    rows = (yield one(sql, *params))[0]
+    rows = (yield one(sql, *params, dead_after))[0]
     return int(rows[0][0])
 
 
 def cancel(f: JobFilter) -> Plan[int]:
     cond, params = where(f, CANCELLABLE)
     sql = (
-        "WITH upd AS (UPDATE kiln_jobs SET state = 'cancelled', finished_at = now()"
-        f" WHERE {cond} RETURNING 1) SELECT count(*) FROM upd"
+        "WITH upd AS (UPDATE kiln_jobs SET state = 'cancelled', finished_at = now(),"
+        f" attempt_running = (state = 'running') WHERE {cond} RETURNING 1)"
+        " SELECT count(*) FROM upd"
     )
     rows = (yield one(sql, *params))[0]
     return int(rows[0][0])

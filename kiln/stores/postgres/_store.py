@@ -40,6 +40,7 @@ from kiln._job import (
 )
 from kiln.stores import _migrations
 from kiln.stores._protocol import (
+    DEAD_AFTER,
     ApplyResult,
     Capabilities,
     ClaimCallback,
@@ -229,9 +230,12 @@ class PostgresStore:
         return self._listener.claimer.watch(queue, kinds, limit, server_id, on_claimed)
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
-        return await self._run(
+        applied = await self._run(
             "job_results_apply", lambda: _jobs.results_apply(results), tx=True
         )
+        if applied.applied < len(results):  # some were fenced off: cancelled while running?
+            await self._run("job_results_apply", lambda: _jobs.attempts_end(results))
+        return applied
 
     async def job_param_set(
         self, job_id: int, server_id: str, attempt: int, name: str, value: Any
@@ -254,8 +258,8 @@ class PostgresStore:
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda: _jobs.count(filter))
 
-    async def jobs_requeue(self, filter: JobFilter) -> int:
-        return await self._run("jobs_requeue", lambda: _jobs.requeue(filter))
+    async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
+        return await self._run("jobs_requeue", lambda: _jobs.requeue(filter, dead_after))
 
     async def jobs_cancel(self, filter: JobFilter) -> int:
         return await self._run("jobs_cancel", lambda: _jobs.cancel(filter))

@@ -122,6 +122,13 @@ def row_to_job(row: sqlite3.Row, depends_on: list[int] | None = None) -> JobRow:
     )
 
 
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM json_each(kiln_jobs.errors) e"
+    " WHERE instr(kiln_lower(json_extract(e.value, '$.error')), ?) > 0)"
+)
+
+
 def _where(f: JobFilter) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
@@ -135,8 +142,8 @@ def _where(f: JobFilter) -> tuple[str, list[Any]]:
         clauses.append("kind = ?")
         params.append(f.kind)
     if f.error_contains:
-        clauses.append("instr(lower(errors), lower(?)) > 0")
-        params.append(f.error_contains)
+        clauses.append(ERROR_MATCH)
+        params.append(f.error_contains.lower())
     if f.ids:
         clauses.append(f"id IN ({','.join('?' * len(f.ids))})")
         params.extend(f.ids)
@@ -328,7 +335,18 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
             completed.append(r.job_id)
     for queue, n in _release_dependents(conn, completed, now).items():
         released[queue] = released.get(queue, 0) + n
+    if len(applied) < len(results):
+        attempts_end(conn, results)
     return ApplyResult(applied=len(applied), released=released, applied_ids=frozenset(applied))
+
+
+def attempts_end(conn: sqlite3.Connection, results: Sequence[JobResult]) -> None:
+    """The fenced-off results of jobs cancelled while running end those attempts."""
+    conn.executemany(
+        "UPDATE kiln_jobs SET attempt_running = 0 WHERE id = ? AND attempt_running"
+        " AND state = 'cancelled' AND server_id = ? AND attempt = ?",
+        [(r.job_id, r.server_id, r.attempt) for r in results],
+    )
 
 
 def param_set(
@@ -400,7 +418,14 @@ def _restrict(f: JobFilter, allowed: Sequence[str]) -> tuple[str, list[Any]]:
     return f"{where} AND state IN ({marks})", [*params, *allowed]
 
 
-def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
+# a job cancelled while running waits until that attempt ended or its server is dead
+ATTEMPT_OVER = (
+    "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
+    " WHERE heartbeat_at > ?))"
+)
+
+
+def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
     where, params = _restrict(f, REQUEUEABLE)
     now = time.time()
     cur = conn.execute(
@@ -410,8 +435,9 @@ def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         # admitted_at stays: the admission window of the key must keep counting it
         " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL,"
-        f" server_id = NULL WHERE {where} AND {NOT_HELD}",
-        [now, *params],
+        f" server_id = NULL, attempt_running = 0"
+        f" WHERE {where} AND {NOT_HELD} AND {ATTEMPT_OVER}",
+        [now, *params, now - dead_after],
     )
     return cur.rowcount
 
@@ -419,7 +445,8 @@ def requeue(conn: sqlite3.Connection, f: JobFilter) -> int:
 def cancel(conn: sqlite3.Connection, f: JobFilter) -> int:
     where, params = _restrict(f, CANCELLABLE)
     cur = conn.execute(
-        f"UPDATE kiln_jobs SET state = 'cancelled', finished_at = ? WHERE {where}",
+        "UPDATE kiln_jobs SET state = 'cancelled', finished_at = ?,"
+        f" attempt_running = (state = 'running') WHERE {where}",
         [time.time(), *params],
     )
     return cur.rowcount

@@ -37,6 +37,7 @@ from kiln._job import (
 )
 from kiln.stores import _migrations
 from kiln.stores._protocol import (
+    DEAD_AFTER,
     ApplyResult,
     Capabilities,
     ClaimCallback,
@@ -63,11 +64,17 @@ def connect(path: str, *, timeout: float = 30.0, create: bool = False) -> sqlite
     except sqlite3.Error as exc:
         raise UnreachableError("connect", f"cannot open SQLite database {path!r}: {exc}") from exc
     conn.row_factory = sqlite3.Row
+    # SQLite's lower() folds ASCII only; error search folds every letter, as the others do
+    conn.create_function("kiln_lower", 1, _lower, deterministic=True)
     _wal(conn, timeout)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     conn.execute("PRAGMA foreign_keys=OFF")
     return conn
+
+
+def _lower(value: object) -> str | None:
+    return value.lower() if isinstance(value, str) else None
 
 
 def _wal(conn: sqlite3.Connection, timeout: float) -> None:
@@ -261,8 +268,10 @@ class SQLiteStore:
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda c: _ops.count(c, filter))
 
-    async def jobs_requeue(self, filter: JobFilter) -> int:
-        return await self._run("jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter))
+    async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
+        return await self._run(
+            "jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter, dead_after)
+        )
 
     async def jobs_cancel(self, filter: JobFilter) -> int:
         return await self._run("jobs_cancel", lambda c: _ops.write(c, _ops.cancel, filter))

@@ -43,8 +43,79 @@
     });
   }
 
+  function clock(d) { return d.toISOString().substring(11, 19) + " UTC"; }
+
+  function ageText(seconds) {  // as the server's age filter writes it
+    if (seconds < 60) return seconds.toFixed(1) + "s";
+    if (seconds < 3600) return Math.round(seconds / 60) + "m";
+    if (seconds < 86400) return (seconds / 3600).toFixed(1) + "h";
+    return (seconds / 86400).toFixed(1) + "d";
+  }
+
+  // every count shows its age; it keeps growing while the page is not refreshed
+  function tickAges() {
+    var now = Date.now();
+    document.querySelectorAll(".as-of[data-age]").forEach(function (el) {
+      if (!el.hasAttribute("data-seen")) el.setAttribute("data-seen", String(now));
+      var age = parseFloat(el.getAttribute("data-age")) +
+        (now - parseInt(el.getAttribute("data-seen"), 10)) / 1000;
+      var out = el.querySelector(".age");
+      if (out && isFinite(age)) out.textContent = ageText(age);
+    });
+  }
+
+  var lastGood = new Date();
+
+  function failed(reason) {
+    var banner = document.getElementById("refresh-failed");
+    if (!banner) return;
+    banner.querySelector("[data-reason]").textContent =
+      "Refresh failed at " + clock(new Date()) + ": " + reason + ".";
+    banner.querySelector("[data-since]").textContent = clock(lastGood);
+    banner.hidden = false;
+    document.body.classList.add("stale");
+  }
+
+  function recovered() {
+    var banner = document.getElementById("refresh-failed");
+    if (banner) banner.hidden = true;
+    document.body.classList.remove("stale");
+    lastGood = new Date();
+  }
+
+  function why(status) {
+    if (status === 401 || status === 403) return "you are no longer signed in (HTTP " + status + "): reload the page and sign in";
+    if (status === 503) return "the job store did not answer (HTTP 503)";
+    return "the dashboard answered HTTP " + status;
+  }
+
+  function busy() {  // never throw away what the operator is doing
+    var active = document.activeElement;
+    if (active && active.closest && active.closest("form") && active.matches("input, select, textarea")) return true;
+    return document.querySelector('input[name="ids"]:checked') !== null;
+  }
+
+  function refreshOnce() {
+    return fetch(window.location.href, { credentials: "same-origin", cache: "no-store", redirect: "manual" })
+      .then(function (r) {
+        if (!r.ok) { failed(why(r.status || 0)); return null; }
+        return r.text();
+      })
+      .then(function (html) {
+        if (html === null) return;
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+        var current = document.getElementById("main");
+        if (!fresh || !current) { failed("the answer was not a dashboard page"); return; }
+        current.replaceWith(fresh);
+        localTimes(fresh);
+        recovered();
+        tickAges();
+      })
+      .catch(function () { failed("the dashboard did not answer (network error)"); });
+  }
+
   function bindRefresh() {
-    var seconds = parseInt(document.body.getAttribute("data-refresh") || "0", 10);
+    var seconds = parseFloat(document.body.getAttribute("data-refresh") || "0");
     var toggle = document.querySelector("[data-refresh-toggle]");
     if (!seconds || !toggle) return;
     var key = "kiln.autorefresh";
@@ -53,19 +124,8 @@
       window.localStorage.setItem(key, toggle.checked ? "on" : "off");
     });
     window.setInterval(function () {
-      if (!toggle.checked || document.hidden) return;
-      fetch(window.location.href, { credentials: "same-origin" })
-        .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (html) {
-          if (!html) return;
-          var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
-          var current = document.getElementById("main");
-          if (fresh && current) {
-            current.replaceWith(fresh);
-            localTimes(fresh);
-          }
-        })
-        .catch(function () { /* keep the page as it is; the next tick retries */ });
+      if (!toggle.checked || document.hidden || busy()) return;
+      refreshOnce();
     }, seconds * 1000);
   }
 
@@ -74,5 +134,7 @@
     bindConfirm();
     localTimes(document);
     bindRefresh();
+    tickAges();
+    window.setInterval(tickAges, 1000);
   });
 })();

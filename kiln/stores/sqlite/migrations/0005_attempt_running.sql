@@ -1,0 +1,6 @@
+-- kiln schema, version 5 (SQLite).
+-- attempt_running: the job was cancelled while running and the handler of that attempt
+-- may still run (cancelling does not stop it). A requeue leaves such a job alone until
+-- its server writes the attempt's (fenced-off) result, which clears the flag, or the
+-- server is dead; otherwise the requeued job could run twice at once.
+ALTER TABLE kiln_jobs ADD COLUMN attempt_running INTEGER NOT NULL DEFAULT 0;
