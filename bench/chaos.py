@@ -101,7 +101,7 @@ def _summary(results: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
         faults.update(r["faults"])
         causes.update(r["duplicate_causes"])
     keys = ("jobs", "executions", "duplicates", "ended_twice", "lost", "stuck",
-            "double_completed", "unaccounted", "overlaps", "self_fences")
+            "double_completed", "unaccounted", "overlaps", "self_fences", "woken_completions")
     settles = [r["settle_seconds"] for r in results if r["settle_seconds"] is not None]
     return {"summary": True, "runs": len(results), "seconds": round(seconds),
             "faults": dict(faults), "duplicate_causes": dict(causes),

@@ -47,12 +47,13 @@ def build_app(url: str, log: Log) -> kiln.App:
         try:
             for i in range(cursor, int(job.args["steps"])):
                 await asyncio.sleep(float(job.args["step"]))
+                sent = time.time()
                 try:
                     await job.set_param("cursor", i + 1)
                 except kiln.FencedError:
                     log("refused", job=job.id, exec=exec_id, cursor=i + 1)
                     raise
-                log("ckpt", job=job.id, exec=exec_id, cursor=i + 1)
+                log("ckpt", job=job.id, exec=exec_id, cursor=i + 1, sent=sent)
         except asyncio.CancelledError:
             log("cancelled", job=job.id, exec=exec_id)
             raise
@@ -68,12 +69,13 @@ def build_app(url: str, log: Log) -> kiln.App:
             if job.cancelled.is_set():
                 log("cancelled", job=job.id, exec=exec_id)
                 raise kiln.Shutdown("cancelled between steps")
+            sent = time.time()
             try:
                 job.set_param_sync("cursor", i + 1)
             except kiln.FencedError:
                 log("refused", job=job.id, exec=exec_id, cursor=i + 1)
                 raise
-            log("ckpt", job=job.id, exec=exec_id, cursor=i + 1)
+            log("ckpt", job=job.id, exec=exec_id, cursor=i + 1, sent=sent)
         log("end", job=job.id, exec=exec_id)
 
     @app.job("chaos.limited", rate_limit=LIMIT, **options)

@@ -87,9 +87,10 @@ class Cluster:
                 out.append(json.loads(raw))
         return out
 
-    async def start(self, tries: int = 3) -> Worker:
+    async def start(self, tries: int = 6) -> Worker:
         """A new worker, once it runs; one that cannot reach the database at its start (a
-        fault in the way) is started again."""
+        restart or an outage in the way: a server exits when its store cannot open) is
+        started again."""
         for attempt in range(1, tries + 1):
             while self.db_down.is_set():
                 await asyncio.sleep(0.05)
@@ -99,6 +100,7 @@ class Cluster:
                 self.log("start_failed", error=str(exc)[-500:])
                 if attempt == tries:
                     raise
+                await asyncio.sleep(0.5)
         raise AssertionError("unreachable")
 
     async def _start_one(self) -> Worker:

@@ -268,6 +268,7 @@ async def run(spec: Spec) -> dict[str, Any]:
         "lost": len(result["lost"]), "stuck": len(result["stuck"]),
         "double_completed": len(result["double_completed"]),
         "unaccounted": len(result["unaccounted"]), "overlaps": result["overlaps"],
+        "woken_completions": result["woken_completions"],
         "rate_checked": result["rate_checked"],
         "settle_seconds": None if settled is None else round(settled, 2),
         "wall_seconds": round(time.monotonic() - began, 1),
