@@ -21,6 +21,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.samples import Exemplar
 
 from kilnotel._histograms import BucketHistogram
 from kilnotel._names import Metric
@@ -61,6 +62,7 @@ class HistogramCollector:
         self, metric: Metric, histograms: Iterable[BucketHistogram]
     ) -> HistogramMetricFamily | None:
         merged: dict[tuple[tuple[str, str], ...], tuple[list[int], float]] = {}
+        exemplars: dict[tuple[tuple[str, str], ...], list[Any]] = {}
         keys: set[str] = set(self._scope)
         for histogram in histograms:
             for series in list(histogram.series.values()):
@@ -75,6 +77,8 @@ class HistogramCollector:
                     counts = [a + b for a, b in zip(counts, seen[0], strict=True)]
                     total += seen[1]
                 merged[ident] = (counts, total)
+                if any(series.exemplars):
+                    exemplars[ident] = list(series.exemplars)
         if not merged:
             return None  # like the SDK: no family before the first observation
         label_names = sorted(keys)
@@ -85,9 +89,12 @@ class HistogramCollector:
         bounds = [f"{b}" for b in metric.buckets or ()] + ["+Inf"]
         for ident, (counts, total) in merged.items():
             labels = dict(ident)
-            cumulative, buckets = 0, list[tuple[str, float]]()
-            for bound, count in zip(bounds, counts, strict=True):
+            cumulative, buckets = 0, list[Any]()
+            examples = exemplars.get(ident) or [None] * len(bounds)
+            for bound, count, example in zip(bounds, counts, examples, strict=True):
                 cumulative += count
-                buckets.append((bound, cumulative))
+                # exemplars appear only in the OpenMetrics exposition, as Prometheus asks it
+                buckets.append((bound, cumulative) if example is None
+                               else (bound, cumulative, Exemplar(*example)))
             family.add_metric([labels.get(k, "") for k in label_names], buckets, total)
         return family

@@ -21,6 +21,7 @@ semantics are the SDK's: bucket i counts values in ``(bounds[i-1], bounds[i]]``.
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,9 @@ from kilnotel._names import Metric
 
 Attrs = dict[str, Any]
 Recorder = Callable[[float], None]
+TracedRecorder = Callable[[float, str, str], None]  # value, trace id, span id (hex)
+# an exemplar: its labels, the observed value and the wall-clock time of the observation
+Exemplar = tuple[dict[str, str], float, float]
 
 # The SDK's default cardinality limit and overflow attribute set: past 2,000 attribute
 # sets, observations fold into one series, in both implementations alike.
@@ -43,17 +47,26 @@ _OVERFLOW_KEY = ("otel.metric.overflow",)
 class Buckets:
     """One series: cumulative counts per explicit bucket (the last one is +Inf) and sum."""
 
-    __slots__ = ("attrs", "bounds", "counts", "sum")
+    __slots__ = ("attrs", "bounds", "counts", "exemplars", "sum")
 
     def __init__(self, attrs: Attrs, bounds: tuple[float, ...]) -> None:
         self.attrs = attrs
         self.bounds = bounds
         self.counts = [0] * (len(bounds) + 1)
         self.sum = 0.0
+        self.exemplars: list[Exemplar | None] = [None] * (len(bounds) + 1)
 
     def record(self, value: float) -> None:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
+
+    def record_traced(self, value: float, trace_id: str, span_id: str) -> None:
+        """``record``, keeping this observation as its bucket's exemplar (the latest
+        traced one wins: a bucket links to a recent trace of its range)."""
+        index = bisect_left(self.bounds, value)
+        self.counts[index] += 1
+        self.sum += value
+        self.exemplars[index] = ({"trace_id": trace_id, "span_id": span_id}, value, time.time())
 
     def snapshot(self) -> tuple[list[int], float]:
         # a copy of the counts first: a record landing in between shows in the sum
@@ -80,6 +93,12 @@ class BucketHistogram:
             # copy-on-write: the collector iterates the old dict from another thread
             self.series = {**self.series, key: found}
         return found.record
+
+    def traced(self, key: tuple[str, ...], attrs: Attrs) -> TracedRecorder:
+        """The recorder of the same series that also keeps exemplars."""
+        self.recorder(key, attrs)
+        found = self.series.get(key) or self.series[_OVERFLOW_KEY]
+        return found.record_traced
 
 
 class SdkHistogram:

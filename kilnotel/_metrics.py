@@ -43,6 +43,7 @@ from kiln import (
 )
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
+from kilnotel._exemplars import ExemplarOf, Traced, producer_of
 from kilnotel._gauges import ServerSource
 from kilnotel._histograms import Histogram, Recorder
 from kilnotel._instruments import counter, tally
@@ -113,9 +114,11 @@ class EventMetrics:
         histograms: HistogramFactory,
         counts: CountsCache | None = None,
         source: ServerSource | None = None,
+        attempt_span: ExemplarOf | None = None,
     ) -> None:
         self._counts = counts
         self._source = source
+        self._attempt_span = attempt_span
         self.enqueued = counter(meter, n.JOBS_ENQUEUED)  # clients emit from any thread
         self.claimed = tally(provider, meter, n.JOBS_CLAIMED)
         self.finished = tally(provider, meter, n.JOBS_FINISHED)
@@ -137,6 +140,9 @@ class EventMetrics:
         self.claim_duration = histograms(n.CLAIM_DURATION)
         self.admission_delay = histograms(n.ADMISSION_DELAY)
         self.job_duration = histograms(n.JOB_DURATION)
+        self._latency_traced = Traced(self.claim_latency)
+        traced = Traced(self.job_duration)
+        self._duration_traced = traced if attempt_span is not None and traced else None
         self._kinds: dict[tuple[str, str], _ByKind] = {}
         self._outcomes: dict[tuple[str, str, str], _ByOutcome] = {}
         self._claim_queries: dict[str, Recorder] = {}
@@ -226,6 +232,11 @@ class EventMetrics:
         row = e.job
         s = self._kinds.get((row.queue, row.kind)) or self._by_kind(row.queue, row.kind)
         s.claimed[1] += 1
+        if row.metadata and self._latency_traced:
+            ids = producer_of(row)  # the claim wait links to the trace of the enqueue
+            if ids is not None:
+                self._latency_traced.recorder(s.key, s.attrs)(e.latency, *ids)
+                return
         record = s.latency
         if record is None:
             record = s.latency = self.claim_latency.recorder(s.key, s.attrs)
@@ -236,10 +247,15 @@ class EventMetrics:
         s = (self._outcomes.get((row.queue, row.kind, outcome))
              or self._by_outcome(row.queue, row.kind, outcome.value))
         s.finished[1] += 1
-        record = s.duration
-        if record is None:
-            record = s.duration = self.job_duration.recorder(s.key, s.attrs)
-        record(e.duration)
+        span_of, traced = self._attempt_span, self._duration_traced
+        ids = span_of(row) if span_of is not None else None
+        if ids is not None and traced is not None:
+            traced.recorder(s.key, s.attrs)(e.duration, *ids)
+        else:
+            record = s.duration
+            if record is None:
+                record = s.duration = self.job_duration.recorder(s.key, s.attrs)
+            record(e.duration)
         if outcome is Outcome.RETRY:
             s.by_kind.retried[1] += 1
         elif outcome is Outcome.HANDED_BACK:

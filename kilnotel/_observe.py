@@ -181,7 +181,8 @@ def observe(
     source = ServerSource(server, counts)
     gauges: GaugeSet = gauge_set(provider, meter)
     gauges.add(source)
-    metrics = EventMetrics(provider, meter, _histograms(provider, meter), counts, source)
+    metrics = EventMetrics(provider, meter, _histograms(provider, meter), counts, source,
+                           tracing.span_ids if tracing is not None else None)
     metrics.seed(server.queues, {name: k.queue for name, k in server.kinds.items()})
     tables = [metrics.handlers()] + ([tracing.handlers()] if tracing is not None else [])
     undo: list[Callable[[], None]] = [

@@ -29,9 +29,10 @@ def prometheus_provider(
     """A MeterProvider whose metrics are read into ``registry`` (a new one by default).
 
     The resource defaults to ``Resource.create()``, which reads OTEL_SERVICE_NAME and
-    OTEL_RESOURCE_ATTRIBUTES; it is exposed as the ``target_info`` series. Exemplars
-    are off: this reader does not expose them, and sampling them costs every
-    measurement a look at the current span.
+    OTEL_RESOURCE_ATTRIBUTES; it is exposed as the ``target_info`` series. The SDK's
+    exemplars are off: this reader does not expose them, and sampling them costs every
+    measurement a look at the current span; kilnotel's own histograms carry exemplars
+    taken from the job (see _exemplars).
     """
     registry = registry if registry is not None else CollectorRegistry()
     reader = PrometheusMetricReader(registry=registry)

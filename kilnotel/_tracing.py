@@ -200,6 +200,16 @@ class Tracing:
         }
         return attrs
 
+    def span_ids(self, row: JobRow) -> tuple[str, str] | None:
+        """The ids of the open, sampled ``process`` span of this attempt (exemplars)."""
+        span = self._open.get((row.id, row.attempt))
+        if span is None:
+            return None
+        context = span.get_span_context()
+        if not context.trace_flags.sampled:
+            return None
+        return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
     def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
         """The events this tracer ends spans on, for observe()'s one subscriber."""
         return {JobFinished: self._finish, Fenced: self._fenced}

@@ -34,9 +34,15 @@ Target = dict[str, Any]
 
 
 # ------------------------------------------------------------------------ targets
-def target(expr: str, legend: str = "__auto", *, fmt: str = "time_series") -> Target:
-    return {"expr": expr, "legendFormat": legend, "format": fmt, "range": True,
-            "instant": False, "datasource": DATASOURCE}
+def target(expr: str, legend: str = "__auto", *, fmt: str = "time_series",
+           exemplar: bool = False) -> Target:
+    """One query; ``exemplar`` asks Prometheus for the exemplars kilnotel exposes on its
+    claim latency and job duration buckets (links to the traces)."""
+    out = {"expr": expr, "legendFormat": legend, "format": fmt, "range": True,
+           "instant": False, "datasource": DATASOURCE}
+    if exemplar:
+        out["exemplar"] = True
+    return out
 
 
 def quantile(q: float, metric: str, by: str, selector: str) -> str:
@@ -231,18 +237,21 @@ def latency_section() -> list[tuple[Panel, int, int]]:
              for q in (0.5, 0.9, 0.99)]), 12, 8),
         (heatmap(
             "Claim latency heatmap",
-            "Distribution of claim latency: claims per second in each histogram bucket.",
+            "Distribution of claim latency: claims per second in each histogram bucket. "
+            "Exemplars (Prometheus with --enable-feature=exemplar-storage) link a cell to "
+            "the trace of a job's enqueue.",
             "s",
             [target(f'sum by (le) (rate({claim}_bucket{{{QK}}}[{RATE}]))', "{{le}}",
-                    fmt="heatmap")]), 12, 8),
+                    fmt="heatmap", exemplar=True)]), 12, 8),
         (timeseries(
             "Job duration by kind",
-            "Run time of one attempt by kind, p50 and p99 over every worker and outcome.",
+            "Run time of one attempt by kind, p50 and p99 over every worker and outcome; "
+            "the p99's exemplars link to attempts' process spans.",
             "s",
             [target(quantile(0.5, "kiln_job_duration_seconds", "kiln_job_kind, le", QK),
                     "{{kiln_job_kind}} p50"),
              target(quantile(0.99, "kiln_job_duration_seconds", "kiln_job_kind, le", QK),
-                    "{{kiln_job_kind}} p99")]), 8, 8),
+                    "{{kiln_job_kind}} p99", exemplar=True)]), 8, 8),
         (timeseries(
             "Admission delay",
             "Time from a rate-limited job's creation to its admission (pending to "
