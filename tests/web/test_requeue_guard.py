@@ -18,7 +18,7 @@ import kiln
 from kiln import JobFilter, JobState
 from kiln.web import create_app
 from tests.stores.factories import eventually
-from tests.web.conftest import post_form
+from tests.web.conftest import BASE_URL, post_form
 
 FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
                          dead_after=6, leader_ttl=1)
@@ -71,7 +71,7 @@ async def test_cancel_then_requeue_waits_for_the_running_attempt(
     running = asyncio.create_task(server.run())
     dashboard = create_app(app, dead_after=6)
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=dashboard),
-                             base_url="http://testserver")
+                             base_url=BASE_URL)
     try:
         client = app.client()
         job_id = await client.enqueue("card.charge", {"cents": 500}, queue="pay")
