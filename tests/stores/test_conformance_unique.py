@@ -127,3 +127,20 @@ def test_bad_unique_input_is_refused_before_anything_is_written() -> None:
         uniq({"tenant": 1}, depends_on=[1])
     with pytest.raises(KilnError, match=r"kiln\.Unique"):
         build_job("k", {}, None, unique="yes")
+
+
+async def test_a_requeue_of_two_finished_jobs_of_one_key_puts_back_the_newest(
+    store: Store,
+) -> None:
+    ids = []
+    for _ in range(2):  # two failed jobs of one key: failed frees it for the second
+        [job_id] = await store.job_insert_many([uniq({"tenant": 9}, max_attempts=1)])
+        [row] = await claim(store)
+        await store.job_results_apply([result(row, Outcome.FAILED, error="boom")])
+        ids.append(int(job_id))
+    assert await store.jobs_requeue(JobFilter(states=(JobState.FAILED,))) == 1
+    old, new = [await store.job_get(i) for i in ids]
+    assert old is not None and old.state is JobState.FAILED
+    assert new is not None and new.state is JobState.AVAILABLE
+    [dup] = await store.job_insert_many([uniq({"tenant": 9})])
+    assert flags([dup]) == [(ids[1], False)]

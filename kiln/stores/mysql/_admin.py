@@ -131,11 +131,18 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     dependency is not complete, ``pending`` when rate limited."""
     cond, params = where(f, REQUEUEABLE)
     out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
-             " ORDER BY id FOR UPDATE", (*params, micros(dead_after))),
+        Stmt(f"SELECT id, unique_key FROM kiln_jobs WHERE {cond} AND {NOT_HELD}"
+             f" AND {ATTEMPT_OVER} ORDER BY id FOR UPDATE", (*params, micros(dead_after))),
         begin=True,
     )
-    ids = [int(r[0]) for r in out[0].rows]
+    newest: dict[str, int] = {}  # of the jobs of one key that would go back, the newest
+    ids: list[int] = []
+    for job_id, key in out[0].rows:
+        if key is None:
+            ids.append(int(job_id))
+        else:
+            newest[key] = int(job_id)  # rows come in id order
+    ids = sorted([*ids, *newest.values()])
     for part in chunks(ids):
         blocked = (yield step(_blocked(part)))[0]
         waiting = {int(r[0]) for r in blocked.rows}

@@ -543,15 +543,18 @@ ATTEMPT_OVER = (
 
 def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     cond, params = where(f, REQUEUEABLE)
+    movable = f"{cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
     sql = (
         f"WITH upd AS (UPDATE kiln_jobs SET state = CASE WHEN {UNMET} THEN 'awaiting'"
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL,"
-        f" attempt_running = false WHERE {cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
-        " RETURNING queue, state, run_at)"
+        f" attempt_running = false WHERE {movable} AND (unique_key IS NULL OR id IN"
+        # of the jobs of one key that would go back, only the newest does
+        f" (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL AND {movable}"
+        " GROUP BY unique_key)) RETURNING queue, state, run_at)"
         f"{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
     )
-    rows = (yield one(sql, *params, dead_after))[0]
+    rows = (yield one(sql, *params, dead_after, *params, dead_after))[0]
     return int(rows[0][0])
 
 

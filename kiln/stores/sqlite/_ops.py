@@ -427,6 +427,7 @@ ATTEMPT_OVER = (
 
 def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
     where, params = _restrict(f, REQUEUEABLE)
+    movable = f"{where} AND {NOT_HELD} AND {ATTEMPT_OVER}"
     now = time.time()
     cur = conn.execute(
         "UPDATE kiln_jobs SET state = CASE WHEN EXISTS (SELECT 1 FROM kiln_job_deps d"
@@ -435,9 +436,11 @@ def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         # admitted_at stays: the admission window of the key must keep counting it
         " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL,"
-        f" server_id = NULL, attempt_running = 0"
-        f" WHERE {where} AND {NOT_HELD} AND {ATTEMPT_OVER}",
-        [now, *params, now - dead_after],
+        f" server_id = NULL, attempt_running = 0 WHERE {movable} AND (unique_key IS NULL"
+        # of the jobs of one key that would go back, only the newest does
+        " OR id IN (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL"
+        f" AND {movable} GROUP BY unique_key))",
+        [now, *params, now - dead_after, *params, now - dead_after],
     )
     return cur.rowcount
 
