@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kiln._catalog import KindCatalog
 from kiln._client import build_job
 from kiln._context import ServerContext
 from kiln._cron import Recurring
 from kiln._job import NewJob
+from kiln._kinds import Declaration, Kind
 from kiln._service import PeriodicService
 
 NEW_SCHEDULE_GRACE = 60.0  # seconds
@@ -31,14 +33,17 @@ SLOT_METADATA = "kiln.slot"
 NAME_METADATA = "kiln.recurring"
 
 
-def slot_job(item: Recurring, slot: datetime, ctx: ServerContext) -> NewJob:
-    """The job for one slot; its metadata names the schedule and the slot."""
+def slot_job(
+    item: Recurring, slot: datetime, ctx: ServerContext, declared: Kind | Declaration | None = None
+) -> NewJob:
+    """The job for one slot; its metadata names the schedule and the slot. A kind this
+    server does not handle gets the declaration its servers published (``declared``)."""
     options = dict(item.options)
     metadata = dict(options.pop("metadata", None) or {})
     metadata[NAME_METADATA] = item.name
     metadata[SLOT_METADATA] = slot.isoformat()
     known = ctx.kinds if item.kind in ctx.kinds else None
-    return build_job(item.kind, item.args, known, metadata=metadata, **options)
+    return build_job(item.kind, item.args, known, declared, metadata=metadata, **options)
 
 
 class Scheduler(PeriodicService):
@@ -48,6 +53,7 @@ class Scheduler(PeriodicService):
         super().__init__(MAX_SLEEP, ctx.events)
         self._ctx = ctx
         self._items = list(ctx.recurring)
+        self._catalog = KindCatalog(ctx.store, ctx.kinds)  # kinds other services handle
         self._last: dict[str, datetime | None] = {}  # last slot known enqueued, per name
         self._next_in = MAX_SLEEP
         self.enqueued = 0
@@ -69,7 +75,8 @@ class Scheduler(PeriodicService):
             slot = item.slot_at_or_before(now)
             if not await self._due(item, slot, now):
                 continue
-            job = slot_job(item, slot, self._ctx)
+            await self._catalog.ensure((item.kind,))
+            job = slot_job(item, slot, self._ctx, self._catalog.get(item.kind))
             job_id = await self._ctx.store.cron_enqueue(item.name, slot, job)
             self._last[item.name] = slot
             if job_id is None:

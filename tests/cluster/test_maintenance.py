@@ -290,3 +290,15 @@ async def test_leader_services_include_the_scheduler_only_with_schedules(store: 
     assert names(context(store)) == ["rescuer", "pruner", "sweeper"]
     assert names(context(store, [every_second()])) == ["rescuer", "pruner", "sweeper",
                                                        "scheduler"]
+
+
+async def test_scheduler_follows_a_kind_declared_by_another_service(store: Store) -> None:
+    """A leader that schedules a kind it does not handle gives the slot's job the
+    options the kind's servers published, not the defaults (every producer counts)."""
+    mail = make_kind("mail.digest", lambda job: None, queue="mail", max_attempts=3)
+    await store.server_register(server("mailer"))
+    await store.kinds_publish("mailer", "host", 1, [mail.declaration()])
+    item = Recurring(name="digest", kind="mail.digest", args={}, every=1.0)
+    assert (await Scheduler(context(store, [item])).run_once())["enqueued"] == 1
+    [job] = await store.job_list(kiln.JobFilter(kind="mail.digest"))
+    assert (job.queue, job.max_attempts) == ("mail", 3)
