@@ -9,17 +9,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from kiln._job import JobFilter, JobRow, JobState
 from kiln.web import _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
+from kiln.web._timeline import timeline
 
 MAX_LINKED = 100  # dependencies and dependents shown with their state on a job page
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
@@ -95,6 +97,16 @@ async def listing(request: Request) -> Response:
     )
 
 
+async def goto(request: Request) -> Response:
+    """The nav's "job id" box: straight to that job's page (400 for a bad id)."""
+    dashboard: Dashboard = request.app.state.kiln
+    raw = request.query_params.get("id", "").strip().lstrip("#")
+    if not raw:
+        return RedirectResponse(f"{dashboard.base(request)}/jobs", status_code=303)
+    return RedirectResponse(f"{dashboard.base(request)}/jobs/{_params.job_id(raw)}",
+                            status_code=303)
+
+
 async def _linked(dashboard: Dashboard, ids: list[int]) -> list[tuple[int, JobRow | None]]:
     """The first MAX_LINKED of ``ids`` with their rows (None: no longer exists)."""
     if not ids:
@@ -120,5 +132,6 @@ async def detail(request: Request) -> Response:
         waits_on_total=len(row.depends_on),
         waited_by=await _linked(dashboard, dependents), waited_by_total=len(dependents),
         trace=trace_of(row.metadata), actions=actions_for(row.state),
+        timeline=timeline(row, time.time()),
         flash=flash_of(request.query_params), refresh=True,
     )

@@ -236,6 +236,21 @@ def oldest_available() -> Plan[dict[str, float]]:
     return {r[0]: int(r[1]) / 1_000_000 for r in out[0].rows}
 
 
+def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
+    out = yield one("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
+    return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
+
+
+def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
+    out = yield one(
+        f"SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b, state,"
+        " COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY b, state",
+        micros(bucket), micros(since),
+    )
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in out[0].rows]
+
+
 def throughput(since: float) -> Plan[dict[str, int]]:
     out = yield one(
         "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"

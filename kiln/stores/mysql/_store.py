@@ -419,6 +419,15 @@ class MySQLStore:
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._read("job_throughput", _admin.throughput(since_seconds))
 
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        return await self._read("job_counts_by_kind", _admin.counts_by_kind())
+
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        return await self._read("job_finished_series",
+                                _admin.finished_series(since_seconds, bucket_seconds))
+
     # servers, leader, maintenance ------------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
         await self._write("server_register", lambda: _cluster.server_register(info))

@@ -621,6 +621,21 @@ def throughput(since: float) -> Plan[dict[str, int]]:
     return {r[0]: int(r[1]) for r in rows}
 
 
+def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
+    rows = (yield one("SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state"))[0]
+    return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
+
+
+def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
+    sql = (
+        "SELECT floor(extract(epoch FROM now() - finished_at) / %s)::int AS b, state,"
+        " count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= now() - %s * interval '1 second' GROUP BY b, state"
+    )
+    rows = (yield one(sql, bucket, since))[0]
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
+
+
 def like_escape(text: str) -> str:
     """Escape LIKE's wildcards (backslash is PostgreSQL's default escape)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -279,6 +279,15 @@ class PostgresStore:
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._run("job_throughput", lambda: _jobs.throughput(since_seconds))
 
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        return await self._run("job_counts_by_kind", _jobs.counts_by_kind)
+
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        return await self._run("job_finished_series",
+                               lambda: _jobs.finished_series(since_seconds, bucket_seconds))
+
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
         await self._run("server_register", lambda: _cluster.server_register(info))

@@ -499,6 +499,24 @@ def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
     return {r[0]: max(now - r[1], 0.0) for r in rows}
 
 
+def counts_by_kind(conn: sqlite3.Connection) -> list[tuple[str, JobState, int]]:
+    rows = conn.execute("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
+    return [(r[0], JobState(r[1]), int(r[2])) for r in rows.fetchall()]
+
+
+def finished_series(
+    conn: sqlite3.Connection, since: float, bucket: float
+) -> list[tuple[int, str, int]]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT CAST((? - finished_at) / ? AS INTEGER) AS b, state, COUNT(*) FROM kiln_jobs"
+        " WHERE state IN ('completed', 'failed', 'cancelled') AND finished_at >= ?"
+        " GROUP BY b, state",
+        (now, bucket, now - since),
+    ).fetchall()
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
+
+
 def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
     rows = conn.execute(
         "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"

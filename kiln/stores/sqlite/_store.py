@@ -291,6 +291,17 @@ class SQLiteStore:
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._run("job_throughput", lambda c: _ops.throughput(c, since_seconds))
 
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        return await self._run("job_counts_by_kind", _ops.counts_by_kind)
+
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        return await self._run(
+            "job_finished_series",
+            lambda c: _ops.finished_series(c, since_seconds, bucket_seconds),
+        )
+
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
         await self._run("server_register", lambda c: _ops.write(c, _cluster.server_register, info))
