@@ -157,8 +157,11 @@ class Store(Protocol):
     # jobs: admin
     async def job_get(self, job_id: int) -> JobRow | None: ...
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
-    ) -> list[JobRow]: ...
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
+    ) -> list[JobRow]:
+        """Jobs matching ``filter``, newest first below ``before_id``; or, given
+        ``after_id``, oldest first above it (keyset pages either way)."""
     async def job_count(self, filter: JobFilter) -> int: ...
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         """Back to the queue with a full retry budget; returns how many. A job cancelled

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from urllib.parse import parse_qsl
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -142,13 +141,15 @@ async def all_confirm(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     action = str(request.path_params["action"])
     query, f = _all_query(action, request.query_params)
+    f = dataclasses.replace(f, created_after=query.pinned().filter().created_after,
+                            created_before=query.pinned().filter().created_before)
     client = await dashboard.source.client()
     bound = await bound_now(client, f)
     count = await client.count(bound)
     return dashboard.render(
         request, "confirm_all.html", title=f"{action.capitalize()} all matching",
-        nav="jobs", q=query, count=count, bound=bound, action=action,
-        verb=VERBS[action], fields=parse_qsl(query.query(before=None, limit=None)),
+        nav="jobs", q=query.pinned(), count=count, bound=bound, action=action,
+        verb=VERBS[action], fields=query.fields(),
         states=[s.value for s in bound.states],
     )
 
@@ -170,11 +171,12 @@ async def requeue_all_confirm(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     query = _failed_query(request.query_params)
     client = await dashboard.source.client()
-    bound = await bound_now(client, query.filter())
+    bound = await bound_now(client, query.pinned().filter())
     count = await client.count(bound)
     return dashboard.render(
-        request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query, count=count,
-        bound=bound,
+        request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query.pinned(),
+        count=count,
+        bound=bound, fields=query.fields(),
     )
 
 

@@ -26,8 +26,8 @@ from kiln.web._timeline import timeline
 
 ENDPOINTS = {
     "/api/overview": "counts by state and queue, throughput, servers, leader, health",
-    "/api/jobs": "jobs, filtered and paged like /jobs (state, queue, kind, error, before,"
-                 " limit)",
+    "/api/jobs": "jobs, filtered and paged like /jobs (state, queue, kind, error, since,"
+                 " until, order, before, after, limit)",
     "/api/jobs/{id}": "one job, with its timeline, dependencies and dependents",
     "/api/queues": "every queue: counts by state, concurrency of live servers, oldest wait",
     "/api/servers": "registered servers, the leader, and the jobs each one runs now",
@@ -75,12 +75,13 @@ async def jobs(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
-    rows = await client.list(query.filter(), query.limit + 1, query.before)
+    before, after = query.page()
+    rows = await client.list(query.filter(), query.limit + 1, before, after)
     more = len(rows) > query.limit
     rows = rows[: query.limit]
     return _json({
         "jobs": [job_json(r) for r in rows],
-        "next": query.query(before=rows[-1].id) if more and rows else None,
+        "next": query.next_page(rows[-1].id) if more and rows else None,
     })
 
 

@@ -78,8 +78,9 @@ async def listing(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
+    before, after = query.page()
     rows, counted = await asyncio.gather(
-        client.list(query.filter(), query.limit + 1, query.before),
+        client.list(query.filter(), query.limit + 1, before, after),
         dashboard.source.counts.snapshot(),
     )
     counts = counted.value
@@ -90,7 +91,7 @@ async def listing(request: Request) -> Response:
         request, "jobs.html", title=f"Jobs: {query.state.value if query.state else 'all'}",
         nav="jobs", q=query, rows=rows, tabs=tabs, total=sum(tabs.values()),
         queues=counts.queues(),
-        older=query.query(before=rows[-1].id) if more and rows else None,
+        older=query.next_page(rows[-1].id) if more and rows else None,
         flash=flash_of(request.query_params),
         can_requeue_all=query.state is JobState.FAILED, as_of={"counts": counted.as_of},
         refresh=True,

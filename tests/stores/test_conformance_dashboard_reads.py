@@ -33,3 +33,24 @@ async def test_finished_series_buckets_back_from_now(store: Store) -> None:
     assert sorted(series) == [(0, "completed", 3), (0, "failed", 2)]
     assert all(isinstance(b, int) for b, _s, _n in series)
     assert await store.job_finished_series(0.0, 60.0) == []  # a span that holds nothing
+
+
+async def test_time_range_and_oldest_first_paging(store: Store) -> None:
+    from datetime import timedelta
+
+    from kiln._job import JobFilter
+
+    ids = await insert(store, *[job() for _ in range(5)])
+    now = await store.now()
+    everything = JobFilter(created_after=now - timedelta(hours=1))
+    assert [r.id for r in await store.job_list(everything, 10)] == sorted(ids, reverse=True)
+    assert await store.job_list(JobFilter(created_after=now + timedelta(hours=1)), 10) == []
+    assert await store.job_count(JobFilter(created_before=now - timedelta(hours=1))) == 0
+    assert await store.job_count(JobFilter(created_before=now + timedelta(hours=1))) == 5
+    first = await store.job_list(JobFilter(), 3, after_id=0)
+    assert [r.id for r in first] == sorted(ids)[:3]
+    rest = await store.job_list(JobFilter(), 3, after_id=first[-1].id)
+    assert [r.id for r in rest] == sorted(ids)[3:]
+    # bulk actions take the range too: nothing enqueued an hour from now is deleted
+    assert await store.jobs_delete(JobFilter(created_after=now + timedelta(hours=1))) == 0
+    assert await store.job_count(JobFilter()) == 5

@@ -163,3 +163,31 @@ async def test_api_needs_the_same_credentials(make_http: MakeHttp, client: Clien
     assert ok.status_code == 200 and ok.json()["states"]["available"] == 0
     refused = await http.get("/api/overview", headers={"Host": "rebind.example"})
     assert refused.status_code in (400, 403, 421)
+
+
+async def test_time_range_and_order_filters(http: httpx.AsyncClient, client: Client) -> None:
+    ids = [await client.enqueue("k", {"i": i}, queue="q") for i in range(4)]
+    newest = re.findall(r'name="ids" value="(\d+)"', (await http.get("/jobs?since=1h")).text)
+    assert [int(i) for i in newest] == sorted(ids, reverse=True)
+    assert 'name="ids"' not in (await http.get("/jobs?until=1h")).text  # all are younger
+    oldest = (await http.get("/jobs?order=oldest&limit=2")).text
+    assert [int(i) for i in re.findall(r'name="ids" value="(\d+)"', oldest)] == sorted(ids)[:2]
+    assert f"order=oldest&amp;after={sorted(ids)[1]}" in oldest and "Newer »" in oldest
+    page = (await http.get(f"/api/jobs?order=oldest&limit=2&after={sorted(ids)[1]}")).json()
+    assert [j["id"] for j in page["jobs"]] == sorted(ids)[2:]
+    for bad, words in [("since=yesterday", "since must be an age"), ("order=random", "order"),
+                       ("since=99999d", "ten years"), ("before=3&after=1", "not both")]:
+        response = await http.get(f"/jobs?{bad}")
+        assert response.status_code == 400 and words in response.text, bad
+
+
+async def test_a_confirmation_pins_a_relative_time_range(http: httpx.AsyncClient,
+                                                        client: Client) -> None:
+    await fail_jobs(client, 2)
+    confirm = await http.get("/jobs/all/delete?state=failed&since=1h")
+    assert '<strong id="confirm-count">2</strong>' in confirm.text
+    since = re.search(r'name="since" value="([^"]+)"', confirm.text)
+    assert since is not None and since.group(1).startswith("20")  # an absolute time now
+    requeue = await http.get("/jobs/requeue-all?state=failed&since=1h")
+    assert re.search(r'name="since" value="20', requeue.text)
+    assert "enqueued since <code>20" in requeue.text

@@ -389,9 +389,11 @@ class MySQLStore:
         return await self._read("job_get", _admin.get(job_id))
 
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[JobRow]:
-        return await self._read("job_list", _admin.list_jobs(filter, limit, before_id))
+        return await self._read("job_list",
+                                _admin.list_jobs(filter, limit, before_id, after_id))
 
     async def job_count(self, filter: JobFilter) -> int:
         return await self._read("job_count", _admin.count(filter))

@@ -498,6 +498,12 @@ def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
     if f.finished_before is not None:
         clauses.append("finished_at <= %s")
         params.append(f.finished_before)
+    if f.created_after is not None:
+        clauses.append("created_at >= %s")
+        params.append(f.created_after)
+    if f.created_before is not None:
+        clauses.append("created_at < %s")
+        params.append(f.created_before)
     return clauses, params
 
 
@@ -512,12 +518,19 @@ def get(job_id: int) -> Plan[JobRow | None]:
     return None if not rows else row_to_job(rows[0], list(rows[0][-1]))
 
 
-def list_jobs(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[JobRow]]:
+def list_jobs(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> Plan[list[JobRow]]:
+    """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
     if before_id is not None:
         cond += " AND id < %s"
         params.append(before_id)
-    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id DESC LIMIT %s"
+    if after_id is not None:
+        cond += " AND id > %s"
+        params.append(after_id)
+    order = "ASC" if after_id is not None else "DESC"
+    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
     rows = (yield one(sql, *params, limit))[0]
     return [row_to_job(r) for r in rows]
 

@@ -251,9 +251,11 @@ class PostgresStore:
         return await self._run("job_get", lambda: _jobs.get(job_id))
 
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[JobRow]:
-        return await self._run("job_list", lambda: _jobs.list_jobs(filter, limit, before_id))
+        return await self._run("job_list",
+                               lambda: _jobs.list_jobs(filter, limit, before_id, after_id))
 
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda: _jobs.count(filter))

@@ -261,9 +261,12 @@ class SQLiteStore:
         return await self._run("job_get", lambda c: _ops.get(c, job_id))
 
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[JobRow]:
-        return await self._run("job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id))
+        return await self._run(
+            "job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id, after_id)
+        )
 
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda c: _ops.count(c, filter))
