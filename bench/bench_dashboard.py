@@ -140,6 +140,9 @@ def pages(f: dict[str, Any]) -> dict[str, str]:
         "failed + common error": "/jobs?state=failed&error=smtp",
         "failed + rare error": "/jobs?state=failed&error=needle-7f3a",
         "all + 100 per page": "/jobs?limit=100",
+        "enqueued in the last hour": "/jobs?since=1h",
+        "oldest first / its middle page": f"/jobs?order=oldest&after={mid}",
+        "time range that holds nothing": "/jobs?until=2000-01-01T00:00",
     }
 
 
@@ -148,6 +151,10 @@ OTHER_PAGES = {  # not listings: timed, but outside the listing goal
     "overview": "/",
     "queues": "/queues",
     "requeue-all confirm (exact count)": "/jobs/requeue-all?state=failed&error=smtp",
+    "kinds (jobs by kind, cached)": "/kinds",
+    "servers (running now)": "/servers",
+    "api: jobs": "/api/jobs",
+    "api: overview": "/api/overview",
 }
 
 
@@ -169,9 +176,9 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]
     source = app.state.kiln.source
     results: dict[str, Any] = {}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://bench") as http, \
+                                 base_url="http://127.0.0.1") as http, \
             httpx.AsyncClient(transport=httpx.ASGITransport(app=refreshing),
-                              base_url="http://bench") as busy:
+                              base_url="http://127.0.0.1") as busy:
         await busy.get("/")
         listings = pages(f)
         others = {k: v.format(mid=f["max_id"] // 2) for k, v in OTHER_PAGES.items()}
@@ -195,6 +202,10 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]
             lambda: store.job_throughput(3600.0), rounds)
         results["store: queue_oldest_available"] = await _time_call(
             store.queue_oldest_available, rounds)
+        results["store: job_counts_by_kind (GROUP BY)"] = await _time_call(
+            store.job_counts_by_kind, rounds)
+        results["store: job_finished_series(3600, 60)"] = await _time_call(
+            lambda: store.job_finished_series(3600.0, 60.0), rounds)
         await source.close()
         await refreshing.state.kiln.source.close()
     return results

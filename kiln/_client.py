@@ -311,11 +311,16 @@ class Client:
         return await self.store.job_get(job_id)
 
     async def list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> builtins.list[JobRow]:
+        """Jobs matching ``filter``, newest first (below ``before_id``), or oldest first
+        above ``after_id`` (0 for the first page)."""
         if not 1 <= limit <= 1000:
             raise ValidationError(f"limit must be between 1 and 1000, got {limit}")
-        return await self.store.job_list(filter, limit, before_id)
+        if before_id is not None and after_id is not None:
+            raise ValidationError("give before_id or after_id, not both")
+        return await self.store.job_list(filter, limit, before_id, after_id)
 
     async def count(self, filter: JobFilter) -> int:
         return await self.store.job_count(filter)

@@ -204,6 +204,8 @@ class Executor:
             record = AttemptError(
                 attempt=row.attempt, at=time.time(), error=why, server_id=self._server_id,
                 traceback="" if error is None else _traceback(error),
+                due_at=row.run_at.timestamp(),
+                started_at=None if row.attempted_at is None else row.attempted_at.timestamp(),
             )
         return JobResult(
             job_id=row.id, server_id=row.server_id or self._server_id, attempt=row.attempt,

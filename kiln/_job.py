@@ -51,9 +51,17 @@ class AttemptError:
     error: str
     traceback: str = ""
     server_id: str | None = None
+    # for the job's timeline: when the attempt was due and when it started (unix
+    # seconds, database clock), where the worker knew them; absent in older records
+    due_at: float | None = None
+    started_at: float | None = None
 
     def to_json(self) -> dict[str, JSON]:
-        return dataclasses.asdict(self)
+        data: dict[str, JSON] = dataclasses.asdict(self)
+        for key in ("due_at", "started_at"):
+            if data[key] is None:
+                del data[key]  # records stay as small as they were without them
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> AttemptError:
@@ -63,7 +71,13 @@ class AttemptError:
             error=str(data.get("error", "")),
             traceback=str(data.get("traceback", "")),
             server_id=data.get("server_id"),
+            due_at=_seconds(data.get("due_at")),
+            started_at=_seconds(data.get("started_at")),
         )
+
+
+def _seconds(value: JSON) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -207,6 +221,9 @@ class JobFilter:
     # jobs with a greater id, or that finished later (or not at all), do not match
     max_id: int | None = None
     finished_before: datetime | None = None
+    # a time range of enqueueing: created_after <= created_at < created_before
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

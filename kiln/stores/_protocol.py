@@ -157,8 +157,11 @@ class Store(Protocol):
     # jobs: admin
     async def job_get(self, job_id: int) -> JobRow | None: ...
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
-    ) -> list[JobRow]: ...
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
+    ) -> list[JobRow]:
+        """Jobs matching ``filter``, newest first below ``before_id``; or, given
+        ``after_id``, oldest first above it (keyset pages either way)."""
     async def job_count(self, filter: JobFilter) -> int: ...
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         """Back to the queue with a full retry budget; returns how many. A job cancelled
@@ -172,6 +175,14 @@ class Store(Protocol):
     async def job_counts(self) -> list[StateCount]: ...
     async def queue_oldest_available(self) -> dict[str, float]: ...
     async def job_throughput(self, since_seconds: float) -> dict[str, int]: ...
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        """(kind, state, jobs) for every kind and state that has jobs (one GROUP BY)."""
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        """(bucket, state, jobs) of the jobs that finished (completed, failed, cancelled)
+        in the last ``since_seconds``, by the database clock; bucket 0 is the latest
+        ``bucket_seconds``, 1 the one before, and so on. Buckets without jobs are absent."""
 
     # servers, leader, rescue, sweep, prune
     async def server_register(self, info: ServerInfo) -> None: ...

@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from kiln._client import Client
 from kiln._job import JobFilter, JobState
-from kiln.web import _audit, _params
+from kiln.web import _audit, _jobs, _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._jobs import VERBS
 from kiln.web._params import BadRequest, JobQuery
@@ -114,17 +114,69 @@ def bound_from(form: Mapping[str, str], f: JobFilter) -> JobFilter:
     return dataclasses.replace(f, max_id=max_id, finished_before=finished_before)
 
 
+ALLOWED = {"requeue": _jobs.REQUEUEABLE, "cancel": _jobs.CANCELLABLE,
+           "delete": _jobs.DELETABLE}
+
+
+def _all_query(action: str, params: Mapping[str, str]) -> tuple[JobQuery, JobFilter]:
+    """The listing's query and the filter an "all matching" action applies: the tab's
+    state when the action allows it (a 400 when it does not), else every state it does."""
+    if action not in ALLOWED:
+        raise HTTPException(404, f"No such action {action[:40]!r}: use requeue, cancel or "
+                                 "delete.")
+    query = JobQuery.parse(params)
+    allowed = ALLOWED[action]
+    if query.state is not None and query.state not in allowed:
+        raise BadRequest(f"{query.state.value} jobs cannot be {VERBS[action]}: "
+                         f"{action} works on {', '.join(sorted(s.value for s in allowed))}")
+    f = query.filter()
+    if query.state is None:
+        f = dataclasses.replace(f, states=tuple(s for s in JobState if s in allowed))
+    return query, f
+
+
+async def all_confirm(request: Request) -> Response:
+    """Every job matching the listing's filter, for requeue, cancel or delete: shows
+    how many before anything changes and binds the confirmation to them (bound_now)."""
+    dashboard: Dashboard = request.app.state.kiln
+    action = str(request.path_params["action"])
+    query, f = _all_query(action, request.query_params)
+    f = dataclasses.replace(f, created_after=query.pinned().filter().created_after,
+                            created_before=query.pinned().filter().created_before)
+    client = await dashboard.source.client()
+    bound = await bound_now(client, f)
+    count = await client.count(bound)
+    return dashboard.render(
+        request, "confirm_all.html", title=f"{action.capitalize()} all matching",
+        nav="jobs", q=query.pinned(), count=count, bound=bound, action=action,
+        verb=VERBS[action], fields=query.fields(),
+        states=[s.value for s in bound.states],
+    )
+
+
+async def all_apply(request: Request) -> Response:
+    """One server-side action on the jobs the confirmation page showed."""
+    dashboard: Dashboard = request.app.state.kiln
+    action = str(request.path_params["action"])
+    form = await dashboard.form(request)
+    fields = _fields(form)
+    query, f = _all_query(action, fields)
+    n = await _apply(dashboard, request, action, bound_from(fields, f))
+    return dashboard.redirect(request, "/jobs", query.query(before=None, done=action, n=n))
+
+
 async def requeue_all_confirm(request: Request) -> Response:
     """Shows how many failed jobs match the filter before anything changes, and binds
     the confirmation to exactly those (see bound_now)."""
     dashboard: Dashboard = request.app.state.kiln
     query = _failed_query(request.query_params)
     client = await dashboard.source.client()
-    bound = await bound_now(client, query.filter())
+    bound = await bound_now(client, query.pinned().filter())
     count = await client.count(bound)
     return dashboard.render(
-        request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query, count=count,
-        bound=bound,
+        request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query.pinned(),
+        count=count,
+        bound=bound, fields=query.fields(),
     )
 
 

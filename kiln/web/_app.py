@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 from kiln._app import App
 from kiln._client import Client
 from kiln._errors import ConfigError, StoreError, ValidationError
-from kiln.web import _actions, _jobs, _login, _pages
+from kiln.web import _actions, _api, _jobs, _login, _pages
 from kiln.web._auth import Auth
 from kiln.web._csrf import Csrf
 from kiln.web._dashboard import HERE, Dashboard
@@ -145,9 +145,13 @@ def _routes() -> list[Route | Mount]:
         Route("/jobs/requeue-all", _actions.requeue_all_confirm, name="requeue_all"),
         Route("/jobs/requeue-all", _actions.requeue_all, methods=["POST"]),
         Route("/jobs/bulk", _actions.bulk, methods=["POST"]),
+        Route("/jobs/all/{action}", _actions.all_confirm, name="all_confirm"),
+        Route("/jobs/all/{action}", _actions.all_apply, methods=["POST"]),
+        Route("/jobs/goto", _jobs.goto, name="goto"),
         Route("/jobs/{job_id}", _jobs.detail, name="job"),
         Route("/jobs/{job_id}/{action}", _actions.single, methods=["POST"]),
         Route("/queues", _pages.queues, name="queues"),
+        Route("/kinds", _pages.kinds, name="kinds"),
         Route("/servers", _pages.servers, name="servers"),
         Route("/recurring", _pages.recurring, name="recurring"),
         Route("/rate-limits", _pages.rate_limits, name="rate_limits"),
@@ -155,12 +159,26 @@ def _routes() -> list[Route | Mount]:
         Route("/login", _login.form, name="login"),
         Route("/login", _login.submit, methods=["POST"]),
         Route("/logout", _login.logout, methods=["POST"]),
+        Route("/api", _api.index), Route("/api/", _api.index),
+        Route("/api/overview", _api.overview),
+        Route("/api/jobs", _api.jobs),
+        Route("/api/jobs/{job_id}", _api.job),
+        Route("/api/queues", _api.queues),
+        Route("/api/servers", _api.servers),
+        Route("/api/kinds", _api.kinds),
+        Route("/api/series", _api.series),
+        Route("/api/{rest:path}", _api.not_found),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if _api.is_api(request):
+        response = _api.error(exc.status_code, str(exc.detail))
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
     dashboard: Dashboard = request.app.state.kiln
     titles = {400: "Bad request", 403: "Forbidden", 404: "Not found", 405: "Not allowed"}
     response = dashboard.render(
@@ -173,6 +191,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
+    if _api.is_api(request):
+        return _api.error(400, str(exc))
     dashboard: Dashboard = request.app.state.kiln
     return dashboard.render(request, "error.html", status=400, title="Bad request",
                             message=str(exc))
@@ -180,6 +200,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 async def _store_error(request: Request, exc: Exception) -> Response:
     log.warning("dashboard: store error on %s: %s", request.url.path, exc)
+    if _api.is_api(request):
+        return _api.error(503, f"the job store did not answer: {exc}")
     dashboard: Dashboard = request.app.state.kiln
     return dashboard.render(
         request, "error.html", status=503, title="Database unavailable",

@@ -86,6 +86,13 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
+def _duration(seconds: float | None) -> str:
+    """A wait or a run time: milliseconds under a second, else as ages are written."""
+    if seconds is not None and seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    return _age(seconds)
+
+
 def _short(value: Any, length: int = 120) -> str:
     text = str(value)
     return text if len(text) <= length else text[: length - 1] + "…"
@@ -99,8 +106,8 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(pretty=_pretty, when=_when, iso=_iso, age=_age, short=_short,
-                       clock=_clock)
+    env.filters.update(pretty=_pretty, when=_when, iso=_iso, age=_age, duration=_duration,
+                       short=_short, clock=_clock)
     env.globals.update(STATES=STATE_ORDER, VERSION=VERSION)
     return env
 

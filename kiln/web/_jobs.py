@@ -9,17 +9,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from kiln._job import JobFilter, JobRow, JobState
 from kiln.web import _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
+from kiln.web._timeline import timeline
 
 MAX_LINKED = 100  # dependencies and dependents shown with their state on a job page
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
@@ -76,8 +78,9 @@ async def listing(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
+    before, after = query.page()
     rows, counted = await asyncio.gather(
-        client.list(query.filter(), query.limit + 1, query.before),
+        client.list(query.filter(), query.limit + 1, before, after),
         dashboard.source.counts.snapshot(),
     )
     counts = counted.value
@@ -88,11 +91,21 @@ async def listing(request: Request) -> Response:
         request, "jobs.html", title=f"Jobs: {query.state.value if query.state else 'all'}",
         nav="jobs", q=query, rows=rows, tabs=tabs, total=sum(tabs.values()),
         queues=counts.queues(),
-        older=query.query(before=rows[-1].id) if more and rows else None,
+        older=query.next_page(rows[-1].id) if more and rows else None,
         flash=flash_of(request.query_params),
         can_requeue_all=query.state is JobState.FAILED, as_of={"counts": counted.as_of},
         refresh=True,
     )
+
+
+async def goto(request: Request) -> Response:
+    """The nav's "job id" box: straight to that job's page (400 for a bad id)."""
+    dashboard: Dashboard = request.app.state.kiln
+    raw = request.query_params.get("id", "").strip().lstrip("#")
+    if not raw:
+        return RedirectResponse(f"{dashboard.base(request)}/jobs", status_code=303)
+    return RedirectResponse(f"{dashboard.base(request)}/jobs/{_params.job_id(raw)}",
+                            status_code=303)
 
 
 async def _linked(dashboard: Dashboard, ids: list[int]) -> list[tuple[int, JobRow | None]]:
@@ -120,5 +133,6 @@ async def detail(request: Request) -> Response:
         waits_on_total=len(row.depends_on),
         waited_by=await _linked(dashboard, dependents), waited_by_total=len(dependents),
         trace=trace_of(row.metadata), actions=actions_for(row.state),
+        timeline=timeline(row, time.time()),
         flash=flash_of(request.query_params), refresh=True,
     )

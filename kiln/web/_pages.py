@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
+from typing import Any
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln._job import JobState, ServerInfo
-from kiln.web import _params
+from kiln._job import JobFilter, JobRow, JobState, PublishedKind, ServerInfo
+from kiln.web import _charts, _params
 from kiln.web._dashboard import Dashboard
+from kiln.web._series import BUCKET, FINISHED, POINTS, SPAN, Series
 from kiln.web._source import Counts
 
 BACKLOG_WARN = 60.0  # seconds the oldest available job may wait before it is a warning
+MAX_RUNNING = 500  # running jobs the servers page lists
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,15 +72,28 @@ async def overview(request: Request) -> Response:
         source.counts.snapshot(), source.throughput.snapshot(), source.oldest.snapshot(),
         store.server_list(), store.leader_get(),
     )
+    drawn = await source.series.snapshot()
     counts, oldest = counted.value, waited.value
     return dashboard.render(
         request, "overview.html", title="Overview", nav="overview", counts=counts,
         totals=counts.by_state(), throughput=through.value,
         servers=servers, alive=alive(servers, dashboard.dead_after), leader=leader,
         checks=health(counts, servers, leader, oldest, dashboard.dead_after), refresh=True,
+        charts=charts(drawn.value, drawn.as_of), series=drawn.value,
         as_of={"counts": counted.as_of, "throughput": through.as_of,
-               "checks": min(counted.as_of, waited.as_of)},
+               "checks": min(counted.as_of, waited.as_of), "series": drawn.as_of},
     )
+
+
+def charts(series: Series, as_of: float) -> dict[str, Markup]:
+    """The overview's charts: finished jobs per minute by state, and the backlog."""
+    labels = [time.strftime("%H:%M UTC", time.gmtime(as_of - (POINTS - 1 - i) * BUCKET))
+              for i in range(POINTS)]
+    drawn = {state: _charts.bars(state, series.finished[state], labels, state)
+             for state in FINISHED}
+    drawn["backlog"] = _charts.line("available", series.backlog, as_of - SPAN, as_of,
+                                    "backlog")
+    return drawn
 
 
 async def queues(request: Request) -> Response:
@@ -96,14 +114,72 @@ async def queues(request: Request) -> Response:
     )
 
 
+async def running_now(
+    dashboard: Dashboard, servers: list[ServerInfo]
+) -> dict[str, list[JobRow]]:
+    """What each server runs now, by server id: the newest MAX_RUNNING running jobs."""
+    client = await dashboard.source.client()
+    rows = await client.list(JobFilter(states=(JobState.RUNNING,)), MAX_RUNNING)
+    running: dict[str, list[JobRow]] = {s.id: [] for s in servers}
+    for row in rows:
+        running.setdefault(row.server_id or "", []).append(row)
+    return running
+
+
 async def servers(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     store = (await dashboard.source.client()).store
     rows = sorted(await store.server_list(), key=lambda s: s.id)
+    running = await running_now(dashboard, rows)
     return dashboard.render(
         request, "servers.html", title="Servers", nav="servers", servers=rows,
         leader=await store.leader_get(), dead_after=dashboard.dead_after, refresh=True,
+        running=running, running_total=sum(len(v) for v in running.values()),
+        max_running=MAX_RUNNING,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KindView:
+    kind: str
+    states: dict[JobState, int]
+    options: dict[str, Any] | None  # the newest published declaration, if any
+    servers: list[str]  # live servers that published one
+    conflict: bool  # live servers declare it differently
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KindsView:
+    kinds: list[KindView]
+    as_of: float
+
+
+async def kinds_view(dashboard: Dashboard) -> KindsView:
+    source = dashboard.source
+    store = (await source.client()).store
+    counted, published = await asyncio.gather(source.kind_counts.snapshot(),
+                                              store.kinds_list())
+    declared: dict[str, list[PublishedKind]] = {}
+    for p in published:
+        declared.setdefault(p.declaration.kind, []).append(p)
+    views = []
+    for kind in sorted(set(counted.value) | set(declared)):
+        mine = declared.get(kind, [])
+        live = [p for p in mine if p.live]
+        views.append(KindView(
+            kind=kind, states=counted.value.get(kind, dict.fromkeys(JobState, 0)),
+            options=dict(mine[0].declaration.options) if mine else None,
+            servers=sorted({p.server_id for p in live}),
+            conflict=len({p.declaration.digest for p in live}) > 1,
+        ))
+    return KindsView(views, counted.as_of)
+
+
+async def kinds(request: Request) -> Response:
+    dashboard: Dashboard = request.app.state.kiln
+    view = await kinds_view(dashboard)
+    return dashboard.render(request, "kinds.html", title="Kinds", nav="kinds",
+                            kinds=view.kinds, refresh=True, as_of={"counts": view.as_of})
 
 
 async def recurring(request: Request) -> Response:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from urllib.parse import urlencode
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.exceptions import HTTPException
 
@@ -107,6 +107,43 @@ def upper_bound(params: Mapping[str, str]) -> tuple[int, datetime | None]:
     return max_id, at
 
 
+RELATIVE = re.compile(r"([0-9]{1,6})([smhd])")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+ORDERS = ("newest", "oldest")
+
+
+def moment(params: Mapping[str, str], name: str) -> str | None:
+    """A time-range bound as given: an age ("15m", "2h", "7d": that long ago) or an
+    ISO 8601 time (UTC when it names no zone). Checked here, resolved by ``at``."""
+    raw = text(params, name)
+    if raw is None:
+        return None
+    at(raw, name)
+    return raw
+
+
+def at(raw: str, name: str = "time") -> datetime:
+    match = RELATIVE.fullmatch(raw)
+    if match is not None:
+        ago = int(match.group(1)) * UNITS[match.group(2)]
+        if ago > 3650 * 86400:
+            raise BadRequest(f"{name} reaches back more than ten years: {raw!r}")
+        return datetime.now(UTC) - timedelta(seconds=ago)
+    try:
+        value = datetime.fromisoformat(raw[:40])
+    except ValueError:
+        raise BadRequest(f"{name} must be an age such as 15m, 2h or 7d, or an ISO 8601 "
+                         f"time such as 2026-12-03T09:30, got {raw[:40]!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def order(params: Mapping[str, str]) -> str:
+    raw = params.get("order") or "newest"
+    if raw not in ORDERS:
+        raise BadRequest(f"order must be newest or oldest, got {raw[:40]!r}")
+    return raw
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobQuery:
     """What a jobs listing shows: a tab (state), filters and a keyset page."""
@@ -117,28 +154,67 @@ class JobQuery:
     error: str | None = None
     before: int | None = None
     limit: int = DEFAULT_LIMIT
+    since: str | None = None  # enqueued at or after (an age or a time, see ``moment``)
+    until: str | None = None  # enqueued before
+    order: str = "newest"  # newest first (paged by ``before``) or oldest (by ``after``)
+    after: int | None = None
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> JobQuery:
         limit = integer(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-        return cls(
+        query = cls(
             state=state(params),
             queue=text(params, "queue"),
             kind=text(params, "kind"),
             error=text(params, "error"),
             before=integer(params, "before", None, 1, MAX_ID),
             limit=DEFAULT_LIMIT if limit is None else limit,
+            since=moment(params, "since"),
+            until=moment(params, "until"),
+            order=order(params),
+            after=integer(params, "after", None, 0, MAX_ID),
         )
+        if query.before is not None and query.after is not None:
+            raise BadRequest("give before (newest first) or after (oldest first), not both")
+        return query
 
     def filter(self) -> JobFilter:
         return JobFilter(
             states=(self.state,) if self.state is not None else (),
             queue=self.queue, kind=self.kind, error_contains=self.error,
+            created_after=None if self.since is None else at(self.since, "since"),
+            created_before=None if self.until is None else at(self.until, "until"),
         )
+
+    def pinned(self) -> JobQuery:
+        """This query with its time range as absolute times and no page cursor: what a
+        confirmation posts back, so "since 1h" means the same jobs when it is confirmed."""
+        def fixed(raw: str | None, name: str) -> str | None:
+            return None if raw is None else at(raw, name).isoformat()
+
+        return dataclasses.replace(self, since=fixed(self.since, "since"),
+                                   until=fixed(self.until, "until"), before=None, after=None)
+
+    def fields(self) -> list[tuple[str, str]]:
+        """The pinned query as form fields (the hidden inputs of a confirmation)."""
+        return parse_qsl(self.pinned().query(limit=None))
+
+    def page(self) -> tuple[int | None, int | None]:
+        """The keyset cursor for the store: (before_id, after_id)."""
+        if self.order == "oldest":
+            return None, self.after or 0
+        return self.before, None
+
+    def next_page(self, last_id: int) -> str:
+        """The query of the page after one whose last row is ``last_id``."""
+        if self.order == "oldest":
+            return self.query(after=last_id, before=None)
+        return self.query(before=last_id, after=None)
 
     @property
     def filtered(self) -> bool:
-        return any(v is not None for v in (self.queue, self.kind, self.error))
+        return any(v is not None for v in (self.queue, self.kind, self.error, self.since,
+                                           self.until))
 
     def query(self, **changes: object) -> str:
         """This query as a query string, with ``changes`` applied (None drops a field)."""
@@ -146,6 +222,8 @@ class JobQuery:
             "state": self.state.value if self.state else None, "queue": self.queue,
             "kind": self.kind, "error": self.error, "before": self.before,
             "limit": self.limit if self.limit != DEFAULT_LIMIT else None,
+            "since": self.since, "until": self.until,
+            "order": self.order if self.order != "newest" else None, "after": self.after,
         }
         values.update(changes)
         pairs = [(k, str(v)) for k, v in values.items() if v is not None and v != ""]

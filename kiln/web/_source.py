@@ -21,8 +21,10 @@ from kiln._client import Client
 from kiln._cron import Recurring
 from kiln._job import JobState, StateCount
 from kiln.stores import store_from_url
+from kiln.web._series import BUCKET, SPAN, BacklogSamples, Series
 
 T = TypeVar("T")
+KIND_COUNTS_TTL = 6  # times the ttl of the other aggregates
 log = logging.getLogger("kiln.web")
 
 
@@ -137,6 +139,10 @@ class Source:
         self.counts = Cached(ttl, self._fetch_counts)
         self.throughput = Cached(ttl, self._fetch_throughput)
         self.oldest = Cached(ttl, self._fetch_oldest)
+        self.series = Cached(ttl, self._fetch_series)
+        # a GROUP BY over every job that no index serves: refreshed less often
+        self.kind_counts = Cached(ttl * KIND_COUNTS_TTL, self._fetch_kind_counts)
+        self.backlog = BacklogSamples()
 
     @property
     def recurring(self) -> list[Recurring] | None:
@@ -171,7 +177,8 @@ class Source:
 
     async def close(self) -> None:
         """Close the store the dashboard opened itself (an App's or a Client's stay open)."""
-        for cached in (self.counts, self.throughput, self.oldest):
+        for cached in (self.counts, self.throughput, self.oldest, self.series,
+                       self.kind_counts):
             cached.cancel()
         owned, self._owned = self._owned, None
         if owned is not None:
@@ -184,7 +191,21 @@ class Source:
         self.counts.invalidate()
 
     async def _fetch_counts(self) -> Counts:
-        return Counts(tuple(await (await self.client()).counts()))
+        counts = Counts(tuple(await (await self.client()).counts()))
+        self.backlog.add(time.time(), counts.by_state()[JobState.AVAILABLE])
+        return counts
+
+    async def _fetch_series(self) -> Series:
+        store = (await self.client()).store
+        rows = await store.job_finished_series(SPAN, BUCKET)
+        return Series.of(rows, self.backlog.snapshot())
+
+    async def _fetch_kind_counts(self) -> dict[str, dict[JobState, int]]:
+        store = (await self.client()).store
+        table: dict[str, dict[JobState, int]] = {}
+        for kind, state, n in await store.job_counts_by_kind():
+            table.setdefault(kind, dict.fromkeys(JobState, 0))[state] += n
+        return table
 
     async def _fetch_throughput(self) -> dict[str, dict[str, int]]:
         store = (await self.client()).store

@@ -70,6 +70,12 @@ def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
     if f.finished_before is not None:
         clauses.append("finished_at <= %s")
         params.append(to_db(f.finished_before))
+    if f.created_after is not None:
+        clauses.append("created_at >= %s")
+        params.append(to_db(f.created_after))
+    if f.created_before is not None:
+        clauses.append("created_at < %s")
+        params.append(to_db(f.created_before))
     return clauses, params
 
 
@@ -88,12 +94,19 @@ def get(job_id: int) -> Plan[JobRow | None]:
     return row_to_job(out[0].rows[0], [int(r[0]) for r in out[1].rows])
 
 
-def list_jobs(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[JobRow]]:
+def list_jobs(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> Plan[list[JobRow]]:
+    """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
     if before_id is not None:
         cond += " AND id < %s"
         params.append(before_id)
-    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id DESC LIMIT %s"
+    if after_id is not None:
+        cond += " AND id > %s"
+        params.append(after_id)
+    order = "ASC" if after_id is not None else "DESC"
+    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
     out = yield one(sql, *params, limit)
     return [row_to_job(r) for r in out[0].rows]
 
@@ -234,6 +247,21 @@ def oldest_available() -> Plan[dict[str, float]]:
         " FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
     )
     return {r[0]: int(r[1]) / 1_000_000 for r in out[0].rows}
+
+
+def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
+    out = yield one("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
+    return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
+
+
+def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
+    out = yield one(
+        f"SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b, state,"
+        " COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY b, state",
+        micros(bucket), micros(since),
+    )
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in out[0].rows]
 
 
 def throughput(since: float) -> Plan[dict[str, int]]:

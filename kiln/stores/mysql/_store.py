@@ -389,9 +389,11 @@ class MySQLStore:
         return await self._read("job_get", _admin.get(job_id))
 
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[JobRow]:
-        return await self._read("job_list", _admin.list_jobs(filter, limit, before_id))
+        return await self._read("job_list",
+                                _admin.list_jobs(filter, limit, before_id, after_id))
 
     async def job_count(self, filter: JobFilter) -> int:
         return await self._read("job_count", _admin.count(filter))
@@ -418,6 +420,15 @@ class MySQLStore:
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._read("job_throughput", _admin.throughput(since_seconds))
+
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        return await self._read("job_counts_by_kind", _admin.counts_by_kind())
+
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        return await self._read("job_finished_series",
+                                _admin.finished_series(since_seconds, bucket_seconds))
 
     # servers, leader, maintenance ------------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:

@@ -498,6 +498,12 @@ def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
     if f.finished_before is not None:
         clauses.append("finished_at <= %s")
         params.append(f.finished_before)
+    if f.created_after is not None:
+        clauses.append("created_at >= %s")
+        params.append(f.created_after)
+    if f.created_before is not None:
+        clauses.append("created_at < %s")
+        params.append(f.created_before)
     return clauses, params
 
 
@@ -512,12 +518,19 @@ def get(job_id: int) -> Plan[JobRow | None]:
     return None if not rows else row_to_job(rows[0], list(rows[0][-1]))
 
 
-def list_jobs(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[JobRow]]:
+def list_jobs(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> Plan[list[JobRow]]:
+    """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
     if before_id is not None:
         cond += " AND id < %s"
         params.append(before_id)
-    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id DESC LIMIT %s"
+    if after_id is not None:
+        cond += " AND id > %s"
+        params.append(after_id)
+    order = "ASC" if after_id is not None else "DESC"
+    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
     rows = (yield one(sql, *params, limit))[0]
     return [row_to_job(r) for r in rows]
 
@@ -619,6 +632,21 @@ def throughput(since: float) -> Plan[dict[str, int]]:
     )
     rows = (yield one(sql, since))[0]
     return {r[0]: int(r[1]) for r in rows}
+
+
+def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
+    rows = (yield one("SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state"))[0]
+    return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
+
+
+def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
+    sql = (
+        "SELECT floor(extract(epoch FROM now() - finished_at) / %s)::int AS b, state,"
+        " count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= now() - %s * interval '1 second' GROUP BY b, state"
+    )
+    rows = (yield one(sql, bucket, since))[0]
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
 
 
 def like_escape(text: str) -> str:

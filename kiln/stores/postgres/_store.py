@@ -251,9 +251,11 @@ class PostgresStore:
         return await self._run("job_get", lambda: _jobs.get(job_id))
 
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[JobRow]:
-        return await self._run("job_list", lambda: _jobs.list_jobs(filter, limit, before_id))
+        return await self._run("job_list",
+                               lambda: _jobs.list_jobs(filter, limit, before_id, after_id))
 
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda: _jobs.count(filter))
@@ -278,6 +280,15 @@ class PostgresStore:
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._run("job_throughput", lambda: _jobs.throughput(since_seconds))
+
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        return await self._run("job_counts_by_kind", _jobs.counts_by_kind)
+
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        return await self._run("job_finished_series",
+                               lambda: _jobs.finished_series(since_seconds, bucket_seconds))
 
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:

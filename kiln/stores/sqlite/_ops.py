@@ -161,6 +161,12 @@ def _upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
     if f.finished_before is not None:
         clauses.append("finished_at <= ?")
         params.append(epoch(f.finished_before))
+    if f.created_after is not None:
+        clauses.append("created_at >= ?")
+        params.append(epoch(f.created_after))
+    if f.created_before is not None:
+        clauses.append("created_at < ?")
+        params.append(epoch(f.created_before))
     return clauses, params
 
 
@@ -390,14 +396,20 @@ def get(conn: sqlite3.Connection, job_id: int) -> JobRow | None:
 
 
 def list_jobs(
-    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
+    after_id: int | None = None,
 ) -> list[JobRow]:
+    """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     where, params = _where(f)
     if before_id is not None:
         where += " AND id < ?"
         params.append(before_id)
+    if after_id is not None:
+        where += " AND id > ?"
+        params.append(after_id)
+    order = "ASC" if after_id is not None else "DESC"
     rows = conn.execute(
-        f"SELECT * FROM kiln_jobs WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit]
+        f"SELECT * FROM kiln_jobs WHERE {where} ORDER BY id {order} LIMIT ?", [*params, limit]
     ).fetchall()
     return [row_to_job(r) for r in rows]
 
@@ -497,6 +509,24 @@ def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
         "SELECT queue, MIN(run_at) FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
     ).fetchall()
     return {r[0]: max(now - r[1], 0.0) for r in rows}
+
+
+def counts_by_kind(conn: sqlite3.Connection) -> list[tuple[str, JobState, int]]:
+    rows = conn.execute("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
+    return [(r[0], JobState(r[1]), int(r[2])) for r in rows.fetchall()]
+
+
+def finished_series(
+    conn: sqlite3.Connection, since: float, bucket: float
+) -> list[tuple[int, str, int]]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT CAST((? - finished_at) / ? AS INTEGER) AS b, state, COUNT(*) FROM kiln_jobs"
+        " WHERE state IN ('completed', 'failed', 'cancelled') AND finished_at >= ?"
+        " GROUP BY b, state",
+        (now, bucket, now - since),
+    ).fetchall()
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
 
 
 def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:

@@ -261,9 +261,12 @@ class SQLiteStore:
         return await self._run("job_get", lambda c: _ops.get(c, job_id))
 
     async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None
+        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[JobRow]:
-        return await self._run("job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id))
+        return await self._run(
+            "job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id, after_id)
+        )
 
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda c: _ops.count(c, filter))
@@ -290,6 +293,17 @@ class SQLiteStore:
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._run("job_throughput", lambda c: _ops.throughput(c, since_seconds))
+
+    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
+        return await self._run("job_counts_by_kind", _ops.counts_by_kind)
+
+    async def job_finished_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[int, str, int]]:
+        return await self._run(
+            "job_finished_series",
+            lambda c: _ops.finished_series(c, since_seconds, bucket_seconds),
+        )
 
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:

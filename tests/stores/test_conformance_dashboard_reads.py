@@ -1,0 +1,56 @@
+"""Conformance: the reads behind the dashboard's Kinds page and charts.
+
+``job_counts_by_kind`` counts every job by kind and state; ``job_finished_series``
+puts finished jobs into buckets back from the database's now (bucket 0 the latest),
+and leaves out what finished before the span or has not finished.
+"""
+
+from __future__ import annotations
+
+from kiln._job import JobState, Outcome
+from kiln.stores import Store
+from tests.stores.factories import claim, insert, job, result
+
+
+async def test_counts_by_kind_and_state(store: Store) -> None:
+    await insert(store, job("a"), job("a"), job("b"), job("c", delay=3600))
+    [row] = await claim(store, limit=1, kinds=("b",))
+    await store.job_results_apply([result(row)])
+    counts = {(k, s): n for k, s, n in await store.job_counts_by_kind()}
+    assert counts == {("a", JobState.AVAILABLE): 2, ("b", JobState.COMPLETED): 1,
+                      ("c", JobState.SCHEDULED): 1}
+
+
+async def test_finished_series_buckets_back_from_now(store: Store) -> None:
+    await insert(store, *[job() for _ in range(5)], job(queue="other"))
+    rows = await claim(store, limit=5)
+    outcomes = [Outcome.COMPLETED] * 3 + [Outcome.FAILED] * 2
+    await store.job_results_apply(
+        [result(r, o, error="boom" if o is Outcome.FAILED else None)
+         for r, o in zip(rows, outcomes, strict=True)]
+    )
+    series = await store.job_finished_series(3600.0, 60.0)
+    assert sorted(series) == [(0, "completed", 3), (0, "failed", 2)]
+    assert all(isinstance(b, int) for b, _s, _n in series)
+    assert await store.job_finished_series(0.0, 60.0) == []  # a span that holds nothing
+
+
+async def test_time_range_and_oldest_first_paging(store: Store) -> None:
+    from datetime import timedelta
+
+    from kiln._job import JobFilter
+
+    ids = await insert(store, *[job() for _ in range(5)])
+    now = await store.now()
+    everything = JobFilter(created_after=now - timedelta(hours=1))
+    assert [r.id for r in await store.job_list(everything, 10)] == sorted(ids, reverse=True)
+    assert await store.job_list(JobFilter(created_after=now + timedelta(hours=1)), 10) == []
+    assert await store.job_count(JobFilter(created_before=now - timedelta(hours=1))) == 0
+    assert await store.job_count(JobFilter(created_before=now + timedelta(hours=1))) == 5
+    first = await store.job_list(JobFilter(), 3, after_id=0)
+    assert [r.id for r in first] == sorted(ids)[:3]
+    rest = await store.job_list(JobFilter(), 3, after_id=first[-1].id)
+    assert [r.id for r in rest] == sorted(ids)[3:]
+    # bulk actions take the range too: nothing enqueued an hour from now is deleted
+    assert await store.jobs_delete(JobFilter(created_after=now + timedelta(hours=1))) == 0
+    assert await store.job_count(JobFilter()) == 5
