@@ -1,123 +1,14 @@
-"""kiln's pytest plugin: the ``kiln_app``, ``kiln_jobs`` and ``kiln_database_url``
-fixtures, and the ``kiln_app`` / ``kiln_url`` settings (docs/testing.md).
+"""kiln's pytest plugin, under the name ``-p kiln.testing.pytest_plugin`` and
+``pytest_plugins = ["kiln.testing.pytest_plugin"]`` load (the entry point has the same
+name, so loading it both ways registers it once). The code is in ``kiln_pytest``, which
+the entry point loads without importing kiln."""
 
-Loaded for every pytest run where kiln is installed (entry point ``pytest11``), so it
-imports nothing of kiln until a test asks for one of its fixtures, and opens no
-database until then.
-"""
+from kiln_pytest import (
+    kiln_app,
+    kiln_database_url,
+    kiln_jobs,
+    load_target,
+    pytest_addoption,
+)
 
-from __future__ import annotations
-
-import importlib
-import os
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import pytest
-
-if TYPE_CHECKING:
-    from kiln import App
-    from kiln.testing import KilnJobs
-
-URL_ENV = "KILN_TEST_DATABASE_URL"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("kiln", "kiln job runner")
-    group.addoption(
-        "--kiln-url", dest="kiln_url", default=None, metavar="URL",
-        help="where the kiln fixtures make each test's database: sqlite (the default),"
-             " postgresql://... (a schema per test) or mysql://... (a database per test)",
-    )
-    group.addoption(
-        "--kiln-app", dest="kiln_app", default=None, metavar="MODULE:NAME",
-        help="the kiln.App (or a factory taking the database URL) that kiln_app gives",
-    )
-    parser.addini("kiln_url", "where the kiln fixtures make each test's database "
-                  "(see --kiln-url)", default=None)
-    parser.addini("kiln_app", "the kiln.App, as module:attribute, that kiln_app gives "
-                  "(see --kiln-app)", default=None)
-
-
-def _setting(config: pytest.Config, name: str, env: str | None = None) -> str | None:
-    """Command line, then the environment, then the ini file (as pytest-django does)."""
-    value = config.getoption(name)
-    if not value and env:
-        value = os.environ.get(env)
-    if not value:
-        value = config.getini(name)
-    return str(value) if value else None
-
-
-def load_target(spec: str) -> Any:
-    """``module:attribute`` (or ``module.attribute``) to the object it names."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep:
-        module_name, _dot, attribute = spec.rpartition(".")
-    if not module_name or not attribute:
-        raise pytest.UsageError(f"kiln_app = {spec!r}: name it as module:attribute")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise pytest.UsageError(f"kiln_app = {spec!r}: cannot import {module_name}: {exc}") \
-            from exc
-    target = module
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError as exc:
-            raise pytest.UsageError(
-                f"kiln_app = {spec!r}: {module_name} has no attribute {attribute!r}"
-            ) from exc
-    return target
-
-
-@pytest.fixture
-def kiln_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The URL of an empty, migrated database of this test's own."""
-    from kiln.testing import migrated_url
-
-    base = _setting(request.config, "kiln_url", URL_ENV)
-    with migrated_url(base, directory=tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def kiln_app(request: pytest.FixtureRequest, kiln_database_url: str) -> Iterator[App]:
-    """The App under test, on this test's database (the ``kiln_app`` setting names it)."""
-    import kiln
-    from kiln.testing import bound
-    from kiln.testing._binding import close_stores
-
-    spec = _setting(request.config, "kiln_app")
-    if spec is None:
-        app = kiln.App(kiln_database_url)
-        yield app
-        close_stores(app)
-        app._portal.close()
-        return
-    target = load_target(spec)
-    if isinstance(target, kiln.App):
-        with bound(target, kiln_database_url):
-            yield target
-        return
-    if not callable(target):
-        raise pytest.UsageError(
-            f"kiln_app = {spec!r} is a {type(target).__name__}: name a kiln.App, or a"
-            " function that takes the database URL and returns one"
-        )
-    made = target(kiln_database_url)
-    if not isinstance(made, kiln.App):
-        raise pytest.UsageError(f"kiln_app = {spec!r} returned {made!r}, not a kiln.App")
-    yield made
-    close_stores(made)
-    made._portal.close()
-
-
-@pytest.fixture
-def kiln_jobs(kiln_app: App) -> KilnJobs:
-    """Assertions, drain and perform bound to ``kiln_app``."""
-    from kiln.testing import KilnJobs
-
-    return KilnJobs(kiln_app)
+__all__ = ["kiln_app", "kiln_database_url", "kiln_jobs", "load_target", "pytest_addoption"]
