@@ -188,8 +188,11 @@ def _mismatches(path: str, actual: Any, expected: Any) -> list[str]:
         return found
     if callable(expected) and not _is_plain(expected):
         predicate: Callable[[Any], Any] = expected
-        if predicate(actual):
-            return []
+        try:
+            if predicate(actual):
+                return []
+        except Exception as exc:  # a predicate written for other args: no match, say why
+            return [f"{path} {_short(actual)} made {_name(expected)} raise {exc!r}"]
         return [f"{path} {_short(actual)} do not satisfy {_name(expected)}"]
     if expected == actual:  # expected first: unittest.mock.ANY decides
         return []
@@ -197,7 +200,7 @@ def _mismatches(path: str, actual: Any, expected: Any) -> list[str]:
 
 
 def _name(fn: Any) -> str:
-    return str(getattr(fn, "__qualname__", None) or repr(fn))
+    return str(getattr(fn, "__name__", None) or repr(fn))
 
 
 def _is_plain(value: Any) -> bool:
