@@ -75,6 +75,21 @@ def load_target(spec: str) -> Any:
     return target
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """After a test that used ``kiln_app``: close the client its event loop opened (an
+    ``await app.aenqueue``), while that loop is still open; async test plugins close
+    the loop before fixtures are torn down."""
+    try:
+        return (yield)
+    finally:
+        app = getattr(item, "funcargs", {}).get("kiln_app")
+        if app is not None:
+            from kiln.testing._binding import close_clients
+
+            close_clients(app)
+
+
 @pytest.fixture
 def kiln_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of an empty, migrated database of this test's own."""

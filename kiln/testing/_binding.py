@@ -44,9 +44,14 @@ def bound(app: App, url: str) -> Iterator[App]:
 
 
 def close_stores(app: App) -> None:
-    """Close the stores ``app`` opened: its sync store and each event loop's client,
-    on that loop while it is still open (a closed loop's connections are gone)."""
+    """Close the stores ``app`` opened: its sync store and each event loop's client."""
     app._portal.run(app._sync_store.close())
+    close_clients(app)
+
+
+def close_clients(app: App) -> None:
+    """Close each event loop's client store on its loop, while that loop is open; the
+    plugin calls this right after an async test, before its loop is closed."""
     for loop, client in list(app._clients.items()):
         if loop.is_closed():
             continue
@@ -54,4 +59,4 @@ def close_stores(app: App) -> None:
             asyncio.run_coroutine_threadsafe(client.store.close(), loop).result(10)
         else:
             loop.run_until_complete(client.store.close())
-    app._clients.clear()
+        app._clients.pop(loop, None)

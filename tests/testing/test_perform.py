@@ -78,7 +78,7 @@ def test_middleware_and_timeouts_apply(app: kiln.App) -> None:
     async def slow(job: kiln.Job) -> None:
         await asyncio.sleep(30)
 
-    with pytest.raises(TimeoutError, match="timed out after 0.1s"):
+    with pytest.raises(TimeoutError, match=r"timed out after 0\.1s"):
         testing.perform(app, "slow")
     assert calls == ["around slow"]
 
