@@ -34,11 +34,9 @@ class Criteria:
     metadata: Any = _UNSET
     states: tuple[JobState, ...] = WAITING
 
-    def differences(self, row: JobRow, *, with_kind: bool = False) -> list[str]:
-        """Why ``row`` does not match (empty when it does)."""
+    def differences(self, row: JobRow) -> list[str]:
+        """Why ``row`` of the wanted kind does not match (empty when it does)."""
         found: list[str] = []
-        if with_kind and self.kind is not None and row.kind != self.kind:
-            found.append(f"kind is {row.kind!r}, not {self.kind!r}")
         if self.queue is not None and row.queue != self.queue:
             found.append(f"queue is {row.queue!r}, not {self.queue!r}")
         if self.priority is not None and row.priority != self.priority:

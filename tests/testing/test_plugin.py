@@ -223,13 +223,20 @@ def test_loading_the_plugin_twice_registers_it_once(pytester: pytest.Pytester) -
     pytester.runpytest(*SYNC).assert_outcomes(passed=1)
 
 
-def test_the_entry_point_module_imports_nothing_of_kiln() -> None:
-    code = ("import sys, kiln_pytest; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kiln'))")
+def test_the_entry_point_imports_nothing_of_kiln_and_kiln_nothing_of_testing() -> None:
+    code = textwrap.dedent("""
+        import sys, kiln_pytest
+        print(sorted(m for m in sys.modules if m.split('.')[0] == 'kiln'))
+        import kiln, kiln.cli, kiln.maintenance, kiln.web
+        app = kiln.App("sqlite:///unused.db")
+        app.register("k", print)
+        app.server(queues={"q": 1})
+        print(sorted(m for m in sys.modules if m.startswith('kiln.testing')))
+    """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.split() == ["[]", "[]"]
 
 
 def test_the_entry_point_is_declared_under_the_modules_name() -> None:
