@@ -90,13 +90,20 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             close_clients(app)
 
 
-@pytest.fixture
-def kiln_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The URL of an empty, migrated database of this test's own."""
-    from kiln.testing import migrated_url
+@pytest.fixture(scope="session")
+def _kiln_databases(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Where this session's test databases come from (kiln.testing._databases)."""
+    from kiln.testing._databases import SessionDatabases
 
-    base = _setting(request.config, "kiln_url", URL_ENV)
-    with migrated_url(base, directory=tmp_path) as url:
+    databases = SessionDatabases(_setting(request.config, "kiln_url", URL_ENV))
+    yield databases
+    databases.close()
+
+
+@pytest.fixture
+def kiln_database_url(_kiln_databases: Any, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty, migrated database of this test's own."""
+    with _kiln_databases.for_test(tmp_path) as url:
         yield url
 
 

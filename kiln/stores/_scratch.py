@@ -44,14 +44,52 @@ async def scratch_create(base_url: str) -> str:
 async def scratch_drop(url: str) -> None:
     """Drop what ``scratch_create`` made (refuses any other name)."""
     if scheme_of(url) == "postgresql":
-        options = dict(parse_qsl(urlsplit(url).query)).get("options", "")
-        name = options.removeprefix("-csearch_path=")
+        name = _schema_of(url)
         _check(name, url)
         await _postgres(url, f"DROP SCHEMA IF EXISTS {name} CASCADE")
     else:
         name = urlsplit(url).path.lstrip("/")
         _check(name, url)
         await _mysql(url, f"DROP DATABASE IF EXISTS {name}")
+
+
+async def scratch_reset(url: str) -> None:
+    """Empty every kiln table of a PostgreSQL scratch schema, ids starting again at 1;
+    the schema and its migrations stay. Refuses any schema ``scratch_create`` did not
+    make; waits at most 5 s for a lock (a server left running holds one).
+
+    DELETE and setval, in one transaction: on tables this small, a tenth of the cost
+    of TRUNCATE (which makes new files) or of migrating a new schema. A foreign key in
+    the way falls back to TRUNCATE ... CASCADE."""
+    name = _schema_of(url)
+    _check(name, url)
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True,
+                                                     connect_timeout=5) as conn:
+        await conn.execute("SET lock_timeout = '5s'")
+        cur = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s"
+            " AND tablename <> 'kiln_migrations' ORDER BY tablename", (name,))
+        tables = [f"{name}.{r[0]}" for r in await cur.fetchall()]
+        cur = await conn.execute(
+            "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (name,))
+        sequences = [f"{name}.{r[0]}" for r in await cur.fetchall()]
+        # every name below comes from the catalog of a schema scratch_create made
+        try:
+            async with conn.transaction():
+                for table in tables:
+                    await conn.execute(f"DELETE FROM {table}")
+                for seq in sequences:
+                    await conn.execute("SELECT setval(%s, 1, false)", (seq,))
+        except psycopg.errors.ForeignKeyViolation:
+            await conn.execute(
+                f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+
+
+def _schema_of(url: str) -> str:
+    options = dict(parse_qsl(urlsplit(url).query)).get("options", "")
+    return options.removeprefix("-csearch_path=")
 
 
 def _check(name: str, url: str) -> None:

@@ -5,6 +5,7 @@ the entry point loads without importing kiln; every hook and fixture is here too
 (tests/testing/test_plugin.py checks)."""
 
 from kiln_pytest import (
+    _kiln_databases,
     kiln_app,
     kiln_database_url,
     kiln_jobs,
@@ -14,6 +15,7 @@ from kiln_pytest import (
 )
 
 __all__ = [
+    "_kiln_databases",
     "kiln_app",
     "kiln_database_url",
     "kiln_jobs",

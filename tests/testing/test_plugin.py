@@ -248,6 +248,56 @@ def test_the_shim_holds_every_hook_and_fixture_of_the_plugin() -> None:
     import kiln_pytest
     from kiln.testing import pytest_plugin
 
-    wanted = {n for n in vars(kiln_pytest) if n.startswith(("pytest_", "kiln_"))}
+    wanted = {n for n in vars(kiln_pytest) if n.startswith(("pytest_", "kiln_", "_kiln_"))}
     assert wanted <= set(pytest_plugin.__all__)
     assert all(getattr(pytest_plugin, n) is getattr(kiln_pytest, n) for n in wanted)
+
+
+def scratch_schemas(url: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kiln_test_%'")
+        return {str(r[0]) for r in rows}
+
+
+def test_on_postgresql_one_schema_per_session_emptied_before_each_test(
+    pytester: pytest.Pytester,
+) -> None:
+    from tests.plugins.databases import POSTGRES_URL, unavailable
+
+    try:
+        before = scratch_schemas(POSTGRES_URL)
+    except Exception as exc:  # psycopg.OperationalError: no server here
+        unavailable("postgres", str(exc))
+    project(pytester, f"kiln_app = proj:app\nkiln_url = {POSTGRES_URL}", test_it="""
+        import proj
+
+        urls = []
+
+        def test_first(kiln_app, kiln_jobs):
+            urls.append(kiln_app.url)
+            assert proj.app.enqueue("ping", {"n": 1}) == 1
+            proj.app.enqueue("ping", {"n": 2})
+            kiln_jobs.drain(max_jobs=1)
+
+        def test_second_starts_empty_and_from_id_1(kiln_app, kiln_jobs):
+            assert kiln_app.url == urls[0]
+            kiln_jobs.refute_enqueued(state=["available", "completed"])
+            assert proj.app.enqueue("ping", {"n": 3}) == 1
+    """)
+    pytester.runpytest(*SYNC).assert_outcomes(passed=2)
+    assert scratch_schemas(POSTGRES_URL) == before  # dropped at the session's end
+
+
+def test_scratch_operations_refuse_what_they_did_not_make() -> None:
+    import asyncio
+
+    from kiln import ConfigError
+    from kiln.stores._scratch import scratch_drop, scratch_reset
+
+    for call in (scratch_drop, scratch_reset):
+        with pytest.raises(ConfigError, match="not a scratch database made by kiln"):
+            asyncio.run(call("postgresql://postgres@127.0.0.1/test?options=-csearch_path%3Dpublic"))
+    with pytest.raises(ConfigError, match="not a scratch database"):
+        asyncio.run(scratch_drop("mysql://root@127.0.0.1:3306/test"))
