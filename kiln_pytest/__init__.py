@@ -30,7 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--kiln-url", dest="kiln_url", default=None, metavar="URL",
         help="where the kiln fixtures make each test's database: sqlite (the default),"
-             " postgresql://... (a schema per test) or mysql://... (a database per test)",
+             " postgresql://... (a schema per session, emptied before each test) or"
+             " mysql://... (a database per test)",
     )
     group.addoption(
         "--kiln-app", dest="kiln_app", default=None, metavar="MODULE:NAME",
