@@ -11,6 +11,7 @@ the drain may run is due. Owns no SQL and no decision about outcomes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import socket
@@ -23,7 +24,7 @@ from typing import Any
 from kiln._app import App
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
-from kiln._errors import ValidationError
+from kiln._errors import KilnError, ValidationError
 from kiln._events import EventHub, JobClaimed, JobFinished
 from kiln._executor import Executor
 from kiln._job import JobFilter, JobResult, JobRow, JobState, Outcome, ServerInfo
@@ -142,8 +143,8 @@ class _Drainer:
                   raise_errors: bool) -> None:
         unsubscribe = self._events.subscribe(self._on_finished, types=(JobFinished,))
         self._events.start()
-        await self._store.server_register(self._info())
         try:
+            await self._store.server_register(self._info())
             while max_jobs is None or len(drained) < max_jobs:
                 row = await self._next(with_scheduled)
                 if row is None:
@@ -155,7 +156,8 @@ class _Drainer:
         finally:
             unsubscribe()
             self._threads.shutdown()
-            await self._store.server_deregister(self.server_id)
+            with contextlib.suppress(KilnError):  # never hides why the drain stopped
+                await self._store.server_deregister(self.server_id)
             await _flush(self._events)
 
     def _info(self) -> ServerInfo:
