@@ -14,7 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LINTED = [
     name
-    for name in ("kiln", "kilnotel", "tests", "bench", "deploy", "dashboards", "mixin")
+    for name in (
+        "kiln", "kilnotel", "kiln_pytest", "tests", "bench", "deploy", "dashboards", "mixin",
+    )
     if (ROOT / name).is_dir()
 ]
 

@@ -48,3 +48,12 @@ def test_the_user_view_of_design_md_is_there() -> None:
                  "retry_window", "KilnError"):
         assert name in kiln.__all__
     assert isinstance(kiln.__version__, str) and kiln.__version__
+
+
+def test_kiln_testing_exports_exactly_its_all() -> None:
+    from kiln import testing
+
+    assert testing.__all__ == sorted(testing.__all__)
+    assert sorted(public_names(testing)) == testing.__all__
+    for name in testing.__all__:
+        assert getattr(testing, name).__module__.startswith("kiln.testing."), name

@@ -170,6 +170,16 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     return len(ids)
 
 
+def make_due(f: JobFilter) -> Plan[int]:
+    """Bring the run_at of matching scheduled and pending jobs forward to now."""
+    cond, params = where(f, ["scheduled", "pending"])
+    out = yield step(
+        Stmt(f"UPDATE kiln_jobs SET run_at = {NOW} WHERE {cond} AND run_at > {NOW}", params),
+        last=True,
+    )
+    return int(out[0].rowcount)
+
+
 def cancel(f: JobFilter) -> Plan[int]:
     cond, params = where(f, CANCELLABLE)
     out = yield step(

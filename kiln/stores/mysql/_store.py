@@ -403,6 +403,9 @@ class MySQLStore:
         self._empty_queues.clear()
         return n
 
+    async def jobs_make_due(self, filter: JobFilter) -> int:
+        return await self._write("jobs_make_due", lambda: _admin.make_due(filter))
+
     async def jobs_cancel(self, filter: JobFilter) -> int:
         return await self._write("jobs_cancel", lambda: _admin.cancel(filter))
 

@@ -571,6 +571,17 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     return int(rows[0][0])
 
 
+def make_due(f: JobFilter) -> Plan[int]:
+    """Bring the run_at of matching scheduled and pending jobs forward to now."""
+    cond, params = where(f, ["scheduled", "pending"])
+    sql = (
+        f"WITH upd AS (UPDATE kiln_jobs SET run_at = now() WHERE {cond} AND run_at > now()"
+        " RETURNING 1) SELECT count(*) FROM upd"
+    )
+    rows = (yield one(sql, *params))[0]
+    return int(rows[0][0])
+
+
 def cancel(f: JobFilter) -> Plan[int]:
     cond, params = where(f, CANCELLABLE)
     sql = (

@@ -263,6 +263,9 @@ class PostgresStore:
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         return await self._run("jobs_requeue", lambda: _jobs.requeue(filter, dead_after))
 
+    async def jobs_make_due(self, filter: JobFilter) -> int:
+        return await self._run("jobs_make_due", lambda: _jobs.make_due(filter))
+
     async def jobs_cancel(self, filter: JobFilter) -> int:
         return await self._run("jobs_cancel", lambda: _jobs.cancel(filter))
 

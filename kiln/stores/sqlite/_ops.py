@@ -457,6 +457,16 @@ def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
     return cur.rowcount
 
 
+def make_due(conn: sqlite3.Connection, f: JobFilter) -> int:
+    """Bring the run_at of matching scheduled and pending jobs forward to now."""
+    where, params = _restrict(f, ("scheduled", "pending"))
+    now = time.time()
+    cur = conn.execute(
+        f"UPDATE kiln_jobs SET run_at = ? WHERE {where} AND run_at > ?", [now, *params, now]
+    )
+    return cur.rowcount
+
+
 def cancel(conn: sqlite3.Connection, f: JobFilter) -> int:
     where, params = _restrict(f, CANCELLABLE)
     cur = conn.execute(

@@ -276,6 +276,9 @@ class SQLiteStore:
             "jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter, dead_after)
         )
 
+    async def jobs_make_due(self, filter: JobFilter) -> int:
+        return await self._run("jobs_make_due", lambda c: _ops.write(c, _ops.make_due, filter))
+
     async def jobs_cancel(self, filter: JobFilter) -> int:
         return await self._run("jobs_cancel", lambda c: _ops.write(c, _ops.cancel, filter))
 
