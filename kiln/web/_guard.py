@@ -4,9 +4,9 @@ Owns, in this order: the Host allowlist (DNS rebinding), the per-client throttle
 failed attempts, authentication (or the identity that a host application's own
 authentication put in the scope, ``HOST_IDENTITY``), and for every state-changing
 request (any method but GET, HEAD and OPTIONS) the same-origin check, read-only
-refusal and CSRF check, each refusal audited; then the security headers of every response, and a 500 page with
-those headers for a bug that escapes a handler. Routes added later get all of it
-without asking for it.
+refusal and CSRF check, each refusal audited; then the security headers of every
+response, and a 500 page with those headers for a bug that escapes a handler. Routes
+added later get all of it without asking for it.
 """
 
 from __future__ import annotations
