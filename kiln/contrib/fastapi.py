@@ -7,7 +7,8 @@ own sub-dependencies, security schemes and HTTPExceptions): a request that gets 
 it is forwarded to the dashboard as that user; one it refuses never reaches it.
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations``: FastAPI reads the routes' annotations at
+# run time, and ``Who`` below is local to mount_dashboard
 
 from typing import Annotated, Any
 
