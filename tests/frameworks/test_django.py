@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,29 +13,6 @@ import pytest
 from kiln._errors import ConfigError
 from kiln._job import JobFilter
 from kiln.stores import store_from_url
-from tests.frameworks import django_site
-from tests.plugins.databases import postgres_schema_url
-
-pytest.importorskip("django")
-ALIASES = ["default", "pg"]
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[dict[str, str]]:
-    schema = postgres_schema_url()  # the schema lives as long as this module's tests
-    urls = django_site.configure(next(schema))
-    yield urls
-    from django.db import connections
-
-    connections.close_all()
-    schema.close()
-
-
-@pytest.fixture(params=ALIASES)
-def alias(request: pytest.FixtureRequest, site: dict[str, str]) -> str:
-    if request.param not in site:
-        pytest.skip("postgres not configured")
-    return str(request.param)
 
 
 def job_count(url: str, kind: str) -> int:
