@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.plugins.databases import postgres_schema_url
 
 PROJECT = Path(__file__).parent / "user_project"
 ROOT = Path(__file__).parents[2]
@@ -21,10 +24,18 @@ ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_the_user_projects_tests_pass(store_url: str, backend: str) -> None:
-    if backend == "mysql":
-        pytest.skip("mysql: the user project is a PostgreSQL/SQLite shop (Django's MySQL "
-                    "backend needs mysqlclient, which the dev extra does not install)")
+@pytest.fixture(params=["sqlite", "postgres"])
+def project_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """SQLite and PostgreSQL: the shop is not run on MariaDB (Django's MySQL backend
+    needs mysqlclient, which the dev extra does not install)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shop.sqlite3'}"
+    else:
+        yield from postgres_schema_url()
+
+
+def test_the_user_projects_tests_pass(project_url: str) -> None:
+    store_url = project_url
     env = {**os.environ, "USER_PROJECT_DATABASE_URL": store_url,
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(PROJECT)])}
     env.pop("DJANGO_SETTINGS_MODULE", None)
