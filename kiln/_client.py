@@ -27,6 +27,7 @@ from kiln._job import (
     RateLimit,
     StateCount,
 )
+from kiln._joined import joined, joined_sync
 from kiln._kinds import Declaration, Kind
 from kiln._retry import as_backoff, backoff_to_json
 from kiln._unique import Unique
@@ -252,6 +253,8 @@ class Client:
         self, jobs: Sequence[NewJob], conn: Any = None
     ) -> builtins.list[EnqueueResult]:
         check_names(jobs)
+        if conn is not None:
+            conn = await joined(conn)
         finishers = self._before(jobs) if self._hooks else []
         try:
             ids = _results(await self.store.job_insert_many(jobs, conn))
@@ -265,6 +268,8 @@ class Client:
         self, jobs: Sequence[NewJob], conn: Any = None
     ) -> builtins.list[EnqueueResult]:
         check_names(jobs)
+        if conn is not None:
+            conn = joined_sync(conn)
         finishers = self._before(jobs) if self._hooks else []
         try:
             ids = _results(self.store.job_insert_many_sync(jobs, conn))

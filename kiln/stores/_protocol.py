@@ -127,6 +127,8 @@ class Store(Protocol):
         """Apply missing migrations; return the versions applied."""
     async def schema_check(self) -> None:
         """Raise NotMigratedError unless the schema is at this kiln's version."""
+    async def schema_version(self) -> int:
+        """The highest migration applied; 0 on a database kiln never migrated."""
     async def now(self) -> datetime: ...
 
     # notifications (stores with listen_notify; others are woken through a Bus)

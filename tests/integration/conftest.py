@@ -21,3 +21,8 @@ def admin(store_url: str) -> Iterator[Admin]:
     a = Admin(store_url, APP)
     yield a
     a.close()
+
+
+# a project of its own, with its own pytest.ini and Django settings: run by
+# test_user_project.py in a process of its own, never collected into this one
+collect_ignore = ["user_project"]

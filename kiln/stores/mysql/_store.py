@@ -252,6 +252,9 @@ class MySQLStore:
                 "run `kiln migrate`",
             )
 
+    async def schema_version(self) -> int:
+        return await self._read("schema_version", _schema.version())
+
     async def now(self) -> datetime:
         return from_db_required(await self._read("now", _schema.now()))
 

@@ -41,6 +41,16 @@ def schema_version() -> Plan[int]:
     return int(rows[0][0])
 
 
+def applied_version() -> Plan[int]:
+    """Like ``schema_version``, and 0 without kiln_migrations (SCHEMA_VERSION's subquery
+    names the table, so it fails to plan before the table exists)."""
+    rows = (yield one("SELECT to_regclass('kiln_migrations') IS NOT NULL"))[0]
+    if not rows[0][0]:
+        return 0
+    rows = (yield one("SELECT coalesce(max(version), 0) FROM kiln_migrations"))[0]
+    return int(rows[0][0])
+
+
 def migrate(versions: list[tuple[int, str]]) -> Plan[list[int]]:
     """Apply missing versions in one transaction, under an advisory lock so that two
     processes migrating at once apply each version once."""

@@ -169,6 +169,9 @@ class PostgresStore:
                 " run `kiln migrate`",
             )
 
+    async def schema_version(self) -> int:
+        return await self._run("schema_version", _cluster.applied_version)
+
     async def now(self) -> datetime:
         return await self._run("now", _cluster.now)
 

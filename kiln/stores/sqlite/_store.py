@@ -187,6 +187,11 @@ class SQLiteStore:
                 "run `kiln migrate`",
             )
 
+    async def schema_version(self) -> int:
+        if self._conn is None and not os.path.exists(self.path):
+            return 0  # never migrated, and reading it must not create the file
+        return await self._run("schema_version", _ops.schema_version)
+
     async def now(self) -> datetime:
         from kiln.stores._rows import ts_required
 

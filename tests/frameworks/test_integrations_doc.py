@@ -1,0 +1,188 @@
+"""docs/integrations.md: every example runs as written, on the databases its path
+supports. ``test_every_example_is_run`` keeps this list and the page in step."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+import kiln
+from kiln._job import JobFilter
+from kiln.cli import run
+from kiln.stores import Store, _migrations
+from tests.frameworks.asgi import served
+from tests.frameworks.test_django import job_count
+from tests.frameworks.test_sqlalchemy_conn import ASYNC_DRIVER, SYNC_DRIVER, sa_url
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+EXAMPLE = re.compile(r"<!-- example: ([a-z-]+) -->\n```([a-z]+)\n(.*?)```", re.S)
+RUN = {"session", "async-session", "alembic", "cli", "django-settings", "django-jobs",
+       "django-commands", "django-urls", "fastapi", "starlette"}
+
+
+def examples() -> dict[str, str]:
+    return {name: code for name, _, code in EXAMPLE.findall(DOC.read_text())}
+
+
+def test_every_example_is_run() -> None:
+    text = DOC.read_text()
+    assert set(examples()) == RUN
+    assert text.count("```python") + text.count("```sh") == len(RUN) + 1  # + the install
+
+
+def orders_table() -> sa.Table:
+    return sa.Table("orders", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True),
+                    sa.Column("total", sa.Integer))
+
+
+@pytest.fixture
+def jobs(store: Store, store_url: str) -> Any:
+    app = kiln.App(store_url)
+    app.register("email.receipt", lambda job: None)
+    yield app
+    app.close()
+
+
+async def test_session(jobs: kiln.App, store: Store, store_url: str, backend: str) -> None:
+    engine = sa.create_engine(sa_url(store_url, SYNC_DRIVER[backend]))
+    orders = orders_table()
+    orders.metadata.create_all(engine)
+    try:
+        exec(examples()["session"], {"engine": engine, "orders": orders, "jobs": jobs})
+        [job] = await store.job_list(JobFilter(kind="email.receipt"), 10, None)
+        assert job.args == {"order": 42}
+        with engine.connect() as c:
+            assert c.execute(sa.select(orders.c.id)).scalars().all() == [42]
+    finally:
+        engine.dispose()
+
+
+async def test_async_session(jobs: kiln.App, store: Store, store_url: str,
+                             backend: str) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    if backend not in ASYNC_DRIVER:
+        pytest.skip(f"{backend}: no joinable async driver (the page says so)")
+    engine = create_async_engine(sa_url(store_url, ASYNC_DRIVER[backend]))
+    orders = orders_table()
+    async with engine.begin() as c:
+        await c.run_sync(orders.metadata.create_all)
+    namespace: dict[str, Any] = {"async_engine": engine, "orders": orders, "jobs": jobs}
+    exec("async def example():\n" + textwrap.indent(examples()["async-session"], "    "),
+         namespace)
+    try:
+        await namespace["example"]()
+        assert await store.job_count(JobFilter()) == 0  # the example rolls back
+    finally:
+        await engine.dispose()
+
+
+def test_alembic(store_url: str, backend: str) -> None:
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    namespace: dict[str, Any] = {}
+    exec(examples()["alembic"], namespace)
+    engine = sa.create_engine(sa_url(store_url, SYNC_DRIVER[backend]))
+    try:
+        with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
+            namespace["upgrade"]()
+        with engine.connect() as conn:
+            assert kiln.sqlalchemy.schema_version(conn) == _migrations.latest(
+                "kiln.stores.sqlite")
+    finally:
+        engine.dispose()
+
+
+def test_cli(store_url: str, monkeypatch: pytest.MonkeyPatch,
+             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KILN_DATABASE_URL", store_url)
+    for line in examples()["cli"].strip().splitlines():
+        argv = shlex.split(line)
+        assert argv[0] == "kiln" and run(argv[1:]) == 0, line
+    out = capsys.readouterr().out
+    assert "pending  0001" in out and "kiln migrations 4.." in out
+
+
+def test_django_settings() -> None:
+    from kiln.contrib.django._settings import DEFAULTS
+
+    namespace: dict[str, Any] = {}
+    exec(examples()["django-settings"], namespace)
+    assert "kiln.contrib.django" in namespace["INSTALLED_APPS"]
+    assert set(namespace["KILN"]) == set(DEFAULTS)
+
+
+def test_django_jobs(alias: str, site: dict[str, str]) -> None:
+    from django.contrib.auth.models import User
+    from django.test import RequestFactory, override_settings
+
+    class Customer:  # the page's model: a User stands in for it
+        class objects:
+            @staticmethod
+            def create(email: str) -> User:
+                return User.objects.db_manager(alias).create(username=email, email=email)
+
+    namespace: dict[str, Any] = {"Customer": Customer}
+    with override_settings(KILN={"DATABASE": alias}):
+        exec(examples()["django-jobs"], namespace)
+    request = RequestFactory().post("/signup/", {"email": f"{alias}-doc@example.com"})
+    response = namespace["signup"](request)
+    namespace["jobs"].close()
+    assert response.status_code == 201
+    assert job_count(site[alias], "email.welcome") >= 1
+
+
+def test_django_commands(site: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """kiln_migrate runs here; kiln_worker runs for real in the user project's tests
+    (tests/integration/user_project/test_shop.py), as it blocks until a signal."""
+    from django.core.management import call_command, get_commands
+
+    for line in examples()["django-commands"].strip().splitlines():
+        argv = shlex.split(line)
+        assert argv[:2] == ["python", "manage.py"] and argv[2] in get_commands()
+        if argv[2] == "kiln_migrate":
+            call_command(*argv[2:])
+    assert "0 pending" in capsys.readouterr().out
+
+
+def test_django_urls(site: dict[str, str]) -> None:
+    from django.urls import resolve
+
+    urlconf = types.ModuleType("doc_urls")
+    exec(examples()["django-urls"], urlconf.__dict__)
+    match = resolve("/admin/kiln/jobs/7", urlconf=urlconf)
+    assert match.kwargs == {"path": "jobs/7"}
+
+
+async def test_fastapi(store: Store, store_url: str) -> None:
+    namespace: dict[str, Any] = {"DATABASE_URL": store_url,
+                                 "ADMIN_TOKEN": "doc-admin-token-0123456789"}
+    exec(examples()["fastapi"], namespace)
+    async with served(namespace["api"]) as http:
+        signed = await http.post("/signup", params={"email": "ada@example.com"})
+        assert signed.status_code == 201
+        assert (await http.get("/admin/kiln/")).status_code == 401
+        page = await http.get("/admin/kiln/jobs", headers={
+            "Authorization": "Bearer doc-admin-token-0123456789"})
+        assert page.status_code == 200 and "email.welcome" in page.text
+    job = await store.job_get(signed.json()["job"])
+    assert job is not None and job.args == {"email": "ada@example.com"}
+
+
+async def test_starlette(tmp_path: Path) -> None:
+    jobs = kiln.App(f"sqlite:///{tmp_path / 'kiln.db'}")
+    await jobs.amigrate()
+    namespace: dict[str, Any] = {"jobs": jobs}
+    exec(examples()["starlette"], namespace)
+    async with served(namespace["app"]) as http:
+        assert (await http.get("/ops/kiln/")).status_code == 401
+    jobs.close()
+
