@@ -25,6 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
@@ -187,15 +188,23 @@ def export_otlp(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     environ: Mapping[str, str] | None = None,
+    global_tracer: bool = False,
 ) -> OtlpExport:
     """Observe ``server`` with OTLP providers (``otlp_providers``); with
     ``metrics_port``, serve the same metrics on /metrics too. Call before
-    ``server.run()``; ``close()`` the result after it returns."""
+    ``server.run()``; ``close()`` the result after it returns.
+
+    ``global_tracer``: also make the tracer provider the global one, unless one is set
+    already, so that the spans handlers make with ``trace.get_tracer(...)`` are
+    exported too, as children of their attempt's ``process`` span (kiln worker does)."""
     registry = CollectorRegistry() if metrics_port is not None else None
     meter_provider, tracer_provider = otlp_providers(endpoint, registry=registry,
                                                      environ=environ)
     observer = observe(server, meter_provider, tracer_provider,
                        traces=tracer_provider is not None)
+    if (global_tracer and tracer_provider is not None
+            and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)):
+        trace.set_tracer_provider(tracer_provider)
     metrics = None
     if registry is not None and metrics_port is not None:
         metrics = serve(registry, port=metrics_port, host=metrics_host)

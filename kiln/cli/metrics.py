@@ -89,7 +89,8 @@ def export_otlp(server: Any, endpoint: str | None, metrics_port: int | None, hos
     a setting kilnotel cannot honour becomes MetricsUnavailableError naming it."""
     export = load_export_otlp()
     try:
-        return export(server, endpoint, metrics_port=metrics_port, metrics_host=host)
+        return export(server, endpoint, metrics_port=metrics_port, metrics_host=host,
+                      global_tracer=True)
     except ImportError as exc:
         raise MetricsUnavailableError(f"OTLP export needs OpenTelemetry ({exc}): "
                                       f"{INSTALL_HINT}") from exc

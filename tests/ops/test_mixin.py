@@ -4,6 +4,7 @@ promtool on the generated rules."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,18 @@ def test_slo_config_refuses_what_it_cannot_do() -> None:
         Config(failure_objective=0)
     with pytest.raises(ValueError, match=r"queue_latency_slos\['reports'\]: a LatencySLO"):
         Config(queue_latency_slos={"reports": 300})  # type: ignore[dict-item]
+
+
+def test_the_slo_example_of_the_docs_builds_valid_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, promtool: Run
+) -> None:
+    doc = (promql.ROOT / "docs" / "observability.md").read_text(encoding="utf-8")
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S)
+                  if "kind_failure_objectives" in b]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "docs/observability.md", "exec"), {})
+    out = tmp_path / "out" / "alerts"
+    rules = out / "kiln.rules.yml"
+    assert 'kiln_job_kind="payments.charge"' in rules.read_text()
+    result = promtool(["check", "rules", str(out / "kiln.recording.yml"), str(rules)])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -165,12 +165,14 @@ def test_signals_can_be_turned_off_and_bad_settings_are_refused(
 # kiln worker --otlp-endpoint ---------------------------------------------------------------
 APP = '''
 import kiln
+from opentelemetry import trace
 
 app = kiln.App()
 
 @app.job("ok")
-async def ok(job):
-    return None
+def ok(job):
+    with trace.get_tracer("otlpapp").start_as_current_span("send the mail"):
+        return None
 '''
 FAST_ENV = {"KILN_POLL_INTERVAL": "0.2", "KILN_HEARTBEAT_INTERVAL": "0.2", "KILN_LEADER_TTL": "1",
             "KILN_DEAD_AFTER": "6", "KILN_KILL_GRACE": "0.2", "KILN_SHUTDOWN_TIMEOUT": "0.5",
@@ -202,6 +204,7 @@ def test_kiln_worker_exports_over_otlp_and_serves_metrics(
                   "--metrics-port", str(port), **env)
     try:
         wait_for("the attempt's span", lambda: len(_process_spans(otlp)) == 1, 30)
+        wait_for("the handler's span", lambda: len(otlp.span_list()) == 2, 10)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             scraped = r.read().decode()
         assert 'kiln_jobs_finished_total{' in scraped and 'outcome="completed"' in scraped
@@ -214,7 +217,10 @@ def test_kiln_worker_exports_over_otlp_and_serves_metrics(
     assert worker.returncode == 0, err
     assert f"OTLP export to {otlp.url}" in err
     assert _total(otlp, "kiln.jobs.finished", kiln_job_kind="ok", outcome="completed") == 1
-    assert _process_spans(otlp)[0][0]["service.name"] == "kiln-worker"
+    (resource, process), = _process_spans(otlp)
+    assert resource["service.name"] == "kiln-worker"
+    (child,) = [s for _r, s in otlp.span_list() if s.name == "send the mail"]
+    assert child.trace_id == process.trace_id and child.parent_span_id == process.span_id
 
 
 def test_kiln_worker_refuses_an_otlp_protocol_it_cannot_speak(tmp_path: Path) -> None:
