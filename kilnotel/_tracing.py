@@ -174,7 +174,7 @@ class Tracing:
         queue, kind = row.queue, row.kind
         name = self._names.get(queue) or self._name(queue)
         base = self._attrs.get((queue, kind)) or self._base(queue, kind)
-        attributes = {**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt}
+        # after sampling (see _span_attributes), an unsampled attempt builds none
         late = self._attributes.after_sampling
         span = self._tracer.start_span(
             name,
@@ -182,10 +182,12 @@ class Tracing:
             context=producer if self._parent and producer is not None else _ROOT,
             kind=SpanKind.CONSUMER,
             links=links,
-            attributes=None if late else attributes,
+            attributes=None if late else {
+                **base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt},
         )
         if late and span.is_recording():
-            self._attributes.write(span, attributes)
+            self._attributes.write(span, {
+                **base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt})
         if row.rescues:
             # the previous attempt was lost with its server and rescued by the leader
             span.add_event(n.EVENT_RESCUED, {n.SPAN_RESCUES: row.rescues})
