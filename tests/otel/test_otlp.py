@@ -231,3 +231,19 @@ def test_kiln_worker_refuses_an_otlp_protocol_it_cannot_speak(tmp_path: Path) ->
     _out, err = worker.communicate(timeout=60)
     assert worker.returncode == 1, err
     assert "OTEL_EXPORTER_OTLP_PROTOCOL='http/json'" in err
+
+
+def test_kiln_worker_without_kilnotel_says_what_to_install(tmp_path: Path) -> None:
+    (tmp_path / "otlpapp.py").write_text(APP.replace("from opentelemetry import trace\n", ""))
+    fake = tmp_path / "shadow" / "kilnotel"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'opentelemetry'\", name='opentelemetry')\n")
+    worker = _cli(tmp_path, "worker", "otlpapp:app",
+                  KILN_DATABASE_URL=f"sqlite:///{tmp_path}/k.db",
+                  OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+                  PYTHONPATH=os.pathsep.join([str(tmp_path / "shadow"),
+                                              os.environ.get("PYTHONPATH", "")]))
+    _out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 1, err
+    assert "OTLP export needs kilnotel" in err and "kiln-jobs[otel]" in err
