@@ -29,6 +29,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from kiln import Event, Fenced, Job, JobFinished, JobRow, NewJob, Outcome
 from kilnotel import _names as n
+from kilnotel._span_attributes import SpanAttributes
 
 log = logging.getLogger("kilnotel.tracing")
 
@@ -72,6 +73,7 @@ class Tracing:
         # the metadata keys the global propagator reads: most jobs carry none of them
         # when nothing traced their enqueue, and extracting then is wasted work
         self._fields = frozenset(propagate.get_global_textmap().fields)
+        self._attributes = SpanAttributes(tracer)
         self.enabled = True
 
     # producer -----------------------------------------------------------------------
@@ -172,14 +174,20 @@ class Tracing:
         queue, kind = row.queue, row.kind
         name = self._names.get(queue) or self._name(queue)
         base = self._attrs.get((queue, kind)) or self._base(queue, kind)
+        # after sampling (see _span_attributes), an unsampled attempt builds none
+        late = self._attributes.after_sampling
         span = self._tracer.start_span(
             name,
             # link mode: a root, never a child of the context the server runs in
             context=producer if self._parent and producer is not None else _ROOT,
             kind=SpanKind.CONSUMER,
             links=links,
-            attributes={**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt},
+            attributes=None if late else {
+                **base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt},
         )
+        if late and span.is_recording():
+            self._attributes.write(span, {
+                **base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt})
         if row.rescues:
             # the previous attempt was lost with its server and rescued by the leader
             span.add_event(n.EVENT_RESCUED, {n.SPAN_RESCUES: row.rescues})
@@ -222,7 +230,7 @@ class Tracing:
         if span is None:
             return
         outcome = e.outcome
-        span.set_attribute(n.SPAN_OUTCOME, outcome.value)
+        self._attributes.write(span, {n.SPAN_OUTCOME: outcome.value})
         name = _OUTCOME_EVENTS.get(outcome)
         if name is not None:
             attrs = {n.SPAN_RETRY_IN: e.retry_in} if e.retry_in is not None else None

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from kilnotel import _names as names
+
 # Alert thresholds, by key: the defaults of the shipped rules.
 THRESHOLDS: Mapping[str, float] = MappingProxyType({
     "failure_ratio": 0.25,  # share of attempts that fail, 5m window, for 15m
@@ -25,6 +27,29 @@ THRESHOLDS: Mapping[str, float] = MappingProxyType({
 })
 QUEUE_THRESHOLDS = frozenset({"failure_ratio", "oldest_available_seconds",
                               "claim_latency_p99_seconds", "admission_delay_p99_seconds"})
+# The claim-latency SLO counts a claim as good when it lands in a histogram bucket at
+# or under its threshold, so a threshold must be one of the buckets' bounds.
+LATENCY_SLO_BOUNDS = frozenset(names.WAIT_BUCKETS)
+
+
+def _check_objective(what: str, value: float) -> None:
+    if not isinstance(value, int | float) or not 0 < value < 1:
+        raise ValueError(f"{what}: {value!r} is not a share between 0 and 1 (0.99 is 99%)")
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencySLO:
+    """A queue-latency objective: ``objective`` of the jobs claimed from a queue are
+    claimed within ``seconds`` of becoming ready, over the SLO period (30 days)."""
+
+    seconds: float = 30.0
+    objective: float = 0.99
+
+    def __post_init__(self) -> None:
+        if float(self.seconds) not in LATENCY_SLO_BOUNDS:
+            raise ValueError(f"latency SLO seconds={self.seconds:g} is not a claim-latency "
+                             f"bucket bound; use one of {sorted(LATENCY_SLO_BOUNDS)}")
+        _check_objective("latency SLO objective", self.objective)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +65,12 @@ class Config:
     - ``thresholds``: overrides of THRESHOLDS; ``queue_thresholds``: per queue, overrides
       of the keys in QUEUE_THRESHOLDS;
     - ``runbook_url_base``: where docs/runbooks.md is served; each alert links
-      ``{base}#{alertname in lower case}``.
+      ``{base}#{alertname in lower case}``;
+    - ``failure_objective``: the share of the jobs of a kind that must not fail for good
+      over the SLO period (30 days), 0.99 by default (a failure budget of 1%);
+      ``kind_failure_objectives``: per kind (``kiln.job.kind``), its own objective;
+    - ``latency_slo``: the queue-latency objective (99% of claims within 30 s by
+      default); ``queue_latency_slos``: per queue, its own LatencySLO.
     """
 
     selector: str = 'job=~".*kiln.*"'
@@ -49,8 +79,19 @@ class Config:
     queue_thresholds: Mapping[str, Mapping[str, float]] = dataclasses.field(
         default_factory=dict)
     runbook_url_base: str = "docs/runbooks.md"
+    failure_objective: float = 0.99
+    kind_failure_objectives: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    latency_slo: LatencySLO = LatencySLO()
+    queue_latency_slos: Mapping[str, LatencySLO] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check_objective("failure_objective", self.failure_objective)
+        for kind, objective in self.kind_failure_objectives.items():
+            _check_objective(f"kind_failure_objectives[{kind!r}]", objective)
+        for queue, slo in self.queue_latency_slos.items():
+            if not isinstance(slo, LatencySLO):
+                raise ValueError(f"queue_latency_slos[{queue!r}]: a LatencySLO(seconds, "
+                                 f"objective), not {slo!r}")
         unknown = set(self.thresholds) - set(THRESHOLDS)
         if unknown:
             raise ValueError(f"unknown thresholds {sorted(unknown)}: use {sorted(THRESHOLDS)}")

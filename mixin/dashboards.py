@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mixin import slo
 from mixin.config import Config
 from mixin.scope import matchers, scoped
 
@@ -403,6 +404,89 @@ def servers_section() -> list[tuple[Panel, int, int]]:
     ]
 
 
+def results_section() -> list[tuple[Panel, int, int]]:
+    def per_instance(metric: str, legend: str) -> Target:
+        return target(f"sum by (instance) (increase({metric}[{RATE}]))",
+                      f"{legend} {{{{instance}}}}")
+
+    return [
+        (row("Results path and configuration"), 24, 1),
+        (timeseries(
+            "Results path problems",
+            "Per worker and interval: results the database refused (written as failed "
+            "attempts instead), results that could not be written at all (left to "
+            "reconciliation), results written that applied nothing (fenced), crashes of "
+            "the results writer. Alerts KilnResultsPoisoned, KilnResultsDropped, "
+            "KilnResultsWriterCrashed.",
+            "short",
+            [per_instance("kiln_results_poisoned_total", "poisoned"),
+             per_instance("kiln_results_dropped_total", "dropped"),
+             per_instance("kiln_results_unapplied_total", "unapplied"),
+             per_instance("kiln_server_completer_crashes_total", "writer crashes")]), 9, 8),
+        (timeseries(
+            "Results failing",
+            "Seconds since each worker's result writes began to fail (0 while they "
+            "succeed); healthy() fails past two heartbeat intervals. Alert "
+            "KilnResultsNotWritten (above 60s).",
+            "s",
+            [target("max by (instance) (kiln_server_results_failing_seconds)",
+                    "{{instance}}")]), 5, 8),
+        (timeseries(
+            "Jobs reconciled",
+            "Jobs the database said a worker runs but it did not hold (a claim whose reply "
+            "was lost, a result that applied nothing), handed back or their result "
+            "written again, per interval and queue. Alert KilnJobsReconciled.",
+            "short",
+            [target(f"sum by (queue) (increase(kiln_jobs_reconciled_total{{{QK}}}[{RATE}]))",
+                    "{{queue}}")]), 5, 8),
+        (stat(
+            "Kind conflicts",
+            "Kinds that live servers declare differently (queue, attempts, timeout, "
+            "backoff, rate limit), as the workers see it: producers without the handlers "
+            "use the newest declaration. `kiln kinds` lists them.",
+            "short",
+            [target("max by () (kiln_kind_conflicts)", "kinds")], red_above=1), 5, 8),
+    ]
+
+
+def _burn(series: str, window: str, groups: list[tuple[str, float]]) -> str:
+    """``series{window}`` over its budget: the burn rate, each group at its objective."""
+    parts = [f"{series}{window}{{{m}}} / {1 - o:.10g}" if m else
+             f"{series}{window} / {1 - o:.10g}" for m, o in groups]
+    return " or ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+
+
+def slo_section(c: Config) -> list[tuple[Panel, int, int]]:
+    kinds = slo.kind_groups(c)
+    queues = [(m, x.objective) for m, x in slo.latency_groups(c)]
+    failures, misses = slo.FAILURES, slo.LATENCY_MISSES
+    return [
+        (row("SLOs"), 24, 1),
+        (timeseries(
+            "Failure budget burn rate",
+            "How fast each kind spends its failure budget: the share of its jobs that "
+            "failed for good over 1h and 6h, divided by its budget (1 - objective; 1% by "
+            "default). 1 spends the budget in exactly 30 days; alerts "
+            "KilnJobFailureBudgetBurning (14.4 over 1h, 6 over 6h) and "
+            "KilnJobFailureBudgetSlowBurn (3 over 1d, 1 over 3d).",
+            "short",
+            [target(_burn(failures, w, [(", ".join(p for p in (m, QK) if p), o)
+                                        for m, o in kinds]),
+                    f"{{{{queue}}}} {{{{kiln_job_kind}}}} {w}") for w in ("1h", "6h")]),
+            12, 8),
+        (timeseries(
+            "Claim latency budget burn rate",
+            "How fast each queue spends its latency budget: the share of claims slower "
+            "than the queue's threshold (30s by default) over 1h and 6h, divided by its "
+            "budget (1 - objective; 1% by default). Alerts KilnClaimLatencyBudgetBurning "
+            "and KilnClaimLatencyBudgetSlowBurn.",
+            "short",
+            [target(_burn(misses, w, [(", ".join(p for p in (m, Q) if p), o)
+                                      for m, o in queues]),
+                    f"{{{{queue}}}} {w}") for w in ("1h", "6h")]), 12, 8),
+    ]
+
+
 # ------------------------------------------------------------------------- layout
 def layout(sections: list[tuple[Panel, int, int]]) -> list[Panel]:
     """Place panels left to right on the 24-column grid, wrapping rows; number them."""
@@ -461,8 +545,8 @@ def _scope_panels(c: Config, panels: list[Panel]) -> list[Panel]:
 
 
 def overview(c: Config) -> dict[str, Any]:
-    sections = [*jobs_section(), *queues_section(), *latency_section(),
-                *recovery_section(), *servers_section()]
+    sections = [*jobs_section(), *queues_section(), *latency_section(), *slo_section(c),
+                *recovery_section(), *servers_section(), *results_section()]
     return {
         "title": "kiln overview",
         "uid": "kiln-overview",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kilnotel import _names as names
+from mixin import slo
 from mixin.config import Config
 
 Rule = dict[str, Any]
@@ -68,10 +69,12 @@ HEADER = """\
 # Naming: level:metric:operations. Every aggregation keeps the deployment labels
 # ({labels}), so one Prometheus can watch several kiln deployments. The job-state
 # gauges and the oldest-available age count the whole database and are aggregated with
-# max, never sum; server gauges are summed or counted.
+# max, never sum; server gauges are summed or counted. Group kiln.slo.recording holds
+# the SLIs of the SLO alerts (mixin/slo.py) over each window they need, 5m to 3d.
 """
 
 
 def document(c: Config) -> tuple[str, dict[str, Any]]:
     return (HEADER.format(labels=", ".join(c.deployment_labels)),
-            {"groups": [{"name": "kiln.recording", "rules": rules(c)}]})
+            {"groups": [{"name": "kiln.recording", "rules": rules(c)},
+                        {"name": "kiln.slo.recording", "rules": slo.recording(c)}]})

@@ -1,7 +1,8 @@
-"""The hook from the CLI to kilnotel: serve a server's metrics for Prometheus.
+"""The hook from the CLI to kilnotel: serve a server's metrics for Prometheus, and
+export them and its spans over OTLP.
 
 kilnotel is an optional extra and the core never imports it, so it is imported
-here lazily, only when a metrics port is asked for.
+here lazily, only when a metrics port or OTLP export is asked for.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from kiln._errors import KilnError
@@ -50,6 +52,50 @@ async def serve_metrics(server: Any, port: int, host: str) -> Any:
             f"metrics need OpenTelemetry ({exc}): {INSTALL_HINT}"
         ) from exc
     return handle
+
+
+# the standard variables that ask for OTLP export (kilnotel._otlp.ENDPOINT_VARIABLES)
+OTLP_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                           "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+
+
+def otlp_requested(endpoint: str | None, environ: Mapping[str, str]) -> bool:
+    """``--otlp-endpoint`` was given, or an OTLP endpoint variable is set (and
+    OTEL_SDK_DISABLED is not true)."""
+    if endpoint is not None:
+        return True
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(environ.get(name, "").strip() for name in OTLP_ENDPOINT_VARIABLES)
+
+
+def load_export_otlp() -> Any:
+    """kilnotel.export_otlp, or MetricsUnavailableError saying what is missing."""
+    try:
+        kilnotel = importlib.import_module("kilnotel")
+    except ImportError as exc:
+        raise MetricsUnavailableError(f"OTLP export needs kilnotel ({exc}): {INSTALL_HINT}"
+                                      ) from exc
+    export = getattr(kilnotel, "export_otlp", None)
+    if export is None:
+        raise MetricsUnavailableError("this kilnotel has no export_otlp(): OTLP export is "
+                                      "not available")
+    return export
+
+
+def export_otlp(server: Any, endpoint: str | None, metrics_port: int | None, host: str) -> Any:
+    """Observe ``server`` with kilnotel's OTLP providers (and serve /metrics when
+    ``metrics_port`` is given); returns kilnotel's handle. A missing exporter package or
+    a setting kilnotel cannot honour becomes MetricsUnavailableError naming it."""
+    export = load_export_otlp()
+    try:
+        return export(server, endpoint, metrics_port=metrics_port, metrics_host=host,
+                      global_tracer=True)
+    except ImportError as exc:
+        raise MetricsUnavailableError(f"OTLP export needs OpenTelemetry ({exc}): "
+                                      f"{INSTALL_HINT}") from exc
+    except ValueError as exc:  # kilnotel's OtlpConfigError
+        raise MetricsUnavailableError(str(exc)) from exc
 
 
 async def stop_metrics(handle: Any) -> None:

@@ -3,7 +3,9 @@
 APP is ``module:attribute`` (the working directory is importable, as with uvicorn).
 Every ServerConfig field is a flag and an environment variable (see _server_config).
 ``--health-port`` serves /healthz and /stats; ``--metrics-port`` hands the server to
-kilnotel.serve. The exit code is 0 after a graceful shutdown.
+kilnotel.serve; ``--otlp-endpoint`` (or the standard OTEL_EXPORTER_OTLP_* variables)
+exports its metrics and spans over OTLP through kilnotel. The exit code is 0 after a
+graceful shutdown.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from kiln.cli._database import explicit_url
 from kiln.cli._parser import UsageError
 from kiln.cli._server_config import add_flags, config_from
 from kiln.cli.health import HealthServer
-from kiln.cli.metrics import configure_logs, load_serve, serve_metrics, stop_metrics
+from kiln.cli.metrics import (
+    configure_logs,
+    export_otlp,
+    load_export_otlp,
+    load_serve,
+    otlp_requested,
+    serve_metrics,
+    stop_metrics,
+)
 from kiln.stores import store_from_url
 
 log = logging.getLogger("kiln.worker")
@@ -52,6 +62,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-host", default=None, metavar="HOST",
                         help="address for the metrics port ($KILN_METRICS_HOST; "
                         "default 127.0.0.1)")
+    parser.add_argument("--otlp-endpoint", default=None, metavar="URL",
+                        help="export metrics and traces over OTLP to this collector base "
+                        "URL (http://127.0.0.1:4318); without it, OTLP export is on when "
+                        "OTEL_EXPORTER_OTLP_ENDPOINT (or a per-signal one) is set, and "
+                        "every OTEL_EXPORTER_OTLP_* variable applies")
     parser.add_argument("--log-level", default=os.environ.get("KILN_LOG_LEVEL", "info"),
                         choices=("debug", "info", "warning", "error"), help="default: info")
     parser.add_argument("--log-format", default=os.environ.get("KILN_LOG_FORMAT", "text"),
@@ -129,23 +144,29 @@ def run(args: argparse.Namespace) -> int:
     environ = os.environ
     health_port = _port(args.health_port, "KILN_HEALTH_PORT", environ)
     metrics_port = _port(args.metrics_port, "KILN_METRICS_PORT", environ)
+    otlp = otlp_requested(args.otlp_endpoint, environ)
     server = build_server(args, environ)
-    if metrics_port is not None:
-        load_serve()  # fail before starting anything when kilnotel is missing
-    configure_logs(args.log_format, traces=metrics_port is not None or any(
+    if otlp:
+        load_export_otlp()  # fail before starting anything when kilnotel is missing
+    elif metrics_port is not None:
+        load_serve()
+    configure_logs(args.log_format, traces=metrics_port is not None or otlp or any(
         k.startswith("OTEL_") for k in environ))
     hosts = (args.health_host or environ.get("KILN_HEALTH_HOST", "127.0.0.1"),
              args.metrics_host or environ.get("KILN_METRICS_HOST", "127.0.0.1"))
     # not asyncio.run: it waits for every task it cancels at exit, so a handler that
     # swallows its cancellation would hold the process long after its job was handed back
-    run_in_new_loop(serve(server, health_port, metrics_port, hosts))
+    run_in_new_loop(serve(server, health_port, metrics_port, hosts,
+                          otlp=(args.otlp_endpoint,) if otlp else None))
     return 0
 
 
 async def serve(
-    server: Server, health_port: int | None, metrics_port: int | None, hosts: tuple[str, str]
+    server: Server, health_port: int | None, metrics_port: int | None, hosts: tuple[str, str],
+    *, otlp: tuple[str | None] | None = None,
 ) -> None:
-    """Run ``server`` with its optional health and metrics endpoints around it."""
+    """Run ``server`` with its optional health and metrics endpoints around it; ``otlp``
+    (a one-tuple of the endpoint, None for the environment's) exports over OTLP."""
     health: HealthServer | None = None
     metrics: Any = None
     try:
@@ -153,7 +174,12 @@ async def serve(
             health = HealthServer(server, health_port, hosts[0])
             await health.start()
             log.info("health on http://%s:%d/healthz and /stats", hosts[0], health.port)
-        if metrics_port is not None:
+        if otlp is not None:
+            metrics = export_otlp(server, otlp[0], metrics_port, hosts[1])
+            log.info("OTLP export to %s", otlp[0] or "the OTEL_EXPORTER_OTLP_* endpoint")
+            if metrics_port is not None:
+                log.info("metrics on %s", _metrics_url(metrics, hosts[1], metrics_port))
+        elif metrics_port is not None:
             metrics = await serve_metrics(server, metrics_port, hosts[1])
             log.info("metrics on %s", _metrics_url(metrics, hosts[1], metrics_port))
         await server.run()

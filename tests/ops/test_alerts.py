@@ -37,6 +37,10 @@ REQUIRED = {
     "KilnCountsStale": "database-wide counts not refreshed",
     "KilnMetricsOverflow": "series folded into otel_metric_overflow",
     "KilnSeveralLeaders": "two leaders in one deployment",
+    "KilnJobFailureBudgetBurning": "per-kind failure budget, fast burn (1h/5m, 6h/30m)",
+    "KilnJobFailureBudgetSlowBurn": "per-kind failure budget, slow burn (1d/2h, 3d/6h)",
+    "KilnClaimLatencyBudgetBurning": "queue-latency SLO, fast burn",
+    "KilnClaimLatencyBudgetSlowBurn": "queue-latency SLO, slow burn",
 }
 
 

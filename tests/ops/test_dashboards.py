@@ -134,15 +134,8 @@ def test_every_metric_family_is_on_the_dashboard() -> None:
     """Each family kilnotel exports is charted somewhere (or deliberately left out)."""
     left_out = {
         "kiln_events_dropped_total": "alert KilnEventsDropped only",
-        "kiln_results_poisoned_total": "alert KilnResultsPoisoned only",
-        "kiln_results_dropped_total": "alert KilnResultsDropped only",
-        "kiln_results_unapplied_total": "alert KilnJobsReconciled's companion, no panel yet",
-        "kiln_server_results_failing_seconds": "alert KilnResultsNotWritten only",
-        "kiln_server_completer_crashes_total": "alert KilnResultsWriterCrashed only",
-        "kiln_jobs_reconciled_total": "alert KilnJobsReconciled only",
         names.JOBS_STRANDED.prometheus_name: "alert KilnJobsStranded only",
         names.RATE_KEYS_UNDECLARED.prometheus_name: "alert KilnRateKeysUndeclared only",
-        names.KIND_CONFLICTS.prometheus_name: "`kiln kinds` shows the conflicts; no panel yet",
         **{names.JOBS_BY_STATE[s].prometheus_name: "through queue_state:kiln_jobs:max"
            for s in names.STATES},
         names.QUEUE_OLDEST_AVAILABLE_AGE.prometheus_name: "through its recorded max",

@@ -4,13 +4,14 @@ promtool on the generated rules."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from mixin import build
-from mixin.config import Config
+from mixin.config import Config, LatencySLO
 from tests.ops import promql
 from tests.ops.conftest import Run
 
@@ -73,3 +74,49 @@ def test_every_alert_of_the_default_config_is_in_the_shipped_file() -> None:
     shipped = {a["alert"] for a in promql.alerts()}
     _header, generated = build.rules.document(Config())
     assert {r["alert"] for g in generated["groups"] for r in g["rules"]} == shipped
+
+
+SLO_OVERRIDES = Path(__file__).with_name("slo_overrides.promtool.yml")
+
+
+def test_per_kind_failure_objectives_and_per_queue_latency_slos(
+    tmp_path: Path, promtool: Run
+) -> None:
+    """A kind with its own objective pages on a failure rate the default tolerates; a
+    queue with its own latency SLO reads its own histogram bucket."""
+    config = Config(selector='job="kiln"', deployment_labels=("job",),
+                    kind_failure_objectives={"payments.charge": 0.999},
+                    queue_latency_slos={"reports": LatencySLO(seconds=300, objective=0.95)})
+    build.write(config, tmp_path)
+    test = tmp_path / "slo.yml"
+    test.write_text(SLO_OVERRIDES.read_text(encoding="utf-8"), encoding="utf-8")
+    result = promtool(["test", "rules", str(test)])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_slo_config_refuses_what_it_cannot_do() -> None:
+    with pytest.raises(ValueError, match="not a claim-latency bucket bound"):
+        LatencySLO(seconds=45)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        LatencySLO(objective=99)
+    with pytest.raises(ValueError, match=r"kind_failure_objectives\['pay'\]"):
+        Config(kind_failure_objectives={"pay": 1.0})
+    with pytest.raises(ValueError, match="failure_objective"):
+        Config(failure_objective=0)
+    with pytest.raises(ValueError, match=r"queue_latency_slos\['reports'\]: a LatencySLO"):
+        Config(queue_latency_slos={"reports": 300})  # type: ignore[dict-item]
+
+
+def test_the_slo_example_of_the_docs_builds_valid_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, promtool: Run
+) -> None:
+    doc = (promql.ROOT / "docs" / "observability.md").read_text(encoding="utf-8")
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S)
+                  if "kind_failure_objectives" in b]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "docs/observability.md", "exec"), {})
+    out = tmp_path / "out" / "alerts"
+    rules = out / "kiln.rules.yml"
+    assert 'kiln_job_kind="payments.charge"' in rules.read_text()
+    result = promtool(["check", "rules", str(out / "kiln.recording.yml"), str(rules)])
+    assert result.returncode == 0, result.stdout + result.stderr

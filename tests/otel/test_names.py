@@ -117,6 +117,7 @@ def test_public_surface() -> None:
     assert set(kilnotel.__all__) == {
         "MetricsServer", "Observer", "names", "observe", "observe_app", "observe_client",
         "prometheus_provider", "serve", "TraceContextFilter",
+        "OtlpConfigError", "OtlpExport", "export_otlp", "otlp_providers",
     }
     public = {k for k in vars(kilnotel) if not k.startswith("_")}
     assert public == set(kilnotel.__all__)
