@@ -361,12 +361,14 @@ class Client:
         await self._audit(actor, "cancel", n, filter)
         return CancelResult(n, finished, missing)
 
-    async def cancel_job(self, job_id: int, actor: str = "api") -> None:
+    async def cancel_job(self, job_id: int, actor: str = "api") -> CancelResult:
         """Cancel one job (running or not); ``JobNotFoundError`` or ``JobFinishedError``
         (both ValidationErrors) when there is nothing to cancel, before any write."""
         await check_one(self.store, job_id)
-        if not await self.cancel(filter_of(ids=[job_id]), actor):  # it finished meanwhile
+        result = await self.cancel(filter_of(ids=[job_id]), actor)
+        if not result:  # it finished meanwhile
             await check_one(self.store, job_id)
+        return result
 
     async def delete(self, filter: JobFilter, actor: str = "api") -> int:
         n = await self.store.jobs_delete(filter)

@@ -397,3 +397,23 @@ def test_states_offered_by_the_cli_are_the_job_states() -> None:
     from kiln.cli import jobs
 
     assert [s.value for s in JobState] == jobs.STATES
+
+
+def test_cancel_of_one_finished_or_unknown_job_is_an_error(url: str) -> None:
+    done = enqueue(url, "email.send")
+    ok(run_cli("--database-url", url, "jobs", "cancel", str(done)))
+    assert_fails(run_cli("--database-url", url, "jobs", "cancel", str(done)), 2,
+                 f"job {done} has finished already (cancelled)")
+    assert_fails(run_cli("--database-url", url, "jobs", "cancel", "424242"), 2,
+                 "job 424242 not found")
+
+
+def test_cancel_of_several_reports_the_finished_and_unknown_ones(url: str) -> None:
+    done, live = enqueue(url, "email.send"), enqueue(url, "email.send")
+    ok(run_cli("--database-url", url, "jobs", "cancel", str(done)))
+    proc = run_cli("--database-url", url, "jobs", "cancel", str(done), str(live), "424242")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "cancelled 1 job"
+    assert f"1 finished already, not cancelled: {done} (cancelled)" in proc.stderr
+    assert "1 not found: 424242" in proc.stderr
+    assert job_json(url, live)["state"] == "cancelled"
