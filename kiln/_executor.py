@@ -40,6 +40,8 @@ from kiln._threads import ThreadPool
 Next = Callable[[], Awaitable[Any]]
 Middleware = Callable[[Job, Next], Awaitable[Any]]
 ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
+# seconds since the job of this attempt was cancelled, None when it was not
+CancelAge = Callable[[JobRow], Awaitable[float | None]]
 
 
 class ShutdownCancel:
@@ -61,8 +63,10 @@ class Executor:
         server_id: str,
         write_param: ParamWriter,
         middleware: list[Middleware],
+        cancel_age: CancelAge | None = None,
     ) -> None:
         self._kinds = kinds
+        self._cancel_age = cancel_age
         self._config = config
         self._events = events
         self._threads = threads
@@ -118,7 +122,6 @@ class Executor:
         if is_async:  # a sync job's timeout starts when its thread starts it (SyncRunner)
             deadlines.add(task, timeout)
         self._live.add(task)
-        requested: float | None = None
         try:
             if self._middleware or not is_async:
                 value = await self._call(kind, job, task, timeout)
@@ -131,18 +134,8 @@ class Executor:
             if self.shutting_down and task.cancelling():  # raised because of the cancel
                 error = _shutdown(exc)
         finally:
-            self._live.discard(task)
-            if deadlines.discard(task):  # expired, but the handler ended otherwise first:
-                task.uncancel()  # its outcome stands, as with asyncio.timeout
-            if self._requests:
-                requested = self._requests.pop(task, None)
-                if requested is not None:
-                    task.uncancel()
-        if requested is None:
-            result = self._result(row, kind, value, error)
-        else:
-            result, error = self._made(row, Outcome.CANCELLED, None), None
-            self._stopped(row, requested)
+            requested = self._ended(task)
+        result, error = await self._outcome(row, kind, job, value, error, requested)
         if events.wants(JobFinished):
             events.emit(
                 JobFinished(
@@ -152,6 +145,30 @@ class Executor:
                 )
             )
         return result
+
+    def _ended(self, task: asyncio.Task[Any]) -> float | None:
+        """The handler of ``task`` ended: settle its cancels; when its job was cancelled
+        meanwhile, return when (monotonic)."""
+        self._live.discard(task)
+        if self._deadlines.discard(task):  # expired, but the handler ended otherwise first:
+            task.uncancel()  # its outcome stands, as with asyncio.timeout
+        requested = self._requests.pop(task, None) if self._requests else None
+        if requested is not None:
+            task.uncancel()
+        return requested
+
+    async def _outcome(
+        self, row: JobRow, kind: Kind, job: Job, value: Any, error: BaseException | None,
+        requested: float | None,
+    ) -> tuple[JobResult, BaseException | None]:
+        """The attempt's result and error; a cancelled job's attempt is cancelled, however
+        its handler ended (a refused checkpoint may have ended it before any look)."""
+        if requested is None and job.refused and self._cancel_age is not None:
+            requested = await self._cancelled_before(row)
+        if requested is None:
+            return self._result(row, kind, value, error), error
+        self._stopped(row, requested)
+        return self._made(row, Outcome.CANCELLED, None), None
 
     def _cancelled(
         self, task: asyncio.Task[Any], job: Job, timeout: float, exc: asyncio.CancelledError
@@ -173,6 +190,16 @@ class Executor:
         if not self.shutting_down:
             raise exc
         return _shutdown(exc)
+
+    async def _cancelled_before(self, row: JobRow) -> float | None:
+        """A checkpoint was refused, so the handler stopped (FencedError) before the
+        server looked for cancels: when the job was cancelled, when (monotonic)."""
+        assert self._cancel_age is not None
+        try:
+            age = await self._cancel_age(row)
+        except Exception:  # unknown: the attempt's own outcome stands (fenced anyway)
+            return None
+        return None if age is None else time.monotonic() - age
 
     def _stopped(self, row: JobRow, requested: float) -> None:
         if self._events.wants(JobCancelled):

@@ -247,7 +247,7 @@ class Server:
         )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
-            self._middleware,
+            self._middleware, self._cancel_age,
         )
         self._executor = executor
         self._heartbeat = Heartbeater(
@@ -464,6 +464,13 @@ class Server:
         return await self.store.job_param_set(
             row.id, row.server_id or self.id, row.attempt, name, value
         )
+
+    async def _cancel_age(self, row: JobRow) -> float | None:
+        """Seconds since this attempt's job was cancelled; None when it was not."""
+        for request in await self.store.jobs_cancel_requested([row.id]):
+            if request.attempt == row.attempt and request.server_id == row.server_id:
+                return request.age
+        return None
 
     async def _fence(self, reason: str) -> None:
         """Stop claiming (``_may_claim`` sees the fence), cancel running jobs, wait kill_grace.

@@ -66,6 +66,17 @@ def build_app(url: str, log: Log) -> kiln.App:
             os.kill(os.getpid(), signal.SIGKILL)
         log("finish", job=job.id, attempt=job.attempt)
 
+    @app.job("tick", queue="ticks")
+    async def tick(job: kiln.Job) -> None:
+        log("tick", job=job.id, slot=job.metadata.get("kiln.slot"))
+
+    _holds(app, log)
+    return app
+
+
+def _holds(app: kiln.App, log: Log) -> None:
+    """Kinds that run until cancelled (tests/cluster/test_cancel.py)."""
+
     @app.job("hold", queue="hold")
     async def hold(job: kiln.Job) -> None:
         """Runs for a minute unless cancelled (its task is)."""
@@ -85,12 +96,6 @@ def build_app(url: str, log: Log) -> kiln.App:
             log("stopped", job=job.id, attempt=job.attempt)
             return
         log("finish", job=job.id, attempt=job.attempt)
-
-    @app.job("tick", queue="ticks")
-    async def tick(job: kiln.Job) -> None:
-        log("tick", job=job.id, slot=job.metadata.get("kiln.slot"))
-
-    return app
 
 
 def subscribe(server: kiln.Server, log: Log) -> None:

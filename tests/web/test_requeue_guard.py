@@ -2,8 +2,9 @@
 
 A real kiln server runs a handler that blocks and ignores its cancellation (a cancel
 stops a handler only if it lets itself be stopped); the dashboard cancels the job and
-tries to requeue it at once, as do the client API and the CLI's code path. The requeue is refused while the handler runs; once the handler returns, its
-fenced-off result ends the attempt and the job can run again, alone.
+tries to requeue it at once, as do the client API and the CLI's code path. The requeue
+is refused while the handler runs; once the handler returns, its fenced-off result ends
+the attempt and the job can run again, alone.
 """
 
 from __future__ import annotations
