@@ -13,6 +13,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 
 import kiln
 from kiln import JobFilter, JobState
+from kiln._bus import CANCEL_PAYLOAD
 from kiln._job import AttemptError, JobResult, Outcome, ServerInfo
 from kiln.stores import store_from_url
 
@@ -417,3 +420,25 @@ def test_cancel_of_several_reports_the_finished_and_unknown_ones(url: str) -> No
     assert f"1 finished already, not cancelled: {done} (cancelled)" in proc.stderr
     assert "1 not found: 424242" in proc.stderr
     assert job_json(url, live)["state"] == "cancelled"
+
+
+async def test_cancel_publishes_on_a_redis_bus_when_asked(tmp_path: Path) -> None:
+    """MySQL and SQLite workers on a RedisBus stop the handler at once when told."""
+    url = f"sqlite:///{tmp_path / 'kiln.db'}"
+    ok(run_cli("migrate", "--database-url", url))
+    job_id = enqueue(url, "email.send")
+    channel = f"kiln-cli-{uuid.uuid4().hex[:8]}"
+    bus = kiln.RedisBus("redis://127.0.0.1:6379/0", channel)
+    got: list[str] = []
+    await bus.subscribe(lambda _channel, payload: got.append(payload))
+    try:
+        proc = await asyncio.to_thread(
+            run_cli, "--database-url", url, "jobs", "cancel", str(job_id),
+            "--redis", "redis://127.0.0.1:6379/0", "--redis-channel", channel)
+        assert proc.returncode == 0 and proc.stdout.strip() == "cancelled 1 job", proc.stderr
+        deadline = time.monotonic() + 5
+        while CANCEL_PAYLOAD not in got and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert got == [CANCEL_PAYLOAD]
+    finally:
+        await bus.close()
