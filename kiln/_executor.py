@@ -78,16 +78,18 @@ class Executor:
         self.sync = SyncRunner(threads, self._deadlines, float(config.kill_grace))
         self._loop: asyncio.AbstractEventLoop | None = None
         self.shutting_down = False
-        self._live: set[asyncio.Task[Any]] = set()  # tasks inside an attempt's handler
+        self._live: dict[asyncio.Task[Any], Job] = {}  # tasks inside an attempt's handler
         self._requests: dict[asyncio.Task[Any], float] = {}  # task -> when its job was cancelled
 
     def request_cancel(self, task: asyncio.Task[Any], requested_at: float) -> bool:
         """The job of the attempt ``task`` runs was cancelled (at ``requested_at``, on the
         monotonic clock): interrupt its handler. False when ``task`` is not inside a
         handler (it has not started one yet, or is past it) or was asked already."""
-        if task not in self._live or task in self._requests:
+        job = self._live.get(task)
+        if job is None or task in self._requests:
             return False
         self._requests[task] = requested_at
+        job.cancelled.set()  # before the task's cancel: a handler may look at either
         task.cancel(msg=CANCEL_REQUESTED)
         return True
 
@@ -121,7 +123,7 @@ class Executor:
         is_async = self._is_async[row.kind]
         if is_async:  # a sync job's timeout starts when its thread starts it (SyncRunner)
             deadlines.add(task, timeout)
-        self._live.add(task)
+        self._live[task] = job
         try:
             if self._middleware or not is_async:
                 value = await self._call(kind, job, task, timeout)
@@ -149,7 +151,7 @@ class Executor:
     def _ended(self, task: asyncio.Task[Any]) -> float | None:
         """The handler of ``task`` ended: settle its cancels; when its job was cancelled
         meanwhile, return when (monotonic)."""
-        self._live.discard(task)
+        del self._live[task]
         if self._deadlines.discard(task):  # expired, but the handler ended otherwise first:
             task.uncancel()  # its outcome stands, as with asyncio.timeout
         requested = self._requests.pop(task, None) if self._requests else None
