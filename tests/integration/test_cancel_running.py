@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -155,5 +156,28 @@ async def test_cancel_reports_finished_and_unknown_jobs(store_url: str) -> None:
             await client.cancel_job(10**9)
         audits = await store.audit_list()
         assert len(audits) == 2  # the refused single-id cancels wrote nothing
+    finally:
+        await store.close()
+
+
+async def test_the_canceller_keeps_the_lifecycle_contract_and_costs_nothing_idle(
+    store_url: str,
+) -> None:
+    from kiln._canceller import Canceller
+
+    store = await open_store(store_url)
+    try:
+        executor: Any = None  # never asked: no pool runs anything
+        canceller = Canceller(store, kiln.EventHub(), executor, lambda: [], interval=0.01)
+        await canceller.stop()  # safe before start
+        await canceller.start()
+        await canceller.start()  # idempotent
+        before = store.query_count()
+        canceller.poke()
+        await asyncio.sleep(0.1)  # ten looks
+        assert store.query_count() == before  # nothing runs here: no query
+        assert await canceller.run_once() == {} and canceller.looks == 0
+        await canceller.stop()
+        await canceller.stop()
     finally:
         await store.close()
