@@ -10,7 +10,7 @@ until the worker logs the handler's end (same host, same clock). Modes:
   127.0.0.1:6379, or $KILN_BENCH_REDIS_URL);
 - ``polled``: SQLite and MySQL without a Bus: the worker looks once per
   heartbeat_interval (``--heartbeat``, default 1 s) while it runs jobs, so the latency
-  is spread over that interval.
+  is spread over that interval (each cancel comes at a random point of it).
 
 Prints one JSON object per database and mode (p50, p99, max in ms), then a table with
 each polled p50 as a multiple of the notified one on the same database.
@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -87,7 +88,10 @@ async def measure(url: str, mode: str, jobs: int, heartbeat: float, tmp: Path) -
             kind = "hold" if i % 2 == 0 else "hold_sync"
             job_id = await client.enqueue(kind, {}, queue="hold")
             await wait_line(log, "start", job_id, 30)
-            await asyncio.sleep(0.05)  # the handler is well inside its wait
+            # the handler is well inside its wait; polled, at a random point of the
+            # worker's look interval (cancelling right after each start would line the
+            # cancels up with the looks, which follow the previous job's end)
+            await asyncio.sleep(0.05 + (random.uniform(0, heartbeat) if mode == "polled" else 0))
             asked = time.time()
             await client.cancel(kiln.filter_of(ids=[job_id]), actor="bench")
             stopped = await wait_line(log, "stop", job_id, heartbeat + 10)
