@@ -3,12 +3,15 @@
 from kiln._app import App
 from kiln._bus import Bus, InProcessBus
 from kiln._bus_redis import RedisBus
+from kiln._cancelling import CancelResult
 from kiln._client import Client, filter_of
 from kiln._config import ServerConfig
 from kiln._cron import Recurring
 from kiln._errors import (
     ConfigError,
     CronError,
+    JobFinishedError,
+    JobNotFoundError,
     KilnError,
     NotMigratedError,
     Shutdown,
@@ -25,6 +28,7 @@ from kiln._events import (
     Fenced,
     HandlerStuck,
     Heartbeat,
+    JobCancelled,
     JobClaimed,
     JobFinished,
     JobReconciled,
@@ -66,6 +70,7 @@ __all__ = [
     "AttemptError",
     "Bus",
     "Cancel",
+    "CancelResult",
     "ClaimQueried",
     "Client",
     "CompleterCrashed",
@@ -84,9 +89,12 @@ __all__ = [
     "Heartbeat",
     "InProcessBus",
     "Job",
+    "JobCancelled",
     "JobClaimed",
     "JobFilter",
     "JobFinished",
+    "JobFinishedError",
+    "JobNotFoundError",
     "JobReconciled",
     "JobRescued",
     "JobRow",

@@ -1,7 +1,9 @@
 """Buses carry wake-ups between processes for stores without LISTEN/NOTIFY.
 
 A message is (channel, payload); kiln publishes on channel ``kiln`` the queue that
-got jobs, or ``scheduled:<unix seconds>`` when a delayed job was inserted. A bus (or a
+got jobs, ``scheduled:<unix seconds>`` when a delayed job was inserted, or
+``CANCEL_PAYLOAD`` when running jobs were cancelled (each server that runs jobs then
+asks the store which of them were, see kiln._canceller). A bus (or a
 store's listener) tells its subscribers about its own connection on channel ``STATE``:
 payload ``down`` when it lost it, ``up`` when it is back (messages may have been lost
 meanwhile, so subscribers look again).
@@ -16,6 +18,7 @@ from typing import Protocol, runtime_checkable
 BusCallback = Callable[[str, str], None]
 CHANNEL = "kiln"
 STATE = "kiln:state"  # payload "up" or "down": the notifier's connection changed
+CANCEL_PAYLOAD = "cancel:"  # running jobs were cancelled: their servers look which
 
 
 @runtime_checkable

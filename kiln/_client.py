@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kiln import _validate as v
-from kiln._bus import Bus
+from kiln._bus import CANCEL_PAYLOAD, Bus
+from kiln._cancelling import CancelResult, check_one, not_cancellable
 from kiln._catalog import KindCatalog
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
@@ -164,6 +165,7 @@ def filter_of(
     id_list = tuple(ids)
     if any(isinstance(i, bool) or not isinstance(i, int) for i in id_list):
         raise ValidationError(f"job ids must be whole numbers, got {list(id_list)!r}")
+    id_list = tuple(int(i) for i in id_list)  # plain ints: EnqueueResults mixed in too
     if max_id is not None and (isinstance(max_id, bool) or not isinstance(max_id, int)):
         raise ValidationError(f"max_id must be a whole number, got {max_id!r}")
     if finished_before is not None and finished_before.tzinfo is None:
@@ -343,10 +345,30 @@ class Client:
         await self._audit(actor, "requeue", n, filter)
         return n
 
-    async def cancel(self, filter: JobFilter, actor: str = "api") -> int:
-        n = await self.store.jobs_cancel(filter)
+    async def cancel(self, filter: JobFilter, actor: str = "api") -> CancelResult:
+        """Cancel the matching jobs that have not finished; returns how many, and the
+        named ids that were finished already or unknown (reported, not an error).
+
+        A running job is cancelled at once, wherever it runs: its server stops the
+        handler within one notification, or one heartbeat_interval without one (an
+        ``async def`` handler's task is cancelled; a plain ``def`` handler sees
+        ``job.cancelled`` set, and must return). It uses no more attempts, is not
+        retried, and its errors record ``actor``."""
+        finished, missing = await not_cancellable(self.store, filter)
+        n = await self.store.jobs_cancel(filter, actor)
+        if n and self.bus is not None:  # wake the servers; the store's NOTIFY otherwise
+            await self.bus.publish(CANCEL_PAYLOAD)
         await self._audit(actor, "cancel", n, filter)
-        return n
+        return CancelResult(n, finished, missing)
+
+    async def cancel_job(self, job_id: int, actor: str = "api") -> CancelResult:
+        """Cancel one job (running or not); ``JobNotFoundError`` or ``JobFinishedError``
+        (both ValidationErrors) when there is nothing to cancel, before any write."""
+        await check_one(self.store, job_id)
+        result = await self.cancel(filter_of(ids=[job_id]), actor)
+        if not result:  # it finished meanwhile
+            await check_one(self.store, job_id)
+        return result
 
     async def delete(self, filter: JobFilter, actor: str = "api") -> int:
         n = await self.store.jobs_delete(filter)

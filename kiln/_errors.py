@@ -3,7 +3,9 @@
 KilnError
 ├── ConfigError            invalid configuration or option (names field, value, rule)
 ├── ValidationError        bad input to enqueue or an admin call (names the problem)
-│   └── UnknownKindError   no handler is registered for a kind
+│   ├── UnknownKindError   no handler is registered for a kind
+│   ├── JobNotFoundError   no job has that id (``client.cancel_job``)
+│   └── JobFinishedError   the job has finished already: nothing to cancel
 ├── StoreError             the database failed; ``operation`` names the store call
 │   ├── UnreachableError   cannot connect
 │   └── NotMigratedError   the schema is missing or older than this kiln
@@ -44,6 +46,25 @@ class UnknownKindError(ValidationError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.kind,))
+
+
+class JobNotFoundError(ValidationError):
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} not found: it was deleted or pruned, or never existed")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job_id,))
+
+
+class JobFinishedError(ValidationError):
+    def __init__(self, job_id: int, state: str) -> None:
+        self.job_id = job_id
+        self.state = state
+        super().__init__(f"job {job_id} has finished already ({state}): nothing to cancel")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job_id, self.state))
 
 
 class StoreError(KilnError):

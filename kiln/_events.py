@@ -68,12 +68,25 @@ class JobFinished(Event):
 @dataclasses.dataclass(frozen=True, slots=True)
 class HandlerStuck(Event):
     """kiln gave up on an attempt whose handler still runs: a plain ``def`` handler past
-    kill_grace after its timeout, shutdown or fence, or an async one that ignored its
-    cancellation when the server fenced itself. It keeps its slot until it ends."""
+    kill_grace after its timeout, shutdown, fence or cancel, or an async one that
+    ignored its cancellation when the server fenced itself. It keeps its slot until it
+    ends."""
 
     job: JobRow
-    reason: str  # "timeout", "shutdown" or "fenced"
+    reason: str  # "timeout", "shutdown", "fenced" or "cancelled"
     thread: bool  # a plain def handler's thread (else an async task)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobCancelled(Event):
+    """The handler of a running job that someone cancelled (``client.cancel``, the CLI,
+    the dashboard) ended on this server. ``latency``: seconds from the cancel (by the
+    database clock, as the server learned of it) to the handler's end; for a plain
+    ``def`` handler still running after kill_grace (``stuck``), to when kiln gave up."""
+
+    job: JobRow
+    latency: float
+    stuck: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -3,6 +3,12 @@
 Owns timeouts, middleware, the sync/async split and the retry decision. It does not
 claim, write results or decide shutdown: the pool and the server do.
 
+A job cancelled while it runs (``request_cancel``, from kiln._canceller) ends as
+cancelled however its handler ends: an ``async def`` handler's task is cancelled, a
+plain ``def`` handler sees ``job.cancelled`` set (it cannot be interrupted, see
+kiln._sync); what it returns or raises then changes nothing, and the result, fenced off
+by the cancel in the database, only ends the attempt there.
+
 Anything an attempt raises is a failed attempt with its error recorded, BaseException
 subclasses included (``sys.exit()`` in a handler, a failing backoff): a hand-back never
 uses an attempt, so it happens only when the server shuts down or fences itself, never
@@ -21,7 +27,7 @@ from typing import Any
 from kiln._config import ServerConfig
 from kiln._deadlines import Deadlines
 from kiln._errors import Shutdown
-from kiln._events import EventHub, JobFinished, JobStarted
+from kiln._events import EventHub, JobCancelled, JobFinished, JobStarted
 from kiln._handle import Job
 from kiln._job import AttemptError, JobResult, JobRow, Outcome
 from kiln._kinds import Kind
@@ -34,12 +40,17 @@ from kiln._threads import ThreadPool
 Next = Callable[[], Awaitable[Any]]
 Middleware = Callable[[Job, Next], Awaitable[Any]]
 ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
+# seconds since the job of this attempt was cancelled, None when it was not
+CancelAge = Callable[[JobRow], Awaitable[float | None]]
 
 
 class ShutdownCancel:
     """Marker passed as the cancel message when the server cancels on shutdown."""
 
     MESSAGE = "kiln: server shutting down"
+
+
+CANCEL_REQUESTED = "kiln: job cancelled"  # the cancel message of a cancelled job's task
 
 
 class Executor:
@@ -52,8 +63,10 @@ class Executor:
         server_id: str,
         write_param: ParamWriter,
         middleware: list[Middleware],
+        cancel_age: CancelAge | None = None,
     ) -> None:
         self._kinds = kinds
+        self._cancel_age = cancel_age
         self._config = config
         self._events = events
         self._threads = threads
@@ -65,6 +78,20 @@ class Executor:
         self.sync = SyncRunner(threads, self._deadlines, float(config.kill_grace))
         self._loop: asyncio.AbstractEventLoop | None = None
         self.shutting_down = False
+        self._live: dict[asyncio.Task[Any], Job] = {}  # tasks inside an attempt's handler
+        self._requests: dict[asyncio.Task[Any], float] = {}  # task -> when its job was cancelled
+
+    def request_cancel(self, task: asyncio.Task[Any], requested_at: float) -> bool:
+        """The job of the attempt ``task`` runs was cancelled (at ``requested_at``, on the
+        monotonic clock): interrupt its handler. False when ``task`` is not inside a
+        handler (it has not started one yet, or is past it) or was asked already."""
+        job = self._live.get(task)
+        if job is None or task in self._requests:
+            return False
+        self._requests[task] = requested_at
+        job.cancelled.set()  # before the task's cancel: a handler may look at either
+        task.cancel(msg=CANCEL_REQUESTED)
+        return True
 
     def rejoined(self, server_id: str) -> None:
         """The server registered again under ``server_id``: error records name it."""
@@ -96,6 +123,7 @@ class Executor:
         is_async = self._is_async[row.kind]
         if is_async:  # a sync job's timeout starts when its thread starts it (SyncRunner)
             deadlines.add(task, timeout)
+        self._live[task] = job
         try:
             if self._middleware or not is_async:
                 value = await self._call(kind, job, task, timeout)
@@ -108,9 +136,8 @@ class Executor:
             if self.shutting_down and task.cancelling():  # raised because of the cancel
                 error = _shutdown(exc)
         finally:
-            if deadlines.discard(task):  # expired, but the handler ended otherwise first:
-                task.uncancel()  # its outcome stands, as with asyncio.timeout
-        result = self._result(row, kind, value, error)
+            requested = self._ended(task)
+        result, error = await self._outcome(row, kind, job, value, error, requested)
         if events.wants(JobFinished):
             events.emit(
                 JobFinished(
@@ -121,11 +148,40 @@ class Executor:
             )
         return result
 
+    def _ended(self, task: asyncio.Task[Any]) -> float | None:
+        """The handler of ``task`` ended: settle its cancels; when its job was cancelled
+        meanwhile, return when (monotonic)."""
+        del self._live[task]
+        if self._deadlines.discard(task):  # expired, but the handler ended otherwise first:
+            task.uncancel()  # its outcome stands, as with asyncio.timeout
+        requested = self._requests.pop(task, None) if self._requests else None
+        if requested is not None:
+            task.uncancel()
+        return requested
+
+    async def _outcome(
+        self, row: JobRow, kind: Kind, job: Job, value: Any, error: BaseException | None,
+        requested: float | None,
+    ) -> tuple[JobResult, BaseException | None]:
+        """The attempt's result and error; a cancelled job's attempt is cancelled, however
+        its handler ended (a refused checkpoint may have ended it before any look)."""
+        if requested is None and job.refused and self._cancel_age is not None:
+            requested = await self._cancelled_before(row)
+        if requested is None:
+            return self._result(row, kind, value, error), error
+        self._stopped(row, requested)
+        return self._made(row, Outcome.CANCELLED, None), None
+
     def _cancelled(
         self, task: asyncio.Task[Any], job: Job, timeout: float, exc: asyncio.CancelledError
     ) -> BaseException:
         """The error of an attempt that raised CancelledError; re-raises a cancellation
         by the server outside shutdown (fencing: the server decides what happens)."""
+        if task in self._requests:  # the job was cancelled: run() makes the result
+            if self._deadlines.discard(task):
+                task.uncancel()
+            job.cancelled.set()
+            return exc
         if self._deadlines.discard(task):
             task.uncancel()
             job.cancelled.set()
@@ -136,6 +192,22 @@ class Executor:
         if not self.shutting_down:
             raise exc
         return _shutdown(exc)
+
+    async def _cancelled_before(self, row: JobRow) -> float | None:
+        """A checkpoint was refused, so the handler stopped (FencedError) before the
+        server looked for cancels: when the job was cancelled, when (monotonic)."""
+        assert self._cancel_age is not None
+        try:
+            age = await self._cancel_age(row)
+        except Exception:  # unknown: the attempt's own outcome stands (fenced anyway)
+            return None
+        return None if age is None else time.monotonic() - age
+
+    def _stopped(self, row: JobRow, requested: float) -> None:
+        if self._events.wants(JobCancelled):
+            latency = max(time.monotonic() - requested, 0.0)
+            stuck = self.sync.gave_up(row.id, row.attempt)
+            self._events.emit(JobCancelled(job=row, latency=latency, stuck=stuck))
 
     async def _call(self, kind: Kind, job: Job, task: asyncio.Task[Any], timeout: float) -> Any:
         async def call_handler() -> Any:

@@ -24,13 +24,14 @@ class FencedError(KilnError):
 
 
 class Job:
-    __slots__ = ("_cancelled", "_loop", "_row", "_writer", "params")
+    __slots__ = ("_cancelled", "_loop", "_refused", "_row", "_writer", "params")
 
     def __init__(self, row: JobRow, writer: ParamWriter, loop: asyncio.AbstractEventLoop) -> None:
         self._row = row
         self._writer = writer
         self._loop = loop
         self._cancelled: threading.Event | None = None  # made on first use: most jobs never ask
+        self._refused = False  # a checkpoint was refused: the job moved on (cancelled?)
         self.params: dict[str, Any] = dict(row.params)
 
     id = property(lambda self: self._row.id)
@@ -47,12 +48,18 @@ class Job:
         return self._row.created_at
 
     @property
+    def refused(self) -> bool:
+        """A checkpoint of this attempt was refused (kiln's own use: was it cancelled?)."""
+        return self._refused
+
+    @property
     def row(self) -> JobRow:
         return self._row
 
     @property
     def cancelled(self) -> threading.Event:
-        """Set when the server cancels this attempt (timeout, shutdown or fencing).
+        """Set when the server cancels this attempt (the job was cancelled, or timeout,
+        shutdown or fencing).
 
         A ``threading.Event``: safe to read from a plain ``def`` handler's thread, which
         cannot be interrupted. Poll it (or sleep with ``job.cancelled.wait(seconds)``)
@@ -64,6 +71,7 @@ class Job:
 
     async def set_param(self, name: str, value: Any) -> None:
         if not await self._writer(self._row, name, value):
+            self._refused = True
             raise FencedError(f"job {self.id} attempt {self.attempt} no longer runs here")
         self.params[name] = value
 

@@ -313,3 +313,13 @@ class PublishedKind:
     host: str
     published_at: datetime
     live: bool  # its server is registered
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CancelRequest:
+    """A job a server runs that someone cancelled meanwhile: its handler should stop."""
+
+    id: int
+    attempt: int
+    server_id: str | None
+    age: float  # seconds since the cancel, by the database clock

@@ -445,6 +445,7 @@ class Pool:
     async def _run(self, row: JobRow) -> None:
         began = time.monotonic()
         result: JobResult | None = None
+        thread: Any = None
         try:
             result = await self._executor.run(row)
         except asyncio.CancelledError:
@@ -474,7 +475,23 @@ class Pool:
             await gate.opened.wait()
             if gate.rolled_back:  # not this server's job: nothing to write
                 return
+        if thread is not None and result.outcome is Outcome.CANCELLED:
+            self._push_once_ended(thread, result)
+            return
         self._completer.push(result)
+
+    def _push_once_ended(self, thread: Any, result: JobResult) -> None:
+        """The result of a cancelled job whose plain def handler still runs past
+        kill_grace: it is fenced off, and only ends the attempt in the database (which
+        lets a requeue run the job again), so it waits until the handler has returned."""
+        loop = self._event_loop
+        assert loop is not None
+
+        def ended(_thread: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                loop.call_soon_threadsafe(self._completer.push, result)
+
+        thread.add_done_callback(ended)
 
     def _hand_back(self, rows: list[JobRow]) -> None:
         """Give back claimed jobs that never started; they count as handed back."""
@@ -505,8 +522,12 @@ class Pool:
     def _stuck(self, row: JobRow, result: JobResult | None, thread: Any) -> None:
         assert self._event_loop is not None
         self.lingering.add_thread(thread, self._event_loop)
-        reason = "timeout" if result is not None and result.outcome is not Outcome.HANDED_BACK \
-            else self._reason()
+        if result is not None and result.outcome is Outcome.CANCELLED:
+            reason = "cancelled"
+        elif result is not None and result.outcome is not Outcome.HANDED_BACK:
+            reason = "timeout"
+        else:
+            reason = self._reason()
         log.warning("job %s: its plain def handler still runs after kill_grace (%s); its "
                     "thread keeps a slot of queue %s until it returns", row.id, reason,
                     self.queue)

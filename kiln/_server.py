@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kiln import _validate
-from kiln._bus import STATE, Bus
+from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
+from kiln._canceller import Canceller
 from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
@@ -97,6 +98,7 @@ class Server:
         self._heartbeat: Heartbeater | None = None
         self._elector: Elector | None = None
         self._releaser: Releaser | None = None
+        self._canceller: Canceller | None = None
         self._fencing: asyncio.Task[None] | None = None
         self._republish: asyncio.Task[None] | None = None
 
@@ -245,7 +247,7 @@ class Server:
         )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
-            self._middleware,
+            self._middleware, self._cancel_age,
         )
         self._executor = executor
         self._heartbeat = Heartbeater(
@@ -279,6 +281,10 @@ class Server:
             await service.start()
         for pool in self._pools.values():
             await pool.start()
+        # not among the services: it stops once running jobs had their shutdown_timeout
+        self._canceller = Canceller(self.store, self.events, executor,
+                                    lambda: self._pools.values(), float(cfg.heartbeat_interval))
+        await self._canceller.start()
         self._state = "running"
         log.info("server %s running queues %s", self.id, self.queues)
 
@@ -319,6 +325,8 @@ class Server:
         tasks = [t for p in self._pools.values() for t in p.running]
         if tasks and not self._force:
             await self._wait_tasks(tasks, float(self.config.shutdown_timeout), interruptible=True)
+        if self._canceller is not None:
+            await self._canceller.stop()
         self._executor.shutting_down = True
         tasks = [t for p in self._pools.values() for t in p.running]
         if tasks:
@@ -410,6 +418,8 @@ class Server:
         if channel == STATE:
             self._notifier_changed(payload == "up")
             return
+        if payload == CANCEL_PAYLOAD and self._canceller is not None:
+            self._canceller.poke()  # and a queue of that name is woken below
         if payload.startswith("scheduled:"):
             with contextlib.suppress(ValueError):
                 at = float(payload.split(":", 1)[1])
@@ -432,6 +442,8 @@ class Server:
         if up:
             for pool in self._pools.values():
                 pool.wake()
+            if self._canceller is not None:  # a cancel may have been missed meanwhile
+                self._canceller.poke()
 
     async def _start_notifications(self) -> None:
         if self.store.capabilities.listen_notify:
@@ -452,6 +464,13 @@ class Server:
         return await self.store.job_param_set(
             row.id, row.server_id or self.id, row.attempt, name, value
         )
+
+    async def _cancel_age(self, row: JobRow) -> float | None:
+        """Seconds since this attempt's job was cancelled; None when it was not."""
+        for request in await self.store.jobs_cancel_requested([row.id]):
+            if request.attempt == row.attempt and request.server_id == row.server_id:
+                return request.age
+        return None
 
     async def _fence(self, reason: str) -> None:
         """Stop claiming (``_may_claim`` sees the fence), cancel running jobs, wait kill_grace.

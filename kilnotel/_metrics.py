@@ -26,6 +26,7 @@ from kiln import (
     Fenced,
     HandlerStuck,
     Heartbeat,
+    JobCancelled,
     JobClaimed,
     JobFinished,
     JobReconciled,
@@ -140,6 +141,8 @@ class EventMetrics:
         self.claim_duration = histograms(n.CLAIM_DURATION)
         self.admission_delay = histograms(n.ADMISSION_DELAY)
         self.job_duration = histograms(n.JOB_DURATION)
+        self.cancel_latency = histograms(n.CANCEL_LATENCY)
+        self._cancels: dict[tuple[str, str], Recorder] = {}
         self._latency_traced = Traced(self.claim_latency)
         traced = Traced(self.job_duration)
         self._duration_traced = traced if attempt_span is not None and traced else None
@@ -165,6 +168,7 @@ class EventMetrics:
             ResultsUnapplied: lambda e: self.unapplied.add(len(e.job_ids)),
             CompleterCrashed: lambda e: self.completer_crashes.add(1),
             JobReconciled: self._reconciled,
+            JobCancelled: self._cancelled,
             JobsReleased: self._released,
         }
 
@@ -294,6 +298,14 @@ class EventMetrics:
             self.heartbeat_failures.add(1)
         if self._counts is not None:
             self._counts.poke()
+
+    def _cancelled(self, e: JobCancelled) -> None:
+        key = (e.job.queue, e.job.kind)
+        record = self._cancels.get(key)
+        if record is None:
+            s = self._by_kind(*key)
+            record = self._cancels[key] = self.cancel_latency.recorder(s.key, s.attrs)
+        record(e.latency)
 
     def _reconciled(self, e: JobReconciled) -> None:
         self.reconciled.add(1, self._by_kind(e.queue, e.kind).attrs)

@@ -61,6 +61,7 @@ DB_OPERATIONS: tuple[str, ...] = (
     "server_heartbeat",
     "leader_elect",
     "jobs_running_on",
+    "jobs_cancel_requested",
 )
 # values of the ``change`` attribute of kiln.server.leader.changes
 LEADER_CHANGES: tuple[str, ...] = ("gained", "lost")
@@ -86,6 +87,12 @@ WAIT_BUCKETS: tuple[float, ...] = (
 DURATION_BUCKETS: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0,
+)
+# A cancel to the end of the handler it stopped: milliseconds with a notification, up
+# to heartbeat_interval without one, plus a plain def handler's time to return (up to
+# kill_grace).
+CANCEL_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 )
 # One database round trip.
 QUERY_BUCKETS: tuple[float, ...] = (
@@ -197,6 +204,13 @@ JOB_DURATION = Metric(
     "kiln.job.duration", "histogram", "s",
     "Run time of one attempt, by kind and outcome",
     (QUEUE, KIND, OUTCOME), DURATION_BUCKETS,
+)
+CANCEL_LATENCY = Metric(
+    "kiln.cancel.latency", "histogram", "s",
+    "Time from a running job's cancel (client.cancel, the CLI, the dashboard) to the end "
+    "of its handler on this server (for a plain def handler that ignores job.cancelled, "
+    "to when kiln gave up on it after kill_grace)",
+    (QUEUE, KIND), CANCEL_BUCKETS,
 )
 CLAIM_DURATION = Metric(
     "kiln.claim.duration", "histogram", "s",
@@ -358,6 +372,7 @@ METRICS: tuple[Metric, ...] = (
     CLAIM_LATENCY,
     ADMISSION_DELAY,
     JOB_DURATION,
+    CANCEL_LATENCY,
     CLAIM_DURATION,
     JOBS_ENQUEUED,
     JOBS_CLAIMED,

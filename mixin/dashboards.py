@@ -313,6 +313,15 @@ def recovery_section() -> list[tuple[Panel, int, int]]:
                     "fenced {{instance}}"),
              target(f'sum by (instance) (increase(kiln_server_heartbeat_failures_total'
                     f'[{RATE}]))', "heartbeat failures {{instance}}")]), 8, 8),
+        (timeseries(
+            "Cancel latency",
+            "Time from cancelling a running job (client, CLI, dashboard) to the end of its "
+            "handler on its server, p50 and p99 over every worker. Near heartbeat_interval: "
+            "the servers get no notifications; near kill_grace: plain def handlers that do "
+            "not look at job.cancelled (docs/operating.md, \"In an incident\").",
+            "s",
+            [target(quantile(q, "kiln_cancel_latency_seconds", "le", QK), f"p{round(q * 100)}")
+             for q in (0.5, 0.99)]), 8, 8),
     ]
 
 

@@ -13,6 +13,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 
 import kiln
 from kiln import JobFilter, JobState
+from kiln._bus import CANCEL_PAYLOAD
 from kiln._job import AttemptError, JobResult, Outcome, ServerInfo
 from kiln.stores import store_from_url
 
@@ -397,3 +400,45 @@ def test_states_offered_by_the_cli_are_the_job_states() -> None:
     from kiln.cli import jobs
 
     assert [s.value for s in JobState] == jobs.STATES
+
+
+def test_cancel_of_one_finished_or_unknown_job_is_an_error(url: str) -> None:
+    done = enqueue(url, "email.send")
+    ok(run_cli("--database-url", url, "jobs", "cancel", str(done)))
+    assert_fails(run_cli("--database-url", url, "jobs", "cancel", str(done)), 2,
+                 f"job {done} has finished already (cancelled)")
+    assert_fails(run_cli("--database-url", url, "jobs", "cancel", "424242"), 2,
+                 "job 424242 not found")
+
+
+def test_cancel_of_several_reports_the_finished_and_unknown_ones(url: str) -> None:
+    done, live = enqueue(url, "email.send"), enqueue(url, "email.send")
+    ok(run_cli("--database-url", url, "jobs", "cancel", str(done)))
+    proc = run_cli("--database-url", url, "jobs", "cancel", str(done), str(live), "424242")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "cancelled 1 job"
+    assert f"1 finished already, not cancelled: {done} (cancelled)" in proc.stderr
+    assert "1 not found: 424242" in proc.stderr
+    assert job_json(url, live)["state"] == "cancelled"
+
+
+async def test_cancel_publishes_on_a_redis_bus_when_asked(tmp_path: Path) -> None:
+    """MySQL and SQLite workers on a RedisBus stop the handler at once when told."""
+    url = f"sqlite:///{tmp_path / 'kiln.db'}"
+    ok(run_cli("migrate", "--database-url", url))
+    job_id = enqueue(url, "email.send")
+    channel = f"kiln-cli-{uuid.uuid4().hex[:8]}"
+    bus = kiln.RedisBus("redis://127.0.0.1:6379/0", channel)
+    got: list[str] = []
+    await bus.subscribe(lambda _channel, payload: got.append(payload))
+    try:
+        proc = await asyncio.to_thread(
+            run_cli, "--database-url", url, "jobs", "cancel", str(job_id),
+            "--redis", "redis://127.0.0.1:6379/0", "--redis-channel", channel)
+        assert proc.returncode == 0 and proc.stdout.strip() == "cancelled 1 job", proc.stderr
+        deadline = time.monotonic() + 5
+        while CANCEL_PAYLOAD not in got and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert got == [CANCEL_PAYLOAD]
+    finally:
+        await bus.close()

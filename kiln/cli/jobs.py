@@ -1,4 +1,9 @@
-"""``kiln jobs list|show|requeue|cancel|delete``: look at jobs and act on them."""
+"""``kiln jobs list|show|requeue|cancel|delete``: look at jobs and act on them.
+
+``cancel`` stops a running job's handler on whichever worker runs it (docs/operating.md,
+"Cancel a running job"); one id that is unknown or finished already is an error, several
+are cancelled where they can be and the others reported.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from kiln._bus_redis import RedisBus
+from kiln._cancelling import CancelResult
 from kiln._client import Client, filter_of
 from kiln._errors import KilnError
 from kiln._job import JobFilter, JobState
@@ -57,11 +64,23 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.set_defaults(func=run_requeue)
 
-    for action, text in (("cancel", "cancel jobs that have not finished"),
-                         ("delete", "delete jobs")):
-        p = sub.add_parser(action, parents=[common], help=text)
-        p.add_argument("ids", type=int, nargs="+", metavar="ID")
-        p.set_defaults(func=run_admin, action=action)
+    p = sub.add_parser(
+        "cancel", parents=[common],
+        help="cancel jobs that have not finished; a running job's handler is stopped",
+    )
+    p.add_argument("ids", type=int, nargs="+", metavar="ID")
+    p.add_argument(
+        "--redis", default=None, metavar="URL",
+        help="also publish the cancel on this Redis bus (workers on MySQL or SQLite with a"
+        " RedisBus stop the handler at once; without it, within one heartbeat_interval)",
+    )
+    p.add_argument("--redis-channel", default="kiln", metavar="NAME",
+                   help="the RedisBus channel of your workers (default kiln)")
+    p.set_defaults(func=run_cancel)
+
+    p = sub.add_parser("delete", parents=[common], help="delete jobs")
+    p.add_argument("ids", type=int, nargs="+", metavar="ID")
+    p.set_defaults(func=run_admin, action="delete")
 
 
 def _filter_flags(parser: argparse.ArgumentParser) -> None:
@@ -134,9 +153,39 @@ def run_requeue(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_cancel(args: argparse.Namespace) -> int:
+    """One id: an error when it is unknown or finished. Several: those are reported."""
+    ids = list(dict.fromkeys(args.ids))
+    result = asyncio.run(_cancel(url_of(args), ids, args.redis, args.redis_channel))
+    print(f"cancelled {int(result)} job{'s' * (result != 1)}")
+    if result.finished:
+        listed = ", ".join(f"{i} ({s.value})" for i, s in sorted(result.finished.items()))
+        print(f"{len(result.finished)} finished already, not cancelled: {listed}",
+              file=sys.stderr)
+    if result.missing:
+        print(f"{len(result.missing)} not found: {', '.join(map(str, result.missing))}",
+              file=sys.stderr)
+    return 0
+
+
+async def _cancel(
+    url: str, ids: list[int], redis: str | None, channel: str
+) -> CancelResult:
+    bus = RedisBus(redis, channel) if redis else None
+    try:
+        async with opened(url) as store:
+            client = Client(store, bus=bus)
+            if len(ids) == 1:  # refused, before any write, when unknown or finished
+                return await client.cancel_job(ids[0], actor=_actor())
+            return await client.cancel(filter_of(ids=ids), actor=_actor())
+    finally:
+        if bus is not None:
+            await bus.close()
+
+
 def run_admin(args: argparse.Namespace) -> int:
     count = asyncio.run(_admin(url_of(args), args.action, filter_of(ids=args.ids)))
-    verb = {"cancel": "cancelled", "delete": "deleted"}[args.action]
+    verb = {"delete": "deleted"}[args.action]
     print(f"{verb} {count} job{'s' * (count != 1)}")
     return 0
 
@@ -148,6 +197,4 @@ async def _admin(
         client = Client(store)
         if action == "requeue":
             return await client.requeue(job_filter, actor=_actor(), dead_after=dead_after)
-        if action == "cancel":
-            return await client.cancel(job_filter, actor=_actor())
         return await client.delete(job_filter, actor=_actor())

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from kiln._job import (
     AdmitResult,
     AuditEntry,
+    CancelRequest,
     JobFilter,
     JobResult,
     JobRow,
@@ -177,7 +178,20 @@ class Store(Protocol):
         admission) makes them available as any due job; returns how many (kiln.testing's
         ``drain(with_scheduled=True)``)."""
         ...
-    async def jobs_cancel(self, filter: JobFilter) -> int: ...
+    async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
+        """Cancel the matching unfinished jobs; returns how many. A running job is marked
+        cancelled at once (its server's late result is fenced off, and the job uses no
+        more attempts); its attempt counts as running until that result arrives. With
+        ``actor``, each job's errors get a record "Cancelled by <actor>". When a running
+        job was among them, a store with ``listen_notify`` sends ``CANCEL_PAYLOAD`` (see
+        kiln._bus) so that its server stops the handler at once."""
+        ...
+    async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
+        """Of ``job_ids`` (the jobs a server runs), those cancelled whose attempt has not
+        ended yet, with the seconds since the cancel by the database clock: one read by
+        primary key, which the server makes on a cancel notification and, while it runs
+        jobs, once per heartbeat_interval."""
+        ...
     async def jobs_delete(self, filter: JobFilter) -> int: ...
     async def job_dependents(self, job_id: int) -> list[int]: ...
     async def job_counts(self) -> list[StateCount]: ...

@@ -60,8 +60,13 @@ async def single(request: Request) -> Response:
     if action not in VERBS:
         raise HTTPException(404, f"No such action {action[:40]!r}: use requeue, cancel or delete.")
     await dashboard.form(request)
+    before = await (await dashboard.source.client()).get(job_id) if action == "cancel" else None
     n = await _apply(dashboard, request, action, JobFilter(ids=(job_id,)))
     done = f"done={action}&n={n}"
+    if before is not None and before.state is JobState.RUNNING and n:
+        done += "&running=1"  # its handler is being stopped on its server
+    elif before is not None and before.state in FINISHED and not n:
+        done += f"&finished={before.state.value}"
     if action == "requeue" and not n and await _held(dashboard, job_id):
         done += "&held=1"
     if action == "delete" and n:

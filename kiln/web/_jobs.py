@@ -65,6 +65,10 @@ def flash_of(params: Mapping[str, str]) -> str | None:
     if verb is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         return None
     n = int(raw)
+    if params.get("done") == "cancel":
+        said = _cancel_flash(n, params)
+        if said is not None:
+            return said
     if n == 0 and params.get("held") == "1":
         return ("Not requeued: the job was cancelled while running and its server is alive,"
                 " so that attempt may still be running. Requeue it once the attempt has"
@@ -72,6 +76,22 @@ def flash_of(params: Mapping[str, str]) -> str | None:
     if n == 0:
         return f"No job was {verb}: none matched in a state that allows it."
     return f"{n} job{'s' if n != 1 else ''} {verb}."
+
+
+def _cancel_flash(n: int, params: Mapping[str, str]) -> str | None:
+    """What cancelling one job did to a running or finished one (fixed wording)."""
+    if n == 1 and params.get("running") == "1":
+        return ("1 job cancelled. It was running: its server stops the handler within one"
+                " notification, or one heartbeat without notifications (a plain def"
+                " handler must look at job.cancelled).")
+    finished = params.get("finished", "")
+    if n == 0 and finished in FINISHED_NAMES:
+        return f"Not cancelled: the job had finished already ({finished})."
+    return None
+
+
+FINISHED_NAMES = frozenset(s.value for s in (JobState.COMPLETED, JobState.FAILED,
+                                             JobState.CANCELLED))
 
 
 async def listing(request: Request) -> Response:

@@ -113,23 +113,25 @@ class Cluster:
 
     async def start(
         self, label: str, queues: dict[str, int], *, cuttable: bool = False,
-        schedules: list[dict[str, Any]] | None = None, wait: bool = True, **config: Any,
+        schedules: list[dict[str, Any]] | None = None, wait: bool = True,
+        spec: dict[str, Any] | None = None, **config: Any,
     ) -> Worker:
-        """Start a worker process; with ``wait``, return once it runs."""
+        """Start a worker process; with ``wait``, return once it runs. ``spec`` adds to
+        the worker's spec (tests/cluster/worker.py: bus, listen)."""
         url, proxy = self.url, None
         if cuttable and self.backend != "sqlite":
             url, proxy = await self.proxied()
         status = self.tmp / f"{label}.status.json"
-        spec = {
+        worker_spec = {
             "url": url, "label": label, "log": str(self.log_path), "status": str(status),
             "queues": queues, "config": {**FAST, **config}, "schedules": schedules or [],
-            "gate": cuttable and proxy is None,
+            "gate": cuttable and proxy is None, **(spec or {}),
         }
         stderr = self.tmp / f"{label}.stderr"
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         with stderr.open("wb") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.cluster.worker", json.dumps(spec)],
+                [sys.executable, "-m", "tests.cluster.worker", json.dumps(worker_spec)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                 cwd=ROOT,
             )

@@ -2,8 +2,10 @@
 
 SPEC: url, label, log (a JSON-lines file every worker appends to), status (a JSON
 file this worker rewrites every 0.1 s with its health and stats), queues, config
-(ServerConfig fields), schedules (App.schedule keyword arguments) and gate (true: wrap
-the store in a Gate that SIGUSR1 closes and SIGUSR2 opens).
+(ServerConfig fields), schedules (App.schedule keyword arguments), gate (true: wrap
+the store in a Gate that SIGUSR1 closes and SIGUSR2 opens), and optionally bus
+({"url", "channel"}: a RedisBus) and listen (false: the server gets no notifications
+from the store, as on a store without LISTEN).
 
 Every line of the log has t (unix time), pid, label, ev and the event's fields, so a
 test can order what all the workers did on one clock (they share a host).
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -67,7 +70,32 @@ def build_app(url: str, log: Log) -> kiln.App:
     async def tick(job: kiln.Job) -> None:
         log("tick", job=job.id, slot=job.metadata.get("kiln.slot"))
 
+    _holds(app, log)
     return app
+
+
+def _holds(app: kiln.App, log: Log) -> None:
+    """Kinds that run until cancelled (tests/cluster/test_cancel.py)."""
+
+    @app.job("hold", queue="hold")
+    async def hold(job: kiln.Job) -> None:
+        """Runs for a minute unless cancelled (its task is)."""
+        log("start", job=job.id, attempt=job.attempt)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            log("stopped", job=job.id, attempt=job.attempt)
+            raise
+        log("finish", job=job.id, attempt=job.attempt)
+
+    @app.job("hold_sync", queue="hold")
+    def hold_sync(job: kiln.Job) -> None:
+        """The same as a plain def: it waits on job.cancelled (cooperative)."""
+        log("start", job=job.id, attempt=job.attempt)
+        if job.cancelled.wait(60):
+            log("stopped", job=job.id, attempt=job.attempt)
+            return
+        log("finish", job=job.id, attempt=job.attempt)
 
 
 def subscribe(server: kiln.Server, log: Log) -> None:
@@ -79,11 +107,25 @@ def subscribe(server: kiln.Server, log: Log) -> None:
                 dead=event.dead_server_id, outcome=event.outcome.value)
         elif isinstance(event, kiln.Fenced):
             log("fenced", server=event.server_id, reason=event.reason)
+        elif isinstance(event, kiln.JobCancelled):
+            log("cancel_latency", job=event.job.id, latency=event.latency, stuck=event.stuck)
         elif isinstance(event, kiln.JobFinished):
             log("result", job=event.job.id, attempt=event.job.attempt,
                 outcome=event.outcome.value)
 
     server.events.subscribe(on_event)
+
+
+class Unlistened:
+    """A store whose notifications the server does not use (it polls, as on MySQL)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.capabilities = dataclasses.replace(
+            store.capabilities, listen_notify=False, claim_on_notify=False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 async def report(server: kiln.Server, path: str) -> None:
@@ -119,9 +161,14 @@ async def main(spec: dict[str, Any]) -> None:
         loop.add_signal_handler(signal.SIGUSR1, cut)
         loop.add_signal_handler(signal.SIGUSR2, restore)
         store = gated
+    if spec.get("listen") is False:
+        store = Unlistened(store)
+    bus = None
+    if spec.get("bus"):
+        bus = kiln.RedisBus(spec["bus"]["url"], spec["bus"]["channel"])
     server = kiln.Server(
         store, app.kinds, spec["queues"], kiln.ServerConfig(**spec["config"]),
-        recurring=app.recurring,
+        recurring=app.recurring, bus=bus,
     )
     subscribe(server, log)
     run = asyncio.create_task(server.run())

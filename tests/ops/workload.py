@@ -94,15 +94,20 @@ async def claim_as_dead_server(store: Store, app: kiln.App) -> int:
 
 
 async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
-    """Every 0.1 s a job that completes; every second one that fails for good and three
-    rate-limited ones (admitted at 2/s). Bounded by ``stop`` and 90 s."""
+    """Every 0.1 s a job that completes; every second one that fails for good, three
+    rate-limited ones (admitted at 2/s), and a long one that is cancelled a second later
+    (while it runs: the cancel latency panel). Bounded by ``stop`` and 90 s."""
     began = time.monotonic()
     tick = 0
+    doomed: int | None = None
     while not stop.is_set() and time.monotonic() - began < 90:
         await app.aenqueue("ok", {"tick": tick})
         if tick % 10 == 0:
             await app.aenqueue("flaky", {"tick": tick})
             await app.aenqueue_many([("limited", {"tick": tick, "n": n}) for n in range(3)])
+            if doomed is not None:
+                await app.client().cancel(kiln.filter_of(ids=[doomed]), actor="ops-test")
+            doomed = await app.aenqueue("ok", {"tick": tick, "seconds": 30})
         tick += 1
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.1)

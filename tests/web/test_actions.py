@@ -137,3 +137,24 @@ async def test_counts_follow_an_action_at_once(http: httpx.AsyncClient, client: 
                     {"action": "delete", "ids": [str(i) for i in ids]})
     tab = (await http.get("/jobs?state=failed")).text
     assert re.search(r'Failed <span class="count">0</span>', tab)
+
+
+async def test_cancelling_a_running_job_says_its_handler_is_stopped(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    job_id = await client.enqueue("k", {}, queue="q")
+    await client.store.job_claim("q", ["k"], 1, "srv")
+    page = await http.get(f"/jobs/{job_id}")
+    assert f'action="/jobs/{job_id}/cancel"' in page.text  # the button covers running jobs
+    response = await post_form(http, f"/jobs/{job_id}", f"/jobs/{job_id}/cancel", {})
+    assert response.headers["location"] == f"/jobs/{job_id}?done=cancel&n=1&running=1"
+    shown = (await http.get(response.headers["location"])).text
+    assert "It was running: its server stops the handler" in shown
+    row = await client.get(job_id)
+    assert row is not None and row.state is JobState.CANCELLED
+    assert row.errors[-1].error.startswith("Cancelled by ")  # the signed-in actor
+
+    response = await post_form(http, f"/jobs/{job_id}", f"/jobs/{job_id}/cancel", {})
+    assert response.headers["location"] == f"/jobs/{job_id}?done=cancel&n=0&finished=cancelled"
+    shown = (await http.get(response.headers["location"])).text
+    assert "Not cancelled: the job had finished already (cancelled)." in shown

@@ -1,9 +1,10 @@
 """Cancel then Requeue must not run a job twice at once (issue 21, defect 7).
 
-A real kiln server runs a handler that blocks; the dashboard cancels the job (which does
-not stop the handler) and tries to requeue it at once, as do the client API and the CLI's
-code path. The requeue is refused while the handler runs; once the handler returns, its
-fenced-off result ends the attempt and the job can run again, alone.
+A real kiln server runs a handler that blocks and ignores its cancellation (a cancel
+stops a handler only if it lets itself be stopped); the dashboard cancels the job and
+tries to requeue it at once, as do the client API and the CLI's code path. The requeue
+is refused while the handler runs; once the handler returns, its fenced-off result ends
+the attempt and the job can run again, alone.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0
 
 
 class Card:
-    """A payment handler that counts how many charges run at once."""
+    """A payment handler that counts how many charges run at once, and swallows the
+    cancellation of its task (as a handler that must not stop halfway might)."""
 
     def __init__(self) -> None:
         self.started = 0
@@ -33,6 +35,7 @@ class Card:
         self.most = 0
         self.gate = asyncio.Event()
         self.entered = asyncio.Event()
+        self.ignored = 0
 
     async def charge(self, job: kiln.Job) -> None:
         self.started += 1
@@ -40,7 +43,11 @@ class Card:
         self.most = max(self.most, self.running)
         self.entered.set()
         try:
-            await self.gate.wait()
+            while not self.gate.is_set():
+                try:
+                    await self.gate.wait()
+                except asyncio.CancelledError:
+                    self.ignored += 1
         finally:
             self.running -= 1
 
@@ -55,6 +62,10 @@ async def card_app(store_url: str) -> AsyncIterator[tuple[kiln.App, Card]]:
         yield app, card
     finally:
         await app.aclose()
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def _state(client: kiln.Client, job_id: int) -> JobState:
@@ -79,7 +90,8 @@ async def test_cancel_then_requeue_waits_for_the_running_attempt(
         page = f"/jobs/{job_id}"
         assert (await post_form(http, page, f"{page}/cancel", {})).status_code == 303
         assert await _state(client, job_id) is JobState.CANCELLED
-        assert card.running == 1  # cancelling does not stop the handler
+        await eventually(lambda: _true(card.ignored == 1), timeout=5)  # it was told
+        assert card.running == 1  # and ignored it: it still runs
 
         response = await post_form(http, page, f"{page}/requeue", {})
         assert response.headers["location"] == f"{page}?done=requeue&n=0&held=1"

@@ -180,24 +180,6 @@ def make_due(f: JobFilter) -> Plan[int]:
     return int(out[0].rowcount)
 
 
-def cancel(f: JobFilter) -> Plan[int]:
-    cond, params = where(f, CANCELLABLE)
-    out = yield step(
-        Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} AND {NOT_HELD} ORDER BY id FOR UPDATE",
-             params),
-        begin=True,
-    )
-    ids = [int(r[0]) for r in out[0].rows]
-    for part in chunks(ids):
-        yield step(Stmt(
-            # before state changes: MySQL applies SETs left to right
-            "UPDATE kiln_jobs SET attempt_running = (state = 'running'),"
-            f" state = 'cancelled', finished_at = {NOW} WHERE id IN ({marks(len(part))})",
-            part,
-        ))
-    return len(ids)
-
-
 def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
     """The fenced-off results of jobs cancelled while running end those attempts."""
     fence = [x for r in results for x in (r.job_id, r.server_id, r.attempt)]

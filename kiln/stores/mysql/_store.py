@@ -32,6 +32,7 @@ from kiln._errors import ConfigError, NotMigratedError
 from kiln._job import (
     AdmitResult,
     AuditEntry,
+    CancelRequest,
     JobFilter,
     JobResult,
     JobRow,
@@ -55,7 +56,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.mysql import _admin, _cluster, _jobs, _kept, _kinds, _schema
+from kiln.stores.mysql import _admin, _cancel, _cluster, _jobs, _kept, _kinds, _schema
 from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
     DEADLOCK,
@@ -409,8 +410,15 @@ class MySQLStore:
     async def jobs_make_due(self, filter: JobFilter) -> int:
         return await self._write("jobs_make_due", lambda: _admin.make_due(filter))
 
-    async def jobs_cancel(self, filter: JobFilter) -> int:
-        return await self._write("jobs_cancel", lambda: _admin.cancel(filter))
+    async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
+        return await self._write("jobs_cancel", lambda: _cancel.cancel(filter, actor))
+
+    async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
+        if not job_ids:
+            return []
+        return await self._read(
+            "jobs_cancel_requested", _cancel.cancel_requested(list(job_ids))
+        )
 
     async def jobs_delete(self, filter: JobFilter) -> int:
         return await self._write("jobs_delete", lambda: _admin.delete(filter))

@@ -582,17 +582,6 @@ def make_due(f: JobFilter) -> Plan[int]:
     return int(rows[0][0])
 
 
-def cancel(f: JobFilter) -> Plan[int]:
-    cond, params = where(f, CANCELLABLE)
-    sql = (
-        "WITH upd AS (UPDATE kiln_jobs SET state = 'cancelled', finished_at = now(),"
-        f" attempt_running = (state = 'running') WHERE {cond} RETURNING 1)"
-        " SELECT count(*) FROM upd"
-    )
-    rows = (yield one(sql, *params))[0]
-    return int(rows[0][0])
-
-
 DELETE_EDGES = "DELETE FROM kiln_job_deps WHERE dep_id = ANY(%s::bigint[])"
 
 

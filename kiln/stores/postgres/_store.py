@@ -25,6 +25,7 @@ from kiln._errors import NotMigratedError, UnreachableError
 from kiln._job import (
     AdmitResult,
     AuditEntry,
+    CancelRequest,
     JobFilter,
     JobResult,
     JobRow,
@@ -48,7 +49,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.postgres import _cluster, _jobs, _kinds
+from kiln.stores.postgres import _cancel, _cluster, _jobs, _kinds
 from kiln.stores.postgres._listener import Listener
 from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
 
@@ -269,8 +270,15 @@ class PostgresStore:
     async def jobs_make_due(self, filter: JobFilter) -> int:
         return await self._run("jobs_make_due", lambda: _jobs.make_due(filter))
 
-    async def jobs_cancel(self, filter: JobFilter) -> int:
-        return await self._run("jobs_cancel", lambda: _jobs.cancel(filter))
+    async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
+        return await self._run("jobs_cancel", lambda: _cancel.cancel(filter, actor))
+
+    async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
+        if not job_ids:
+            return []
+        return await self._run(
+            "jobs_cancel_requested", lambda: _cancel.cancel_requested(job_ids)
+        )
 
     async def jobs_delete(self, filter: JobFilter) -> int:
         return await self._run("jobs_delete", lambda: _jobs.delete(filter), tx=True)

@@ -467,16 +467,6 @@ def make_due(conn: sqlite3.Connection, f: JobFilter) -> int:
     return cur.rowcount
 
 
-def cancel(conn: sqlite3.Connection, f: JobFilter) -> int:
-    where, params = _restrict(f, CANCELLABLE)
-    cur = conn.execute(
-        "UPDATE kiln_jobs SET state = 'cancelled', finished_at = ?,"
-        f" attempt_running = (state = 'running') WHERE {where}",
-        [time.time(), *params],
-    )
-    return cur.rowcount
-
-
 def delete(conn: sqlite3.Connection, f: JobFilter) -> int:
     where, params = _restrict(f, DELETABLE)
     ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM kiln_jobs WHERE {where}", params)]

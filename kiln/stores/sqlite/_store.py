@@ -22,6 +22,7 @@ from kiln._errors import NotMigratedError, StoreError, UnreachableError
 from kiln._job import (
     AdmitResult,
     AuditEntry,
+    CancelRequest,
     JobFilter,
     JobResult,
     JobRow,
@@ -45,7 +46,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.sqlite import _cluster, _kinds, _ops, _rates
+from kiln.stores.sqlite import _cancel, _cluster, _kinds, _ops, _rates
 
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
@@ -284,8 +285,17 @@ class SQLiteStore:
     async def jobs_make_due(self, filter: JobFilter) -> int:
         return await self._run("jobs_make_due", lambda c: _ops.write(c, _ops.make_due, filter))
 
-    async def jobs_cancel(self, filter: JobFilter) -> int:
-        return await self._run("jobs_cancel", lambda c: _ops.write(c, _ops.cancel, filter))
+    async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
+        return await self._run(
+            "jobs_cancel", lambda c: _ops.write(c, _cancel.cancel, filter, actor)
+        )
+
+    async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
+        if not job_ids:
+            return []
+        return await self._run(
+            "jobs_cancel_requested", lambda c: _cancel.cancel_requested(c, list(job_ids))
+        )
 
     async def jobs_delete(self, filter: JobFilter) -> int:
         return await self._run("jobs_delete", lambda c: _ops.write(c, _ops.delete, filter))
