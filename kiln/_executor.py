@@ -20,13 +20,14 @@ from typing import Any
 
 from kiln._config import ServerConfig
 from kiln._deadlines import Deadlines
-from kiln._errors import Shutdown
+from kiln._errors import ResultError, Shutdown
 from kiln._events import EventHub, JobFinished, JobStarted
 from kiln._handle import Job
 from kiln._job import AttemptError, JobResult, JobRow, Outcome
 from kiln._kinds import Kind
 from kiln._logs import CURRENT_JOB
 from kiln._outcomes import Cancel, Snooze
+from kiln._results import encoded
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
 from kiln._sync import SyncRunner
 from kiln._threads import ThreadPool
@@ -34,6 +35,7 @@ from kiln._threads import ThreadPool
 Next = Callable[[], Awaitable[Any]]
 Middleware = Callable[[Job, Next], Awaitable[Any]]
 ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
+ResultsReader = Callable[[int], Awaitable[dict[int, Any]]]
 
 
 class ShutdownCancel:
@@ -52,6 +54,7 @@ class Executor:
         server_id: str,
         write_param: ParamWriter,
         middleware: list[Middleware],
+        read_results: ResultsReader | None = None,
     ) -> None:
         self._kinds = kinds
         self._config = config
@@ -60,7 +63,11 @@ class Executor:
         self._server_id = server_id
         self._write_param = write_param
         self._middleware = middleware
+        self._read_results = read_results
         self._is_async = {name: kind.is_async for name, kind in kinds.items()}
+        self._max_result = {
+            name: kind.max_result_bytes or config.max_result_bytes for name, kind in kinds.items()
+        }
         self._deadlines = Deadlines()
         self.sync = SyncRunner(threads, self._deadlines, float(config.kill_grace))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -82,7 +89,7 @@ class Executor:
         loop = self._loop
         if loop is None:  # looked up once: on Python 3.11 each lookup is a getpid() call
             loop = self._loop = asyncio.get_running_loop()
-        job = Job(row, self._write_param, loop)
+        job = Job(row, self._write_param, loop, self._read_results)
         CURRENT_JOB.set(row)  # this task runs this attempt only: log lines name the job
         events = self._events
         if events.wants(JobStarted):
@@ -110,7 +117,13 @@ class Executor:
         finally:
             if deadlines.discard(task):  # expired, but the handler ended otherwise first:
                 task.uncancel()  # its outcome stands, as with asyncio.timeout
-        result = self._result(row, kind, value, error)
+        stored = None
+        if value is not None and error is None and not isinstance(value, Snooze | Cancel):
+            try:  # checked here, so a result that cannot be stored is a failed attempt
+                stored = encoded(value, self._max_result[row.kind], row.id, row.kind)
+            except ResultError as exc:
+                error = exc
+        result = self._result(row, kind, value, error, stored)
         if events.wants(JobFinished):
             events.emit(
                 JobFinished(
@@ -152,7 +165,8 @@ class Executor:
         return await call()
 
     def _result(
-        self, row: JobRow, kind: Kind, value: Any, error: BaseException | None
+        self, row: JobRow, kind: Kind, value: Any, error: BaseException | None,
+        stored: str | None = None,
     ) -> JobResult:
         if error is None and value is None:  # the common case: completed
             return JobResult(row.id, row.server_id or self._server_id, row.attempt,
@@ -171,7 +185,8 @@ class Executor:
             return self._made(row, Outcome.SNOOZED, None, value.seconds)
         if isinstance(value, Cancel):
             return self._made(row, Outcome.CANCELLED, None, why=f"Cancel: {value.reason}")
-        return self._made(row, Outcome.COMPLETED, None)
+        return JobResult(row.id, row.server_id or self._server_id, row.attempt,
+                         Outcome.COMPLETED, result=stored)
 
     def _delay(self, row: JobRow, kind: Kind, why: str) -> tuple[float, str]:
         """The backoff's wait after this attempt; should the backoff fail (a list shorter
