@@ -7,6 +7,10 @@ Anything an attempt raises is a failed attempt with its error recorded, BaseExce
 subclasses included (``sys.exit()`` in a handler, a failing backoff): a hand-back never
 uses an attempt, so it happens only when the server shuts down or fences itself, never
 for an error that would come back on the next run.
+
+A handler's return value other than None (and Snooze or Cancel) is its stored result:
+it is checked here (kiln._results), so one that cannot be stored is a failed attempt
+whose error says why, retried per the kind's policy, and nothing of it is written.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
+from kiln.stores._rows import loads
 from kiln.stores.mysql._jobs import (
     JOB_COLS,
     NOW,
@@ -19,7 +20,6 @@ from kiln.stores.mysql._jobs import (
     release_dependents,
     row_to_job,
 )
-from kiln.stores._rows import loads
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 
 REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
