@@ -55,7 +55,7 @@ STRIKES = 3  # failed writes of a result and of its replacement before it is dro
 KEPT_UNAPPLIED = 1_000  # unapplied results kept for the reconciler
 CRASH_HOLD = 30.0  # seconds healthy() reports a crash of the writer task
 TRANSIENT = (UnreachableError, OSError, TimeoutError)
-BATCH_RESULT_CHARS = 4 * 1024 * 1024  # characters of stored results written per batch
+BATCH_RESULT_CHARS = 1024 * 1024  # characters of stored results per batch (<= 4 MiB of UTF-8)
 
 
 @dataclasses.dataclass(slots=True)

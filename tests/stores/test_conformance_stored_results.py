@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from kiln._job import JobFilter, JobRow, JobState, Outcome
+from kiln._results import MAX_RESULT_BYTES_LIMIT
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result
 
@@ -130,3 +131,16 @@ async def test_a_requeue_clears_the_result(store: Store) -> None:
     await store.job_results_apply([stored(row, {"second": True})])
     done = await store.job_get(job_id)
     assert done is not None and done.result == {"second": True}
+
+
+async def test_the_largest_result_allowed_is_written(store: Store) -> None:
+    """max_result_bytes is at most MAX_RESULT_BYTES_LIMIT (4 MiB): every store writes a
+    result that large (MariaDB's default max_allowed_packet is 16 MiB)."""
+    [job_id] = await insert(store, job())
+    [row] = await claim(store)
+    text = '"' + "ü\\\"'" * ((MAX_RESULT_BYTES_LIMIT - 2) // 5) + '"'  # quotes to escape
+    assert len(text.encode()) <= MAX_RESULT_BYTES_LIMIT
+    applied = await store.job_results_apply([dataclasses.replace(result(row), result=text)])
+    assert applied.applied == 1
+    done = await store.job_get(job_id)
+    assert done is not None and done.result == json.loads(text)
