@@ -106,3 +106,20 @@ async def test_a_batch_stops_at_its_stored_results_bound() -> None:
     assert all(chars <= BATCH_RESULT_CHARS for n, chars in store.batches if n > 1)
     assert store.batches[-1] == (1, 2 ** 23 + 2)  # one result over the bound goes alone
     assert completer._result_chars == 0
+
+
+def test_results_of_none_take_the_statements_without_a_result_column() -> None:
+    """What "costs nothing" rests on: a batch without stored results runs the very
+    statements it ran before stored results existed, on every store."""
+    from kiln.stores.mysql import _jobs as mysql
+    from kiln.stores.postgres import _jobs as postgres
+    from kiln.stores.sqlite import _ops as sqlite
+
+    plain = [JobResult(i, "s1", 1, Outcome.COMPLETED) for i in range(3)]
+    stmt = postgres._results_stmt(plain, False)
+    assert stmt.sql == postgres.RESULTS_APPLY and "result" not in stmt.sql
+    assert "result" not in " ".join(s.sql for s in mysql._completions(plain))
+    assert "result" not in sqlite.APPLY
+    one = [plain[0], JobResult(9, "s1", 1, Outcome.COMPLETED, result="[1]")]
+    assert postgres._results_stmt(one, False).sql == postgres.RESULTS_APPLY_STORED
+    assert "result = CASE id WHEN" in mysql._completions(one)[1].sql
