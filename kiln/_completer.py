@@ -19,6 +19,11 @@ reconciler, which writes one again should its job still be running here.
 The writer task is watched: should it crash, that is logged, counted
 (``CompleterCrashed``), reported by ``healthy()`` and the task restarted.
 Backpressure: ``over_limit`` tells pools to stop claiming while the buffer is full.
+
+Stored results (kiln._results) make a result up to max_result_bytes long, so a batch
+also stops at BATCH_RESULT_CHARS of them (it takes at least one result), which keeps
+one write under MariaDB's max_allowed_packet. Results of None, the common case, are
+not counted and take the plain path.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ STRIKES = 3  # failed writes of a result and of its replacement before it is dro
 KEPT_UNAPPLIED = 1_000  # unapplied results kept for the reconciler
 CRASH_HOLD = 30.0  # seconds healthy() reports a crash of the writer task
 TRANSIENT = (UnreachableError, OSError, TimeoutError)
+BATCH_RESULT_CHARS = 1024 * 1024  # characters of stored results per batch (<= 4 MiB of UTF-8)
 
 
 @dataclasses.dataclass(slots=True)
@@ -82,6 +88,7 @@ class Completer:
         self._inflight: list[JobResult] = []
         self._strikes: dict[int, _Strikes] = {}
         self._unapplied: collections.OrderedDict[int, JobResult] = collections.OrderedDict()
+        self._result_chars = 0  # characters of stored results in the buffer
         self.written = 0
         self.failures = 0
         self.poisoned = 0
@@ -143,6 +150,8 @@ class Completer:
         await self._room.wait()
 
     def push(self, result: JobResult) -> None:
+        if result.result is not None:
+            self._result_chars += len(result.result)
         self._buffer.append(sanitised(result))
         if len(self._buffer) >= self._config.results_batch:
             self._full.set()
@@ -215,7 +224,10 @@ class Completer:
                 # gather what finishes in the next few ms: one round trip for all of it
                 await self._full_or(interval)
             size = min(len(self._buffer), self._config.results_batch)
-            batch = [self._buffer.popleft() for _ in range(size)]
+            if self._result_chars:
+                batch = self._take_bounded(size)
+            else:
+                batch = [self._buffer.popleft() for _ in range(size)]
             if not batch:
                 continue
             self._inflight = batch
@@ -223,14 +235,31 @@ class Completer:
                 left = await self._write(batch)
             except BaseException:  # cancelled, or a crash (restarted): nothing is lost
                 self._buffer.extendleft(reversed(batch))
+                self._result_chars += _chars(batch)
                 raise
             finally:
                 self._inflight = []
             self._buffer.extendleft(reversed(left))
+            self._result_chars += _chars(left)
             failing = self.failing_since is not None
             delay = min(max(delay * 2, 0.05), 2.0) if failing else 0.0
             if not self.over_limit:
                 self._room.set()
+
+    def _take_bounded(self, size: int) -> list[JobResult]:
+        """Up to ``size`` results from the buffer, stopping before their stored results
+        pass BATCH_RESULT_CHARS (the first one is always taken)."""
+        batch: list[JobResult] = []
+        chars = 0
+        while self._buffer and len(batch) < size:
+            stored = self._buffer[0].result
+            n = 0 if stored is None else len(stored)
+            if batch and chars + n > BATCH_RESULT_CHARS:
+                break
+            chars += n
+            batch.append(self._buffer.popleft())
+        self._result_chars -= chars
+        return batch
 
     async def _write(self, batch: list[JobResult]) -> list[JobResult]:
         """Write ``batch``, isolating results the store refuses; return what is left to
@@ -301,7 +330,7 @@ class Completer:
         keeps = result.outcome is Outcome.RETRY
         replacement = dataclasses.replace(
             result, outcome=Outcome.RETRY if keeps else Outcome.FAILED, error=error,
-            run_at_delay=min(result.run_at_delay, 3600.0) if keeps else 0.0,
+            run_at_delay=min(result.run_at_delay, 3600.0) if keeps else 0.0, result=None,
         )
         try:
             applied = await self._store.job_results_apply([replacement])
@@ -323,6 +352,7 @@ class Completer:
         strikes.count += 1
         if strikes.count < STRIKES or self.written == strikes.written:
             self._buffer.append(result)
+            self._result_chars += _chars([result])
             return
         del self._strikes[result.job_id]
         self.dropped += 1
@@ -331,3 +361,8 @@ class Completer:
                   result.job_id, strikes.count, exc)
         self._events.emit(ResultDropped(job_id=result.job_id, outcome=result.outcome,
                                         error=exc))
+
+
+def _chars(results: Iterable[JobResult]) -> int:
+    """Characters of the stored results of ``results``."""
+    return sum(len(r.result) for r in results if r.result is not None)

@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "sweep_after": 24 * 3600.0,
     "admit_batch": 1000,
     "rescue_batch": 500,
+    "max_result_bytes": 64 * 1024,
 }
 _DURATIONS = (
     "poll_interval", "heartbeat_interval", "dead_after", "leader_ttl", "shutdown_timeout",
@@ -79,6 +80,7 @@ class ServerConfig:
     sweep_after: float  # records of servers dead this long are removed
     admit_batch: int
     rescue_batch: int
+    max_result_bytes: int  # largest stored result (JSON bytes) of a kind that sets none
 
     def __init__(
         self,
@@ -103,6 +105,7 @@ class ServerConfig:
         sweep_after: Duration = 24 * 3600.0,
         admit_batch: int = 1000,
         rescue_batch: int = 500,
+        max_result_bytes: int = 64 * 1024,
     ) -> None:
         given = dict(locals())
         for name in DEFAULTS:
@@ -122,6 +125,9 @@ class ServerConfig:
         if isinstance(self.sync_threads, bool) or not isinstance(self.sync_threads, int) \
                 or self.sync_threads < 0:
             raise ConfigError("sync_threads", self.sync_threads, "must be 0 (auto) or more")
+        from kiln._results import check_max_result_bytes
+
+        check_max_result_bytes(self.max_result_bytes)
         floor = 3 * self.heartbeat_interval + self.kill_grace + 5.0
         if self.dead_after <= floor:
             raise ConfigError(

@@ -10,6 +10,8 @@ KilnError
 │   ├── UnreachableError   cannot connect
 │   └── NotMigratedError   the schema is missing or older than this kiln
 ├── CronError              a malformed cron expression
+├── ResultError            a handler returned a value kiln cannot store (not JSON, or
+│                          over max_result_bytes): that attempt failed, nothing written
 └── Shutdown               raised inside a job that the server cancelled on shutdown
 
 Retry, snooze and cancel are outcomes (see kiln._outcomes), not errors.
@@ -92,6 +94,20 @@ class CronError(KilnError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.expression, self.reason))
+
+
+class ResultError(KilnError, ValueError):
+    """A handler's return value cannot be stored; its attempt fails with this error
+    (retried per the kind's policy) and no result is written."""
+
+    def __init__(self, job_id: int, kind: str, reason: str) -> None:
+        self.job_id = job_id
+        self.kind = kind
+        self.reason = reason
+        super().__init__(f"the result of job {job_id} (kind {kind!r}) cannot be stored: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job_id, self.kind, self.reason))
 
 
 class Shutdown(KilnError):

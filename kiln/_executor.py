@@ -13,6 +13,10 @@ Anything an attempt raises is a failed attempt with its error recorded, BaseExce
 subclasses included (``sys.exit()`` in a handler, a failing backoff): a hand-back never
 uses an attempt, so it happens only when the server shuts down or fences itself, never
 for an error that would come back on the next run.
+
+A handler's return value other than None (and Snooze or Cancel) is its stored result:
+it is checked here (kiln._results), so one that cannot be stored is a failed attempt
+whose error says why, retried per the kind's policy, and nothing of it is written.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ from typing import Any
 
 from kiln._config import ServerConfig
 from kiln._deadlines import Deadlines
-from kiln._errors import Shutdown
+from kiln._errors import ResultError, Shutdown
 from kiln._events import EventHub, JobCancelled, JobFinished, JobStarted
 from kiln._handle import Job
 from kiln._job import AttemptError, JobResult, JobRow, Outcome
 from kiln._kinds import Kind
 from kiln._logs import CURRENT_JOB
 from kiln._outcomes import Cancel, Snooze
+from kiln._results import encoded
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
 from kiln._sync import SyncRunner
 from kiln._threads import ThreadPool
@@ -42,6 +47,7 @@ Middleware = Callable[[Job, Next], Awaitable[Any]]
 ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
 # seconds since the job of this attempt was cancelled, None when it was not
 CancelAge = Callable[[JobRow], Awaitable[float | None]]
+ResultsReader = Callable[[int], Awaitable[dict[int, Any]]]
 
 
 class ShutdownCancel:
@@ -64,6 +70,7 @@ class Executor:
         write_param: ParamWriter,
         middleware: list[Middleware],
         cancel_age: CancelAge | None = None,
+        read_results: ResultsReader | None = None,
     ) -> None:
         self._kinds = kinds
         self._cancel_age = cancel_age
@@ -73,7 +80,11 @@ class Executor:
         self._server_id = server_id
         self._write_param = write_param
         self._middleware = middleware
+        self._read_results = read_results
         self._is_async = {name: kind.is_async for name, kind in kinds.items()}
+        self._max_result = {
+            name: kind.max_result_bytes or config.max_result_bytes for name, kind in kinds.items()
+        }
         self._deadlines = Deadlines()
         self.sync = SyncRunner(threads, self._deadlines, float(config.kill_grace))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,7 +120,7 @@ class Executor:
         loop = self._loop
         if loop is None:  # looked up once: on Python 3.11 each lookup is a getpid() call
             loop = self._loop = asyncio.get_running_loop()
-        job = Job(row, self._write_param, loop)
+        job = Job(row, self._write_param, loop, self._read_results)
         CURRENT_JOB.set(row)  # this task runs this attempt only: log lines name the job
         events = self._events
         if events.wants(JobStarted):
@@ -137,7 +148,13 @@ class Executor:
                 error = _shutdown(exc)
         finally:
             requested = self._ended(task)
-        result, error = await self._outcome(row, kind, job, value, error, requested)
+        stored = None
+        if value is not None and error is None and not isinstance(value, Snooze | Cancel):
+            try:  # checked here, so a result that cannot be stored is a failed attempt
+                stored = encoded(value, self._max_result[row.kind], row.id, row.kind)
+            except ResultError as exc:
+                error = exc
+        result, error = await self._outcome(row, kind, job, value, error, requested, stored)
         if events.wants(JobFinished):
             events.emit(
                 JobFinished(
@@ -161,14 +178,14 @@ class Executor:
 
     async def _outcome(
         self, row: JobRow, kind: Kind, job: Job, value: Any, error: BaseException | None,
-        requested: float | None,
+        requested: float | None, stored: str | None = None,
     ) -> tuple[JobResult, BaseException | None]:
         """The attempt's result and error; a cancelled job's attempt is cancelled, however
         its handler ended (a refused checkpoint may have ended it before any look)."""
         if requested is None and job.refused and self._cancel_age is not None:
             requested = await self._cancelled_before(row)
         if requested is None:
-            return self._result(row, kind, value, error), error
+            return self._result(row, kind, value, error, stored), error
         self._stopped(row, requested)
         return self._made(row, Outcome.CANCELLED, None), None
 
@@ -224,7 +241,8 @@ class Executor:
         return await call()
 
     def _result(
-        self, row: JobRow, kind: Kind, value: Any, error: BaseException | None
+        self, row: JobRow, kind: Kind, value: Any, error: BaseException | None,
+        stored: str | None = None,
     ) -> JobResult:
         if error is None and value is None:  # the common case: completed
             return JobResult(row.id, row.server_id or self._server_id, row.attempt,
@@ -243,7 +261,8 @@ class Executor:
             return self._made(row, Outcome.SNOOZED, None, value.seconds)
         if isinstance(value, Cancel):
             return self._made(row, Outcome.CANCELLED, None, why=f"Cancel: {value.reason}")
-        return self._made(row, Outcome.COMPLETED, None)
+        return JobResult(row.id, row.server_id or self._server_id, row.attempt,
+                         Outcome.COMPLETED, result=stored)
 
     def _delay(self, row: JobRow, kind: Kind, why: str) -> tuple[float, str]:
         """The backoff's wait after this attempt; should the backoff fail (a list shorter

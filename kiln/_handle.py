@@ -3,6 +3,9 @@
 ``params`` are checkpoints: ``await job.set_param(name, value)`` (or
 ``job.set_param_sync`` from a plain ``def`` handler) writes at once, fenced like
 results, so a later attempt (retried, rescued or handed back) resumes from them.
+
+``await job.dependency_results()`` (``dependency_results_sync`` from a plain ``def``)
+reads the stored results of the jobs this one waited on: fan-in reads its parts.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from kiln._errors import KilnError
 from kiln._job import JobRow
 
 ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
+ResultsReader = Callable[[int], Awaitable[dict[int, Any]]]
 
 
 class FencedError(KilnError):
@@ -24,12 +28,16 @@ class FencedError(KilnError):
 
 
 class Job:
-    __slots__ = ("_cancelled", "_loop", "_refused", "_row", "_writer", "params")
+    __slots__ = ("_cancelled", "_loop", "_reader", "_refused", "_row", "_writer", "params")
 
-    def __init__(self, row: JobRow, writer: ParamWriter, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, row: JobRow, writer: ParamWriter, loop: asyncio.AbstractEventLoop,
+        reader: ResultsReader | None = None,
+    ) -> None:
         self._row = row
         self._writer = writer
         self._loop = loop
+        self._reader = reader
         self._cancelled: threading.Event | None = None  # made on first use: most jobs never ask
         self._refused = False  # a checkpoint was refused: the job moved on (cancelled?)
         self.params: dict[str, Any] = dict(row.params)
@@ -79,6 +87,21 @@ class Job:
         """Blocking form for plain ``def`` handlers (they run in a worker thread)."""
         future = asyncio.run_coroutine_threadsafe(self.set_param(name, value), self._loop)
         future.result()
+
+    async def dependency_results(self) -> dict[int, Any]:
+        """The results of the jobs this one waited on (``depends_on``), read now: a
+        mapping of dependency id to what its handler returned, in id order. A
+        dependency whose handler returned None (or whose result a requeue cleared)
+        maps to None; one that was deleted or pruned is absent. Empty for a job that
+        waited on nothing."""
+        if self._reader is None:
+            raise RuntimeError("this Job was made without a store to read results from")
+        return await self._reader(self.id)
+
+    def dependency_results_sync(self) -> dict[int, Any]:
+        """Blocking form for plain ``def`` handlers (they run in a worker thread)."""
+        future = asyncio.run_coroutine_threadsafe(self.dependency_results(), self._loop)
+        return future.result()
 
     def __repr__(self) -> str:
         return f"<Job {self.id} {self.kind!r} attempt {self.attempt}/{self.max_attempts}>"

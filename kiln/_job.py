@@ -188,6 +188,10 @@ class JobRow:
     rate_key: str | None
     rescues: int
     depends_on: list[int] = dataclasses.field(default_factory=list)
+    # what the handler of a completed job returned (docs/guide.md, "Stored results"):
+    # read by the store's job_get only, None in claims and listings (a result can be
+    # up to max_result_bytes), and None when the handler returned None
+    result: JSON = None
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -206,6 +210,9 @@ class JobResult:
     run_at_delay: float = 0.0  # for RETRY and SNOOZED: seconds after the database's now
     error: AttemptError | None = None
     rescued: bool = False  # the result was written by a rescuer, not the server itself
+    # for COMPLETED: the handler's return value as JSON text (kiln._results), bounded
+    # by max_result_bytes; None when it returned None, which stores nothing
+    result: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

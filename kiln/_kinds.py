@@ -30,6 +30,9 @@ class Kind:
     rate_limit: RateLimit | None = None
     rate_key: str | None = None
     unique: Unique | None = None
+    # largest stored result in bytes of JSON; None: the server's max_result_bytes. Read
+    # on the worker only, so it is not part of the published declaration
+    max_result_bytes: int | None = None
 
     @property
     def is_async(self) -> bool:
@@ -113,6 +116,10 @@ def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
         options["rate_key"] = name
     if options.get("unique") is not None and not isinstance(options["unique"], Unique):
         raise ConfigError("unique", options["unique"], "must be a kiln.Unique")
+    if options.get("max_result_bytes") is not None:
+        from kiln._results import check_max_result_bytes
+
+        check_max_result_bytes(options["max_result_bytes"])
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
     return Kind(name=name, handler=handler, **options)

@@ -247,7 +247,7 @@ class Server:
         )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
-            self._middleware, self._cancel_age,
+            self._middleware, self._cancel_age, self.store.job_dependency_results,
         )
         self._executor = executor
         self._heartbeat = Heartbeater(

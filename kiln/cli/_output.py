@@ -15,8 +15,10 @@ def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def job_json(row: JobRow) -> dict[str, Any]:
-    return {
+def job_json(row: JobRow, *, result: bool = False) -> dict[str, Any]:
+    """``row`` for scripts; with ``result``, its stored result too (read by a get, never
+    by a listing, which leaves it out rather than show a null it did not read)."""
+    data = {
         "id": row.id,
         "queue": row.queue,
         "kind": row.kind,
@@ -40,6 +42,9 @@ def job_json(row: JobRow) -> dict[str, Any]:
         "depends_on": list(row.depends_on),
         "errors": [e.to_json() for e in row.errors],
     }
+    if result:
+        data["result"] = row.result
+    return data
 
 
 def server_json(info: ServerInfo, leader: str | None) -> dict[str, Any]:
@@ -120,6 +125,9 @@ def job_details(row: JobRow) -> str:
     for key, value in data.items():
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
         lines.append(f"{key.ljust(width)}  {'-' if value is None else printable(shown)}")
+    # JSON, so a string result reads apart from none stored
+    stored = "-" if row.result is None else printable(json.dumps(row.result, ensure_ascii=False))
+    lines.append(f"{'result'.ljust(width)}  {stored}")
     for error in errors:
         message = printable(str(error["error"]))
         lines.append(f"error (attempt {error['attempt']}): {message}")

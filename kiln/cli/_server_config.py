@@ -39,6 +39,7 @@ HELP = {
     "sweep_after": "remove records of servers dead for this long",
     "admit_batch": "rate-limited jobs admitted per round trip",
     "rescue_batch": "jobs rescued per round trip",
+    "max_result_bytes": "largest stored result, in bytes of JSON, of a kind that sets none",
 }
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

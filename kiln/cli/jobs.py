@@ -128,7 +128,7 @@ def run_show(args: argparse.Namespace) -> int:
     if row is None:
         raise NotFoundError(f"job {args.id} not found")
     if args.json:
-        out.print_json(out.job_json(row))
+        out.print_json(out.job_json(row, result=True))
     else:
         print(out.job_details(row))
     return 0

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
+from kiln.stores._rows import loads
 from kiln.stores.mysql._jobs import (
     JOB_COLS,
     NOW,
@@ -85,13 +86,24 @@ def chunks(ids: list[int]) -> list[list[int]]:
 
 def get(job_id: int) -> Plan[JobRow | None]:
     out = yield step(
-        Stmt(f"SELECT {JOB_COLS} FROM kiln_jobs WHERE id = %s", (job_id,)),
+        Stmt(f"SELECT {JOB_COLS}, result FROM kiln_jobs WHERE id = %s", (job_id,)),
         Stmt("SELECT dep_id FROM kiln_job_deps WHERE job_id = %s ORDER BY dep_id", (job_id,)),
         last=True,
     )
     if not out[0].rows:
         return None
-    return row_to_job(out[0].rows[0], [int(r[0]) for r in out[1].rows])
+    row = out[0].rows[0]
+    job = row_to_job(row, [int(r[0]) for r in out[1].rows])
+    job.result = loads(row[-1])
+    return job
+
+
+def dependency_results(job_id: int) -> Plan[dict[int, Any]]:
+    out = yield one(
+        "SELECT d.dep_id, j.result FROM kiln_job_deps d JOIN kiln_jobs j ON j.id = d.dep_id"
+        " WHERE d.job_id = %s ORDER BY d.dep_id", job_id,
+    )
+    return {int(r[0]): loads(r[1]) for r in out[0].rows}
 
 
 def list_jobs(
@@ -164,7 +176,7 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
             f" ({marks(len(waiting)) if waiting else 'NULL'}) THEN 'awaiting'"
             " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
             f" attempt = 0, rescues = 0, run_at = {NOW}, finished_at = NULL, server_id = NULL,"
-            f" attempt_running = FALSE WHERE id IN ({marks(len(part))})",
+            f" attempt_running = FALSE, result = NULL WHERE id IN ({marks(len(part))})",
             (*sorted(waiting), *part),
         ))
     return len(ids)

@@ -240,6 +240,9 @@ def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     if r.error is not None:
         sets.append("errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%s, '$'))")
         params.append(dumps(r.error.to_json()))
+    if r.result is not None:  # a stored result (kiln._results), JSON text
+        sets.append("result = %s")
+        params.append(r.result)
     # the fence is evaluated on the row before any SET: MySQL applies SETs left to right
     # but WHERE sees the old row
     guard = " AND has_dependents = FALSE" if guarded else ""
@@ -312,8 +315,16 @@ def _plain(r: JobResult) -> bool:
 def _completions(done: Sequence[JobResult]) -> tuple[Stmt, Stmt]:
     """Plain completions as two statements for the whole batch: lock the rows the
     update will change (they say which applied), then update them. ``id IN`` gives the
-    primary-key range; the row constructor is the fence."""
+    primary-key range; the row constructor is the fence. Stored results, if any, are
+    one CASE on the id (a batch without any writes none)."""
     ids = [r.job_id for r in done]
+    stored = [(r.job_id, r.result) for r in done if r.result is not None]
+    result_set = ""
+    result_params: list[Any] = []
+    if stored:
+        result_set = (", result = CASE id" + " WHEN %s THEN %s" * len(stored)
+                      + " ELSE result END")
+        result_params = [x for pair in stored for x in pair]
     fence = [x for r in done for x in (r.job_id, r.server_id, r.attempt)]
     cond = (
         f"id IN ({marks(len(ids))}) AND (id, server_id, attempt) IN"
@@ -324,8 +335,8 @@ def _completions(done: Sequence[JobResult]) -> tuple[Stmt, Stmt]:
         Stmt(f"SELECT id FROM kiln_jobs WHERE {cond} FOR UPDATE", (*ids, *fence)),
         Stmt(
             f"UPDATE kiln_jobs SET state = 'completed', finished_at = {NOW}, rescues = 0"
-            f" WHERE {cond}",
-            (*ids, *fence),
+            f"{result_set} WHERE {cond}",
+            (*result_params, *ids, *fence),
         ),
     )
 

@@ -426,6 +426,9 @@ class MySQLStore:
     async def job_dependents(self, job_id: int) -> list[int]:
         return await self._read("job_dependents", _admin.dependents(job_id))
 
+    async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
+        return await self._read("job_dependency_results", _admin.dependency_results(job_id))
+
     async def job_counts(self) -> list[StateCount]:
         return await self._read("job_counts", _admin.state_counts())
 

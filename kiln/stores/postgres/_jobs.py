@@ -289,26 +289,39 @@ def claim(queue: str, kinds: list[str], limit: int, server_id: str) -> Plan[list
 # transaction. 'running' is a parameter: as a literal, the generic plan of this prepared
 # statement picks a partial index on state and walks every running entry, dead ones
 # included (until a vacuum), for each result; a parameter leaves only the primary key.
-RESULTS_APPLY = (
-    "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
-    " %b::int[], %b::float8[], %b::text[], %b::int[], %b::bool[])"
-    " AS r(id, server_id, attempt, state, delta, delay, error, rescue, readmit)),"
-    " upd AS (UPDATE kiln_jobs j SET state = CASE WHEN r.readmit AND j.rate_key IS NOT NULL"
-    "  THEN 'pending' ELSE r.state END, attempt = j.attempt + r.delta,"
-    " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
-    "  THEN now() + r.delay * interval '1 second' ELSE j.run_at END,"
-    " finished_at = CASE WHEN r.state IN ('completed', 'failed', 'cancelled') THEN now() END,"
-    " rescues = CASE r.rescue WHEN 1 THEN j.rescues + 1 WHEN 0 THEN j.rescues ELSE 0 END,"
-    " errors = CASE WHEN r.error IS NULL THEN j.errors"
-    "  ELSE j.errors || jsonb_build_array(r.error::jsonb) END,"
-    " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
-    "  THEN j.server_id END"
-    " FROM r WHERE j.id = r.id AND j.state = %b::text AND j.server_id = r.server_id"
-    " AND j.attempt = r.attempt AND (%b::bool OR r.state <> 'completed'"
-    "  OR NOT j.has_dependents)"
-    " RETURNING j.id, j.queue, j.state, j.run_at)"
-    f"{notify_from('upd')} SELECT id, queue, state FROM upd WHERE {NOTIFIED}"
-)
+def _results_apply_sql(with_results: bool) -> str:
+    """RESULTS_APPLY, or with stored results: one more array, the results' JSON text,
+    written where it is not NULL. Batches without any (results of None, the common
+    case) run the statement without it, so they pay nothing for results."""
+    res_in = ", %b::text[]" if with_results else ""
+    res_col = ", res" if with_results else ""
+    res_set = (" result = CASE WHEN r.res IS NULL THEN j.result ELSE r.res::jsonb END,"
+               if with_results else "")
+    return (
+        "WITH r AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[],"
+        f" %b::int[], %b::float8[], %b::text[], %b::int[], %b::bool[]{res_in})"
+        f" AS r(id, server_id, attempt, state, delta, delay, error, rescue, readmit{res_col})),"
+        " upd AS (UPDATE kiln_jobs j SET state = CASE WHEN r.readmit AND j.rate_key IS NOT NULL"
+        "  THEN 'pending' ELSE r.state END, attempt = j.attempt + r.delta,"
+        " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
+        "  THEN now() + r.delay * interval '1 second' ELSE j.run_at END,"
+        " finished_at = CASE WHEN r.state IN ('completed', 'failed', 'cancelled') THEN now() END,"
+        " rescues = CASE r.rescue WHEN 1 THEN j.rescues + 1 WHEN 0 THEN j.rescues ELSE 0 END,"
+        f"{res_set}"
+        " errors = CASE WHEN r.error IS NULL THEN j.errors"
+        "  ELSE j.errors || jsonb_build_array(r.error::jsonb) END,"
+        " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
+        "  THEN j.server_id END"
+        " FROM r WHERE j.id = r.id AND j.state = %b::text AND j.server_id = r.server_id"
+        " AND j.attempt = r.attempt AND (%b::bool OR r.state <> 'completed'"
+        "  OR NOT j.has_dependents)"
+        " RETURNING j.id, j.queue, j.state, j.run_at)"
+        f"{notify_from('upd')} SELECT id, queue, state FROM upd WHERE {NOTIFIED}"
+    )
+
+
+RESULTS_APPLY = _results_apply_sql(with_results=False)
+RESULTS_APPLY_STORED = _results_apply_sql(with_results=True)
 
 LOCK_DEPENDENTS = (
     "SELECT j.id FROM kiln_jobs j WHERE j.state = 'awaiting' AND j.id IN"
@@ -351,6 +364,9 @@ def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
         errors.append(None if r.error is None else dumps(r.error.to_json()))
         rescue.append(rescue_step(r))
         readmit.append(readmitted(r))
+    if any(r.result is not None for r in ordered):
+        cols.append([r.result for r in ordered])
+        return Stmt(RESULTS_APPLY_STORED, (*cols, "running", with_dependents), prepare=True)
     return Stmt(RESULTS_APPLY, (*cols, "running", with_dependents), prepare=True)
 
 
@@ -509,13 +525,29 @@ def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
 
 GET = (
     f"SELECT {JOB_COLS}, ARRAY(SELECT dep_id FROM kiln_job_deps d"
-    " WHERE d.job_id = kiln_jobs.id ORDER BY dep_id) FROM kiln_jobs WHERE id = %s"
+    " WHERE d.job_id = kiln_jobs.id ORDER BY dep_id), result::text FROM kiln_jobs WHERE id = %s"
 )
 
 
 def get(job_id: int) -> Plan[JobRow | None]:
     rows = (yield one(GET, job_id))[0]
-    return None if not rows else row_to_job(rows[0], list(rows[0][-1]))
+    if not rows:
+        return None
+    job = row_to_job(rows[0], list(rows[0][-2]))
+    stored = rows[0][-1]
+    job.result = None if stored is None else json.loads(stored)
+    return job
+
+
+DEPENDENCY_RESULTS = (
+    "SELECT d.dep_id, j.result::text FROM kiln_job_deps d JOIN kiln_jobs j ON j.id = d.dep_id"
+    " WHERE d.job_id = %s ORDER BY d.dep_id"
+)
+
+
+def dependency_results(job_id: int) -> Plan[dict[int, Any]]:
+    rows = (yield one(DEPENDENCY_RESULTS, job_id))[0]
+    return {int(r[0]): None if r[1] is None else json.loads(r[1]) for r in rows}
 
 
 def list_jobs(
@@ -561,7 +593,8 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
         f"WITH upd AS (UPDATE kiln_jobs SET state = CASE WHEN {UNMET} THEN 'awaiting'"
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL,"
-        f" attempt_running = false WHERE {movable} AND (unique_key IS NULL OR id IN"
+        " attempt_running = false, result = NULL"
+        f" WHERE {movable} AND (unique_key IS NULL OR id IN"
         # of the jobs of one key that would go back, only the newest does
         f" (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL AND {movable}"
         " GROUP BY unique_key)) RETURNING queue, state, run_at)"

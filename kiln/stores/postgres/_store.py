@@ -286,6 +286,11 @@ class PostgresStore:
     async def job_dependents(self, job_id: int) -> list[int]:
         return await self._run("job_dependents", lambda: _jobs.dependents(job_id))
 
+    async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
+        return await self._run(
+            "job_dependency_results", lambda: _jobs.dependency_results(job_id)
+        )
+
     async def job_counts(self) -> list[StateCount]:
         return await self._run("job_counts", _jobs.state_counts)
 

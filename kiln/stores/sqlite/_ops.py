@@ -305,6 +305,29 @@ def release_rows(
     return out
 
 
+def _apply_sql(with_result: bool) -> str:
+    """The fenced update of one result; with a stored result, one more column (the
+    results of None, the common case, run the statement without it)."""
+    result = " result = ?," if with_result else ""
+    return (
+        # a rate-limited job's next attempt starts once admitted (_rows.readmitted)
+        "UPDATE kiln_jobs SET state = CASE WHEN ? AND rate_key IS NOT NULL THEN 'pending'"
+        " ELSE ? END, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
+        f" finished_at = ?,{result}"
+        " rescues = CASE ? WHEN 1 THEN rescues + 1 WHEN 0 THEN rescues ELSE 0 END,"
+        " errors = CASE WHEN ? IS NULL THEN errors"
+        "  ELSE json_insert(errors, '$[#]', json(?)) END,"
+        " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
+        "  THEN server_id ELSE NULL END"
+        " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
+        " RETURNING queue, state"
+    )
+
+
+APPLY = _apply_sql(with_result=False)
+APPLY_STORED = _apply_sql(with_result=True)
+
+
 def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> ApplyResult:
     now = time.time()
     applied: set[int] = set()
@@ -314,24 +337,15 @@ def apply_results(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
         state = next_state(r)
         finished = now if state in FINISHED_STATES else None
         error = None if r.error is None else dumps(r.error.to_json())
-        cur = conn.execute(
-            # a rate-limited job's next attempt starts once admitted (_rows.readmitted)
-            "UPDATE kiln_jobs SET state = CASE WHEN ? AND rate_key IS NOT NULL THEN 'pending'"
-            " ELSE ? END, attempt = attempt + ?, run_at = COALESCE(?, run_at),"
-            " finished_at = ?,"
-            " rescues = CASE ? WHEN 1 THEN rescues + 1 WHEN 0 THEN rescues ELSE 0 END,"
-            " errors = CASE WHEN ? IS NULL THEN errors"
-            "  ELSE json_insert(errors, '$[#]', json(?)) END,"
-            " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
-            "  THEN server_id ELSE NULL END"
-            " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
-            " RETURNING queue, state",
-            (
-                readmitted(r), state.value, attempt_delta(r),
-                None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
-                rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt,
-            ),
-        ).fetchone()
+        head = (
+            readmitted(r), state.value, attempt_delta(r),
+            None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
+        )
+        tail = (rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt)
+        if r.result is None:
+            cur = conn.execute(APPLY, (*head, *tail)).fetchone()
+        else:
+            cur = conn.execute(APPLY_STORED, (*head, r.result, *tail)).fetchone()
         if cur is None:
             continue
         applied.add(r.job_id)
@@ -392,7 +406,19 @@ def _deps_of(conn: sqlite3.Connection, job_id: int) -> list[int]:
 
 def get(conn: sqlite3.Connection, job_id: int) -> JobRow | None:
     row = conn.execute("SELECT * FROM kiln_jobs WHERE id = ?", (job_id,)).fetchone()
-    return None if row is None else row_to_job(row, _deps_of(conn, job_id))
+    if row is None:
+        return None
+    job = row_to_job(row, _deps_of(conn, job_id))
+    job.result = loads(row["result"])
+    return job
+
+
+def dependency_results(conn: sqlite3.Connection, job_id: int) -> dict[int, Any]:
+    rows = conn.execute(
+        "SELECT d.dep_id, j.result FROM kiln_job_deps d JOIN kiln_jobs j ON j.id = d.dep_id"
+        " WHERE d.job_id = ? ORDER BY d.dep_id", (job_id,),
+    ).fetchall()
+    return {int(r[0]): loads(r[1]) for r in rows}
 
 
 def list_jobs(
@@ -448,7 +474,8 @@ def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
         " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
         # admitted_at stays: the admission window of the key must keep counting it
         " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL,"
-        f" server_id = NULL, attempt_running = 0 WHERE {movable} AND (unique_key IS NULL"
+        f" server_id = NULL, attempt_running = 0, result = NULL WHERE {movable}"
+        " AND (unique_key IS NULL"
         # of the jobs of one key that would go back, only the newest does
         " OR id IN (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL"
         f" AND {movable} GROUP BY unique_key))",

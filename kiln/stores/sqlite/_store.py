@@ -303,6 +303,11 @@ class SQLiteStore:
     async def job_dependents(self, job_id: int) -> list[int]:
         return await self._run("job_dependents", lambda c: _ops.dependents(c, job_id))
 
+    async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
+        return await self._run(
+            "job_dependency_results", lambda c: _ops.dependency_results(c, job_id)
+        )
+
     async def job_counts(self) -> list[StateCount]:
         return await self._run("job_counts", _ops.state_counts)
 

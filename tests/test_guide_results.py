@@ -1,0 +1,53 @@
+"""docs/guide.md, "Stored results": its three blocks run as written, on every store."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import kiln
+from tests.integration.inprocess import Running, config, open_store, wait_for
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+
+
+def blocks() -> list[str]:
+    text = GUIDE.read_text()
+    marked = text[text.index("<!-- tested: tests/test_guide_results.py"):]
+    return re.findall(r"```python\n(.*?)```", marked, re.S)[:3]
+
+
+async def run_block(block: str, namespace: dict[str, Any]) -> None:
+    """Run ``block`` as written, awaits at the top level included (async code)."""
+    code = compile(block, "guide.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    outcome = eval(code, namespace)
+    if asyncio.iscoroutine(outcome):
+        await outcome
+
+
+async def test_the_guides_results_blocks(store_url: str) -> None:
+    handlers, producer, reader = blocks()
+    namespace: dict[str, Any] = {"kiln": kiln, "url": store_url}
+    exec(handlers, namespace)
+    app: kiln.App = namespace["app"]
+    store = await open_store(store_url)  # migrates
+    try:
+        await run_block(producer, namespace)
+        ids = [*namespace["parts"], namespace["total"], namespace["export"]]
+        running = await Running(app.server(config=config())).started()
+        try:
+            async def done() -> bool:
+                rows = [await store.job_get(i) for i in ids]
+                return all(r is not None and r.state is kiln.JobState.COMPLETED for r in rows)
+
+            await wait_for(done, 15, "the guide's jobs to complete")
+        finally:
+            await running.stop()
+        await run_block(reader, namespace)
+    finally:
+        await store.close()
+        await app.aclose()
+        app.close()
