@@ -132,7 +132,8 @@ class _Drainer:
         self.server_id = f"kiln-testing-{uuid.uuid4().hex[:12]}"
         self._threads = ThreadPool(1, name="kiln-testing-sync")
         self._executor = Executor(kinds, self._config, self._events, self._threads,
-                                  self.server_id, self._write_param, list(app.middleware))
+                                  self.server_id, self._write_param, list(app.middleware),
+                                  read_results=store.job_dependency_results)
         self._admitter = Admitter(ServerContext(
             store=store, config=self._config, events=self._events, kinds=kinds,
             server_id=lambda: self.server_id, leader_since=lambda: None, wake=lambda _q: None,

@@ -95,6 +95,27 @@ def test_dependencies_run_in_order_and_wait_on_a_failure(app: kiln.App) -> None:
     assert waiting.args == {"name": "after-bad"} and int(last) == 1
 
 
+def test_a_fan_in_reads_its_parts_results_in_a_drain(app: kiln.App) -> None:
+    totals: list[dict[int, Any]] = []
+
+    @app.job("part")
+    def part(job: kiln.Job) -> int:
+        return int(job.args["n"]) * 10
+
+    @app.job("total")
+    async def total(job: kiln.Job) -> int:
+        results = await job.dependency_results()
+        totals.append(results)
+        return sum(results.values())
+
+    parts = [app.enqueue("part", {"n": n}) for n in (1, 2)]
+    last = app.enqueue("total", {}, depends_on=parts)
+    assert len(testing.drain(app)) == 3
+    assert totals == [{parts[0]: 10, parts[1]: 20}]
+    [row] = testing.enqueued_jobs(app, "total", state="completed")
+    assert row.id == last
+
+
 def test_middleware_wraps_each_attempt_and_events_are_emitted(app: kiln.App) -> None:
     calls: list[str] = []
 
