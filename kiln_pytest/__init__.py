@@ -109,22 +109,26 @@ def kiln_database_url(_kiln_databases: Any, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def kiln_app(request: pytest.FixtureRequest, kiln_database_url: str) -> Iterator[App]:
-    """The App under test, on this test's database (the ``kiln_app`` setting names it)."""
+def kiln_app(request: pytest.FixtureRequest) -> Iterator[App]:
+    """The App under test, on this test's database (the ``kiln_app`` setting names it).
+    An App that enqueues on a framework's connection (``kiln.contrib.django.App``) stays
+    on that framework's database, which the framework's test set-up owns."""
     import kiln
     from kiln.testing import bound
     from kiln.testing._binding import close_stores
 
     spec = _setting(request.config, "kiln_app")
     if spec is None:
-        app = kiln.App(kiln_database_url)
+        app = kiln.App(request.getfixturevalue("kiln_database_url"))
         yield app
         close_stores(app)
         app._portal.close()
         return
     target = load_target(spec)
     if isinstance(target, kiln.App):
-        with bound(target, kiln_database_url):
+        own = getattr(target, "_testing_database_url", None)
+        url = own() if callable(own) else request.getfixturevalue("kiln_database_url")
+        with bound(target, url):
             yield target
         return
     if not callable(target):
@@ -132,7 +136,7 @@ def kiln_app(request: pytest.FixtureRequest, kiln_database_url: str) -> Iterator
             f"kiln_app = {spec!r} is a {type(target).__name__}: name a kiln.App, or a"
             " function that takes the database URL and returns one"
         )
-    made = target(kiln_database_url)
+    made = target(request.getfixturevalue("kiln_database_url"))
     if not isinstance(made, kiln.App):
         raise pytest.UsageError(f"kiln_app = {spec!r} returned {made!r}, not a kiln.App")
     yield made

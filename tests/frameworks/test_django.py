@@ -164,3 +164,58 @@ def test_dashboard_obeys_django_auth(site: dict[str, str]) -> None:
     assert done.status_code == 303, done.content.decode()[-900:]
     audit = browser.get("/ops/kiln/audit").content.decode()
     assert f"{name}-staff" in audit
+
+
+def test_a_sync_handler_closes_its_threads_django_connection(alias: str,
+                                                              site: dict[str, str]) -> None:
+    """A sync handler runs on a thread of kiln's: the Django connection it opened there
+    is closed after it (CONN_MAX_AGE = 0), not left to the garbage collector."""
+    from django.contrib.auth.models import User
+    from django.db import connections
+
+    from kiln import testing
+
+    app, kind = make_app(alias)
+    seen: list[Any] = []
+
+    @app.job(f"{kind}.orm")
+    def count_users(job: Any) -> int:
+        User.objects.using(alias).count()
+        seen.append(connections[alias])
+        assert seen[-1].connection is not None  # open while the handler runs
+        return 0
+
+    @app.job(f"{kind}.async")
+    async def not_wrapped(job: Any) -> None:
+        pass
+
+    try:
+        assert app.kinds[f"{kind}.async"].handler is not_wrapped
+        assert app.kinds[f"{kind}.orm"].handler.__wrapped__ is count_users  # type: ignore[attr-defined]
+        app.enqueue(f"{kind}.orm", {})
+        assert testing.drain(app, kinds=f"{kind}.orm", raise_errors=True).completed == 1
+        assert testing.perform(app, f"{kind}.orm").outcome == "completed"
+    finally:
+        app.close()
+    assert len(seen) == 2 and all(c.connection is None for c in seen)
+
+
+def test_under_kiln_testing_the_app_stays_on_djangos_database(
+        alias: str, site: dict[str, str]) -> None:
+    """kiln's pytest plugin keeps a Django App on Django's database (where atomic()
+    puts its jobs) rather than on a database of kiln's: commit and rollback show."""
+    from django.db import transaction
+
+    from kiln import testing
+
+    app, kind = make_app(alias)
+    assert app._testing_database_url() == site[alias]
+    with testing.bound(app, app._testing_database_url()):
+        with transaction.atomic(using=alias):
+            app.enqueue(kind, {"n": 1})
+        with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+            app.enqueue(kind, {"n": 2})
+            raise RuntimeError("the view fails")
+        testing.assert_enqueued(app, kind, args={"n": 1}, count=1)
+        testing.refute_enqueued(app, kind, args={"n": 2})
+    app.close()

@@ -3,6 +3,7 @@ supports. ``test_every_example_is_run`` keeps this list and the page in step."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import textwrap
@@ -24,7 +25,8 @@ from tests.frameworks.test_sqlalchemy_conn import ASYNC_DRIVER, SYNC_DRIVER, sa_
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 EXAMPLE = re.compile(r"<!-- example: ([a-z-]+) -->\n```([a-z]+)\n(.*?)```", re.S)
 RUN = {"session", "async-session", "alembic", "cli", "django-settings", "django-jobs",
-       "django-commands", "django-urls", "fastapi", "starlette"}
+       "django-test", "django-commands", "django-urls", "fastapi", "fastapi-test",
+       "starlette"}
 
 
 def examples() -> dict[str, str]:
@@ -140,6 +142,49 @@ def test_django_jobs(alias: str, site: dict[str, str]) -> None:
     assert job_count(site[alias], "email.welcome") >= 1
 
 
+def test_django_test(alias: str, site: dict[str, str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's tests of the signup view, given ``kiln_jobs`` as the plugin makes it
+    for a Django App (on Django's database: ``_testing_database_url``)."""
+    import sys
+
+    from django.contrib.auth.models import User
+    from django.db import transaction
+    from django.test import override_settings
+
+    from kiln.testing import KilnJobs, bound
+
+    class Customer:  # the page's model: a User stands in for it (username unique)
+        class objects:
+            @staticmethod
+            def create(email: str) -> User:
+                return User.objects.db_manager(alias).create(username=email, email=email)
+
+    views = types.ModuleType("shop.views")
+    views.__dict__["Customer"] = Customer
+    with override_settings(KILN={"DATABASE": alias}):
+        exec(examples()["django-jobs"], views.__dict__)
+    # the view's atomic() on this alias, where the stand-in writes (Django's default is
+    # the SQLite one)
+    views.__dict__["transaction"] = types.SimpleNamespace(
+        atomic=functools.partial(transaction.atomic, using=alias))
+    monkeypatch.setitem(sys.modules, "shop", types.ModuleType("shop"))
+    monkeypatch.setitem(sys.modules, "shop.views", views)
+    tests: dict[str, Any] = {}
+    exec(examples()["django-test"], tests)
+    jobs = views.__dict__["jobs"]
+    try:
+        with bound(jobs, jobs._testing_database_url()):  # what the plugin does
+            kiln_jobs = KilnJobs(jobs)
+            for name in ("test_signup_enqueues_the_welcome_email",
+                         "test_a_failed_signup_enqueues_nothing",
+                         "test_the_welcome_email_is_sent"):
+                tests[name](kiln_jobs)
+            kiln_jobs.assert_enqueued("email.welcome", state="completed")
+    finally:
+        jobs.close()
+
+
 def test_django_commands(site: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     """kiln_migrate runs here; kiln_worker runs for real in the user project's tests
     (tests/integration/user_project/test_shop.py), as it blocks until a signal."""
@@ -186,3 +231,54 @@ async def test_starlette(tmp_path: Path) -> None:
         assert (await http.get("/ops/kiln/")).status_code == 401
     jobs.close()
 
+
+
+MYAPI = '''
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI
+from sqlalchemy.orm import Session
+
+import kiln
+from kiln.contrib.fastapi import lifespan
+
+engine = sa.create_engine("sqlite:///never-opened-by-the-tests.db")
+orders = sa.Table("orders", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True))
+jobs = kiln.App("sqlite:///never-opened-by-the-tests.db")
+jobs.register("email.receipt", lambda job: None)
+
+
+def get_session():
+    with Session(engine) as session:
+        yield session
+
+
+api = FastAPI(lifespan=lifespan(jobs))
+
+
+@api.post("/orders/{order}", status_code=201)
+def create_order(order: int, session: Annotated[Session, Depends(get_session)]) -> None:
+    orders.metadata.create_all(session.connection())
+    session.execute(orders.insert().values(id=order))
+    jobs.enqueue("email.receipt", {"order": order}, conn=session)
+    session.commit()
+'''
+
+
+def test_fastapi_test(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's test, run by pytest with the plugin against a service shaped as the
+    page says (its session from a ``get_session`` dependency); on SQLite, the plugin's
+    default (the ``conn=session`` paths are tested on every database above)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("KILN_TEST_DATABASE_URL", raising=False)
+    (pytester.path / "myapi").mkdir()
+    (pytester.path / "myapi" / "__init__.py").write_text("")
+    (pytester.path / "myapi" / "main.py").write_text(MYAPI)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_api.py").write_text(examples()["fastapi-test"])
+    pytester.syspathinsert()
+    result = pytester.runpytest_subprocess("-p", "kiln.testing.pytest_plugin",
+                                           "-p", "no:cacheprovider", "-q")
+    outcomes = result.parseoutcomes()  # (a warning: starlette's TestClient on this httpx)
+    assert outcomes.get("passed") == 1 and "failed" not in outcomes, result.stdout.str()

@@ -39,6 +39,9 @@ def test_the_user_projects_tests_pass(project_url: str) -> None:
     env = {**os.environ, "USER_PROJECT_DATABASE_URL": store_url,
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(PROJECT)])}
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("KILN_TEST_DATABASE_URL", None)
+    if not store_url.startswith("sqlite"):  # kiln.testing's databases on the same server
+        env["KILN_TEST_DATABASE_URL"] = store_url
     done = subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=PROJECT, env=env,
                           capture_output=True, text=True, timeout=170)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

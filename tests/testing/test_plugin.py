@@ -99,6 +99,35 @@ def test_without_a_setting_kiln_app_is_an_empty_app(pytester: pytest.Pytester) -
     pytester.runpytest(*SYNC).assert_outcomes(passed=1)
 
 
+def test_an_app_on_a_frameworks_connection_stays_on_its_database(
+        pytester: pytest.Pytester) -> None:
+    """An App whose enqueue joins a framework's connection (kiln.contrib.django.App, by
+    its ``_testing_database_url``) is bound to that database, not to one of kiln's."""
+    own = pytester.path / "framework.db"
+    pytester.makepyfile(framework=f"""
+        import kiln
+
+        class FrameworkApp(kiln.App):
+            def _testing_database_url(self):
+                return "sqlite:///{own}"
+
+        app = FrameworkApp("sqlite:///{own}")
+        app.register("ping", lambda job: None)
+    """)
+    project(pytester, "kiln_app = framework:app", test_it=f"""
+        import framework
+
+        def test_on_its_own_database(kiln_app, kiln_jobs, kiln_database_url):
+            assert kiln_app is framework.app and kiln_app.url == "sqlite:///{own}"
+            assert kiln_database_url != kiln_app.url  # kiln's own, unused here
+            kiln_app.migrate()
+            kiln_app.enqueue("ping")
+            kiln_jobs.assert_enqueued("ping", count=1)
+            assert kiln_jobs.drain().completed == 1
+    """)
+    pytester.runpytest(*SYNC).assert_outcomes(passed=1)
+
+
 @pytest.mark.parametrize(("spec", "problem"), [
     ("proj", "kiln_app = 'proj': name it as module:attribute"),
     ("nowhere:app", "kiln_app = 'nowhere:app': cannot import nowhere"),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from kiln._app import App as BaseApp
+from kiln._handle import Job
 from kiln._job import EnqueueResult
+from kiln._kinds import Handler, Kind, make_kind
 from kiln.contrib.django._settings import database_url, kiln_settings
 
 
@@ -16,6 +19,21 @@ class App(BaseApp):
     def __init__(self, *, database: str | None = None, **options: Any) -> None:
         self.database = database or kiln_settings()["DATABASE"]
         super().__init__(database_url(self.database), **options)
+
+    def register(self, kind: str, handler: Handler, **options: Any) -> Kind:
+        """As ``kiln.App.register``; a sync handler (run on a thread of kiln's) closes the
+        Django connections of its thread that are obsolete or broken, before and after,
+        as Django does around each request: with the default ``CONN_MAX_AGE = 0`` each
+        job opens and closes its own, none is left open when the thread ends."""
+        if not make_kind(kind, handler, **options).is_async:
+            handler = _closing_connections(handler)
+        return super().register(kind, handler, **options)
+
+    def _testing_database_url(self) -> str:
+        """Where kiln's pytest plugin keeps this App under test: Django's database as it
+        is now (a test runner may have renamed it to its test database), since an
+        enqueue inside ``transaction.atomic()`` writes there whatever the App's URL."""
+        return database_url(self.database)
 
     def _joined(self, conn: Any) -> Any:
         if conn is not None:
@@ -36,3 +54,17 @@ class App(BaseApp):
         self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
     ) -> list[EnqueueResult]:
         return super().enqueue_many(jobs, conn=self._joined(conn))
+
+
+def _closing_connections(handler: Handler) -> Handler:
+    @functools.wraps(handler)
+    def run(job: Job) -> Any:
+        from django.db import close_old_connections
+
+        close_old_connections()
+        try:
+            return handler(job)
+        finally:
+            close_old_connections()
+
+    return run

@@ -1,9 +1,13 @@
 """The shop's tests: signing up enqueues the welcome email with the customer, or
-neither; the worker sends it; the dashboard is for staff."""
+neither; the email marks the customer welcomed; the worker sends it; the dashboard is
+for staff.
+
+pytest.ini names the shop's App (``kiln_app = shop.jobs:jobs``): a Django App, so the
+``kiln_jobs`` fixture looks at Django's own database, where ``transaction.atomic()``
+puts the jobs. Other tests' jobs live there too: each test filters on its own email."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
@@ -15,21 +19,9 @@ import uuid
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
-from shop.jobs import jobs
 from shop.models import Customer
 
-import kiln
-
-
-def enqueued(kind: str, **args: object) -> list[kiln.JobRow]:
-    async def listing() -> list[kiln.JobRow]:
-        try:
-            found = await jobs.client().list(kiln.JobFilter(kind=kind), limit=1000)
-        finally:
-            await jobs.aclose()
-        return [j for j in found if all(j.args.get(k) == v for k, v in args.items())]
-
-    return asyncio.run(listing())
+from kiln.testing import KilnJobs
 
 
 def new_email(domain: str = "example.com") -> str:
@@ -41,22 +33,41 @@ def browser() -> Client:
     return Client(HTTP_HOST="shop.example.com", raise_request_exception=False)
 
 
-def test_signup_enqueues_the_welcome_email(browser: Client) -> None:
+def test_signup_enqueues_the_welcome_email(browser: Client, kiln_jobs: KilnJobs) -> None:
     email = new_email()
     response = browser.post("/signup/", {"email": email})
     assert response.status_code == 201
-    [job] = enqueued("email.welcome", email=email)
-    assert job.queue == "mail" and job.id == response.json()["job"]
+    [job] = kiln_jobs.assert_enqueued("email.welcome", args={"email": email}, queue="mail",
+                                      count=1)
+    assert job.id == response.json()["job"] and job.max_attempts == 5
 
 
-def test_a_failed_signup_enqueues_nothing(browser: Client) -> None:
+def test_a_failed_signup_enqueues_nothing(browser: Client, kiln_jobs: KilnJobs) -> None:
     email = new_email("blocked.example")
     assert browser.post("/signup/", {"email": email}).status_code == 500
     assert not Customer.objects.filter(email=email).exists()
-    assert enqueued("email.welcome", email=email) == []
+    kiln_jobs.refute_enqueued("email.welcome", args={"email": email})
 
 
-def test_the_worker_sends_the_welcome_email(browser: Client) -> None:
+def test_the_welcome_email_marks_the_customer(browser: Client, kiln_jobs: KilnJobs) -> None:
+    email = new_email()
+    assert browser.post("/signup/", {"email": email}).status_code == 201
+    drained = kiln_jobs.drain(kinds="email.welcome", raise_errors=True)
+    assert drained.completed >= 1 and drained.failed == 0
+    assert Customer.objects.get(email=email).welcomed
+    kiln_jobs.refute_enqueued("email.welcome", args={"email": email})
+    kiln_jobs.assert_enqueued("email.welcome", args={"email": email}, state="completed")
+
+
+def test_the_handler_on_its_own(kiln_jobs: KilnJobs) -> None:
+    email = new_email()
+    Customer.objects.create(email=email)
+    done = kiln_jobs.perform("email.welcome", {"email": email})
+    assert done.outcome == "completed"
+    assert Customer.objects.get(email=email).welcomed
+
+
+def test_the_worker_sends_the_welcome_email(browser: Client, kiln_jobs: KilnJobs) -> None:
     email = new_email()
     assert browser.post("/signup/", {"email": email}).status_code == 201
     worker = subprocess.Popen(
@@ -73,8 +84,7 @@ def test_the_worker_sends_the_welcome_email(browser: Client) -> None:
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=20) == 0
-    [job] = enqueued("email.welcome", email=email)
-    assert job.state == kiln.JobState.COMPLETED
+    kiln_jobs.assert_enqueued("email.welcome", args={"email": email}, state="completed")
 
 
 def test_the_dashboard_is_for_staff(browser: Client) -> None:

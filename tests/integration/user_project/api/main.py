@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Annotated
 
 import sqlalchemy as sa
@@ -14,14 +15,32 @@ import kiln.web
 from kiln.contrib.fastapi import lifespan, mount_dashboard
 
 URL = os.environ["USER_PROJECT_DATABASE_URL"]
-engine = sa.create_engine(URL.replace("postgresql://", "postgresql+psycopg://", 1))
+
+
+def make_engine(url: str) -> sa.Engine:
+    return sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+
+
+engine = make_engine(URL)
 reports = sa.Table("reports", sa.MetaData(), sa.Column("name", sa.String(40)))
 jobs = kiln.App(URL)
 
 
+def get_session() -> Iterator[Session]:
+    with Session(engine) as session:
+        yield session
+
+
+built: list[str] = []
+
+
 @jobs.job("report.build")
 async def build_report(job: kiln.Job) -> None:
-    pass
+    pages = job.params.get("pages", 0)
+    while pages < 3:
+        pages += 1
+        await job.set_param("pages", pages)  # a checkpoint: a retry resumes here
+    built.append(job.args["name"])
 
 
 def current_user(authorization: Annotated[str | None, Header()] = None) -> str:
@@ -41,12 +60,12 @@ mount_dashboard(api, "/admin/kiln", kiln.web.create_app(jobs), user=current_admi
 
 
 @api.post("/reports/{name}", status_code=201)
-def create_report(name: str, user: Annotated[str, Depends(current_user)]) -> dict[str, int]:
-    with Session(engine) as session:
-        session.execute(reports.insert().values(name=name))
-        job = jobs.enqueue("report.build", {"name": name, "by": user}, conn=session)
-        if name == "broken":
-            session.rollback()  # neither the report nor its job
-            raise HTTPException(422, "broken report")
-        session.commit()
+def create_report(name: str, user: Annotated[str, Depends(current_user)],
+                  session: Annotated[Session, Depends(get_session)]) -> dict[str, int]:
+    session.execute(reports.insert().values(name=name))
+    job = jobs.enqueue("report.build", {"name": name, "by": user}, conn=session)
+    if name == "broken":
+        session.rollback()  # neither the report nor its job
+        raise HTTPException(422, "broken report")
+    session.commit()
     return {"job": int(job)}
