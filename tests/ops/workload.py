@@ -21,7 +21,9 @@ from kiln._job import ServerInfo
 from kiln.stores import Store
 
 FAST: dict[str, Any] = dict(
-    poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6.0,
+    # heartbeat 0.5 s: a worker starved of CPU for ~0.6 s on a loaded 2-core machine
+    # would otherwise fence itself and fire alerts the test says must stay quiet
+    poll_interval=0.2, heartbeat_interval=0.5, kill_grace=0.2, dead_after=7.0,
     leader_ttl=1.0, shutdown_timeout=0.3,
 )
 DEAD_SERVER = "ops-test-dead-server"
