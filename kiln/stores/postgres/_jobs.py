@@ -46,7 +46,7 @@ from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one, step
 COLUMNS = (
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
 )
 JOB_COLS = ", ".join(COLUMNS)
 J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
@@ -95,6 +95,7 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
         _json(row[6]) or {}, row[7], row[8], row[9], row[10], row[11], _json(row[12]),
         [] if errors == "[]" or not errors else errors_from(_json(errors)), row[14],
         row[15], row[16], row[17], row[18], row[19], row[20], depends_on or [],
+        tags=list(row[21] or ()),
     )
 
 
@@ -104,8 +105,17 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
 _INSERT_COLS = (
     ("q", "text"), ("k", "text"), ("a", "text"), ("m", "text"), ("p", "int"),
     ("ra", "float8"), ("d", "float8"), ("ma", "int"), ("tmo", "float8"), ("b", "text"),
-    ("rk", "text"),
+    ("rk", "text"), ("tg", "text"),
 )
+
+
+def text_array(tags: Sequence[str]) -> str | None:
+    """Tags as a PostgreSQL array literal (None for none): sent as one text value, so a
+    batch of jobs without tags sends one NULL for all of them."""
+    if not tags:
+        return None
+    quoted = ('"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in tags)
+    return "{" + ",".join(quoted) + "}"
 
 
 def _insert_sql(with_deps: bool) -> str:
@@ -124,10 +134,11 @@ def _insert_sql(with_deps: bool) -> str:
     dp = ", t.dp::bigint[] AS dps" if with_deps else ""
     return (
         "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
-        " run_at, max_attempts, timeout, backoff, rate_key)"
+        " run_at, max_attempts, timeout, backoff, rate_key, tags)"
         f" SELECT t.q, t.k, CASE {unmet}WHEN t.rk IS NOT NULL THEN 'pending'"
         " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-        " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk"
+        " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk,"
+        " coalesce(t.tg::text[], '{}')"
         " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second')"
         f" AS r{dp} FROM (SELECT {picked} FROM unnest({arrays}) AS u({names})) AS t) AS t"
         " RETURNING id, queue, state, run_at)"
@@ -178,8 +189,8 @@ RATE_LIMIT_DECLARE = (
 
 
 def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
-    cols: list[list[Any]] = [[] for _ in range(11)]
-    q, k, a, m, p, ra, d, ma, tmo, b, rk = cols
+    cols: list[list[Any]] = [[] for _ in range(12)]
+    q, k, a, m, p, ra, d, ma, tmo, b, rk, tg = cols
     for job in jobs:
         q.append(job.queue)
         k.append(job.kind)
@@ -192,6 +203,7 @@ def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
         tmo.append(None if job.timeout is None else float(job.timeout))
         b.append(None if job.backoff is None else dumps(job.backoff))
         rk.append(job.rate_key)
+        tg.append(text_array(job.tags))
     return cols
 
 
@@ -500,9 +512,35 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
     if f.ids:
         clauses.append("id = ANY(%s::bigint[])")
         params.append(list(f.ids))
+    if f.tags or f.metadata or f.args:
+        tagged, tag_params = tag_clauses(f)
+        clauses, params = clauses + tagged, params + tag_params
     bounds, bound_params = upper_bounds(f)
     clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "true"), params
+
+
+def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+    """All of the tags, and metadata / args keys equal to values. Containment (@>) lets
+    the partial GIN indexes of migration 0007 answer (their predicates are repeated here
+    for the planner); the key equalities then make it exact: containment would also
+    match a key whose value is an array holding the value."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.tags:
+        clauses.append("tags <> '{}' AND tags @> %s::text[]")
+        params.append(list(f.tags))
+    for column, pairs in (("metadata", f.metadata), ("args", f.args)):
+        if not pairs:
+            continue
+        if column == "metadata":
+            clauses.append("metadata <> '{}'")
+        clauses.append(f"{column} @> %s::jsonb")
+        params.append(dumps(dict(pairs)))
+        for key, value in pairs.items():
+            clauses.append(f"{column} -> %s = %s::jsonb")
+            params.extend((key, dumps(value)))
+    return clauses, params
 
 
 def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:

@@ -1,0 +1,8 @@
+-- kiln schema, version 7 (MySQL/MariaDB).
+-- tags: a JSON array of the job's tags, NULL when it has none (so plain jobs store
+-- nothing). MariaDB has no index over the elements of a JSON array (MySQL 8's
+-- multi-valued indexes have no MariaDB counterpart), so a tag, metadata or args filter
+-- is checked on the rows the other conditions (state, queue, kind, id bounds) leave:
+-- a listing newest first stops after a page of matches, a count or a bulk action reads
+-- every such row. See docs/guide.md, "Tags and filters".
+ALTER TABLE kiln_jobs ADD COLUMN tags JSON NULL;
