@@ -105,7 +105,7 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
 _INSERT_COLS = (
     ("q", "text"), ("k", "text"), ("a", "text"), ("m", "text"), ("p", "int"),
     ("ra", "float8"), ("d", "float8"), ("ma", "int"), ("tmo", "float8"), ("b", "text"),
-    ("rk", "text"), ("tg", "text"),
+    ("rk", "text"),
 )
 
 
@@ -118,27 +118,31 @@ def text_array(tags: Sequence[str]) -> str | None:
     return "{" + ",".join(quoted) + "}"
 
 
-def _insert_sql(with_deps: bool) -> str:
+def _insert_sql(with_deps: bool, with_tags: bool = False) -> str:
+    """The insert; jobs with tags take a variant that sets them (and plain batches keep
+    the statement they had before tags existed)."""
     unmet = (
         "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dps)"
         " AND d.state <> 'completed') THEN 'awaiting' "
         if with_deps
         else ""
     )
-    cols = [*_INSERT_COLS, ("dp", "text")] if with_deps else list(_INSERT_COLS)
+    cols = list(_INSERT_COLS)
+    cols += [("dp", "text")] if with_deps else []
+    cols += [("tg", "text")] if with_tags else []
     picked = ", ".join(
         f"u.{n}" if n == "a" else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in cols
     )
     arrays = ", ".join(f"%b::{t}[]" for _, t in cols)
     names = ", ".join(n for n, _ in cols)
     dp = ", t.dp::bigint[] AS dps" if with_deps else ""
+    tag_col, tag_value = (", tags", ", coalesce(t.tg::text[], '{}')") if with_tags else ("", "")
     return (
         "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
-        " run_at, max_attempts, timeout, backoff, rate_key, tags)"
+        f" run_at, max_attempts, timeout, backoff, rate_key{tag_col})"
         f" SELECT t.q, t.k, CASE {unmet}WHEN t.rk IS NOT NULL THEN 'pending'"
         " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-        " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk,"
-        " coalesce(t.tg::text[], '{}')"
+        f" t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk{tag_value}"
         " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second')"
         f" AS r{dp} FROM (SELECT {picked} FROM unnest({arrays}) AS u({names})) AS t) AS t"
         " RETURNING id, queue, state, run_at)"
@@ -168,6 +172,7 @@ def _compact(cols: list[list[Any]]) -> list[Any]:
 
 INSERT_FAST = _insert_sql(with_deps=False)
 INSERT_DEPS = _insert_sql(with_deps=True)
+INSERT_TAGGED = {deps: _insert_sql(with_deps=deps, with_tags=True) for deps in (False, True)}
 # Locks the dependencies (in id order) for the check in INSERT_DEPS and marks them
 # has_dependents, so their completion takes the release path (see RESULTS_APPLY).
 MARK_DEPS = (
@@ -189,8 +194,8 @@ RATE_LIMIT_DECLARE = (
 
 
 def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
-    cols: list[list[Any]] = [[] for _ in range(12)]
-    q, k, a, m, p, ra, d, ma, tmo, b, rk, tg = cols
+    cols: list[list[Any]] = [[] for _ in range(11)]
+    q, k, a, m, p, ra, d, ma, tmo, b, rk = cols
     for job in jobs:
         q.append(job.queue)
         k.append(job.kind)
@@ -203,7 +208,6 @@ def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
         tmo.append(None if job.timeout is None else float(job.timeout))
         b.append(None if job.backoff is None else dumps(job.backoff))
         rk.append(job.rate_key)
-        tg.append(text_array(job.tags))
     return cols
 
 
@@ -231,7 +235,8 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
     cols = _columns(jobs)
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     deps = sorted({d for j in jobs for d in j.depends_on})
-    if not deps and not limits:
+    tagged = any(j.tags for j in jobs)
+    if not deps and not limits and not tagged:
         rows = (yield one(INSERT_FAST, *_compact(cols), prepare=True))[0]
         return sorted(r[0] for r in rows)
     pre: list[Stmt] = []
@@ -239,10 +244,13 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
         pre.append(rate_limit_stmt(limits))
     if deps:
         pre.append(Stmt(MARK_DEPS, (deps,)))
-        dp = ["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs]
-        ins = Stmt(INSERT_DEPS, tuple(_compact([*cols, dp])))
+        cols.append(["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs])
+    if tagged:
+        cols.append([text_array(j.tags) for j in jobs])
+        sql = INSERT_TAGGED[bool(deps)]
     else:
-        ins = Stmt(INSERT_FAST, tuple(_compact(cols)))
+        sql = INSERT_DEPS if deps else INSERT_FAST
+    ins = Stmt(sql, tuple(_compact(cols)))
     results = yield Step((*pre, ins), last=not deps)
     ids = sorted(r[0] for r in results[-1])
     if deps:
