@@ -15,6 +15,7 @@ release (see RESULTS_APPLY).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -596,9 +597,12 @@ def dependency_results(job_id: int) -> Plan[dict[int, Any]]:
     return {int(r[0]): None if r[1] is None else json.loads(r[1]) for r in rows}
 
 
-def list_jobs(
+PROBE_WINDOW = 5000  # newest rows a tag / metadata listing looks at first
+
+
+def list_stmt(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
-) -> Plan[list[JobRow]]:
+) -> Stmt:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
     if before_id is not None:
@@ -609,13 +613,65 @@ def list_jobs(
         params.append(after_id)
     order = "ASC" if after_id is not None else "DESC"
     sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
-    rows = (yield one(sql, *params, limit))[0]
+    return Stmt(sql, (*params, limit))
+
+
+def tagged_list_stmts(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> tuple[Stmt, Stmt]:
+    """A listing filtered by tags or metadata (and maybe args), in two statements: the
+    planner cannot tell a common tag from a rare one (a tag outside its sample is
+    estimated as common as the rarest one it saw): walking the id index in page order
+    is right for a common tag and reads the whole table for a rare one; the GIN index
+    is right for a rare tag and reads every match of a common one before sorting.
+
+    The probe filters the ``PROBE_WINDOW`` first jobs (in page order) the other
+    conditions select: a filter matching one job in a hundred or more fills its page
+    there. When it does not, the matches are rare, and the second statement finds them
+    through the GIN indexes (its ``id + 0`` order keeps the planner off the id walk;
+    tests/stores/test_postgres_tag_plans.py checks its plan)."""
+    plain = dataclasses.replace(f, tags=(), metadata={}, args={})
+    base, base_params = where(plain)
+    tagged, tag_params = tag_clauses(f)
+    if before_id is not None:
+        base += " AND id < %s"
+        base_params.append(before_id)
+    if after_id is not None:
+        base += " AND id > %s"
+        base_params.append(after_id)
+    order = "ASC" if after_id is not None else "DESC"
+    probe = (
+        f"SELECT {JOB_COLS} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
+        f" LIMIT {PROBE_WINDOW}) AS recent WHERE {' AND '.join(tagged)}"
+        f" ORDER BY id {order} LIMIT %s"
+    )
+    full = list_stmt(f, limit, before_id, after_id)
+    rare = full.sql.replace(f"ORDER BY id {order} LIMIT %s", f"ORDER BY id + 0 {order} LIMIT %s")
+    return Stmt(probe, (*base_params, *tag_params, limit)), Stmt(rare, full.params)
+
+
+def list_jobs(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> Plan[list[JobRow]]:
+    if f.tags or f.metadata:  # indexed; an args filter alone has no index to turn to
+        probe, rare = tagged_list_stmts(f, limit, before_id, after_id)
+        rows = (yield one(probe.sql, *probe.params))[0]
+        if len(rows) < limit:
+            rows = (yield one(rare.sql, *rare.params))[0]
+        return [row_to_job(r) for r in rows]
+    stmt = list_stmt(f, limit, before_id, after_id)
+    rows = (yield one(stmt.sql, *stmt.params))[0]
     return [row_to_job(r) for r in rows]
 
 
-def count(f: JobFilter) -> Plan[int]:
+def count_stmt(f: JobFilter) -> Stmt:
     cond, params = where(f)
-    rows = (yield one(f"SELECT count(*) FROM kiln_jobs WHERE {cond}", *params))[0]
+    return Stmt(f"SELECT count(*) FROM kiln_jobs WHERE {cond}", tuple(params))
+
+
+def count(f: JobFilter) -> Plan[int]:
+    stmt = count_stmt(f)
+    rows = (yield one(stmt.sql, *stmt.params))[0]
     return int(rows[0][0])
 
 
