@@ -10,7 +10,7 @@ import re
 import httpx
 
 from kiln import Client
-from kiln._job import JobState
+from kiln._job import JobFilter, JobState
 from tests.web.conftest import HIDDEN, csrf_of, fail_jobs
 
 ID_CELL = re.compile(r'name="ids" value="(\d+)"')
@@ -98,3 +98,47 @@ def _multi(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
     for name, value in pairs:
         form.setdefault(name, []).append(value)
     return form
+
+
+async def test_cancel_all_and_delete_all_take_the_filters_within_their_bound(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    ours = [await client.enqueue("k", {"i": i}, metadata={"tenant": 42}, tags=["t"])
+            for i in range(3)]
+    theirs = await client.enqueue("k", {}, metadata={"tenant": 7}, tags=["t"])
+    listing = await http.get("/jobs?state=available&meta=tenant%3D42")
+    assert 'id="cancel-all"' in listing.text and 'id="delete-all"' in listing.text
+    assert "meta=tenant%3D42" in listing.text.split('id="cancel-all"')[1].split(">")[0]
+    confirm = await http.get("/jobs/all/cancel?state=available&tag=t&meta=tenant%3D42")
+    assert confirm.status_code == 200, confirm.text
+    assert '<strong id="confirm-count">3</strong>' in confirm.text
+    later = await client.enqueue("k", {}, metadata={"tenant": 42}, tags=["t"])
+    response = await http.post("/jobs/all/cancel", data=_multi(hidden_pairs(confirm.text)))
+    assert response.status_code == 303, response.text
+    assert response.headers["location"].endswith("done=cancel&n=3")
+    state = {i: (await client.get(i)).state for i in [*ours, theirs, later]}  # type: ignore[union-attr]
+    assert [state[i] for i in ours] == [JobState.CANCELLED] * 3
+    assert state[theirs] is JobState.AVAILABLE and state[later] is JobState.AVAILABLE
+
+    confirm = await http.get("/jobs/all/delete?state=cancelled&meta=tenant%3D42")
+    assert '<strong id="confirm-count">3</strong>' in confirm.text
+    response = await http.post("/jobs/all/delete", data=_multi(hidden_pairs(confirm.text)))
+    assert response.headers["location"].endswith("done=delete&n=3")
+    assert [await client.get(i) for i in ours] == [None] * 3
+    assert await client.count(JobFilter()) == 2
+    entries = await client.store.audit_list(10)
+    assert [(e.action, e.count, e.detail.get("metadata")) for e in entries] == [
+        ("delete", 3, {"tenant": 42}), ("cancel", 3, {"tenant": 42})]
+
+
+async def test_an_all_matching_action_without_its_bound_writes_nothing(
+    http: httpx.AsyncClient, client: Client
+) -> None:
+    await client.enqueue("k", {}, tags=["t"])
+    confirm = await http.get("/jobs/all/delete?state=available&tag=t")
+    fields = dict(hidden_pairs(confirm.text))
+    assert fields["tag"] == "t"
+    del fields["max_id"]
+    response = await http.post("/jobs/all/delete", data=fields)
+    assert response.status_code == 400 and "max_id" in response.text
+    assert await client.count(JobFilter()) == 1
