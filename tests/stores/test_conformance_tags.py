@@ -116,3 +116,22 @@ async def test_unique_and_dependent_jobs_keep_their_tags(store: Store) -> None:
     [dep] = await insert(store, job(tags=("d",), depends_on=[unique_id]))
     assert await _ids(store, JobFilter(tags=("u",))) == [unique_id]
     assert await _ids(store, JobFilter(tags=("d",), states=(JobState.AWAITING,))) == [dep]
+
+
+async def test_filtered_pages_are_newest_first_and_keyset_paged(store: Store) -> None:
+    ids = await insert(store, *(job(tags=("a",) if i % 3 else ("b",), metadata={"m": i % 2})
+                                for i in range(12)))
+    a = sorted((i for n, i in enumerate(ids) if n % 3), reverse=True)
+    for f in (JobFilter(tags=("a",)), JobFilter(tags=("a",), states=(JobState.AVAILABLE,))):
+        pages: list[int] = []
+        before = None
+        while True:
+            page = await store.job_list(f, limit=3, before_id=before)
+            pages += [r.id for r in page]
+            if len(page) < 3:
+                break
+            before = page[-1].id
+        assert pages == a
+    ones = sorted((i for n, i in enumerate(ids) if n % 2), reverse=True)
+    assert [r.id for r in await store.job_list(JobFilter(metadata={"m": 1}), limit=2)] \
+        == ones[:2]
