@@ -235,9 +235,10 @@ class JobFilter:
     created_before: datetime | None = None
     # all of these tags; top-level keys of metadata / args equal to these values
     # (strings, numbers or booleans; see kiln._tags.check_filter)
+    # (hash=False: a filter stays hashable; equal filters still hash alike)
     tags: tuple[str, ...] = ()
-    metadata: Mapping[str, JSON] = dataclasses.field(default_factory=dict)
-    args: Mapping[str, JSON] = dataclasses.field(default_factory=dict)
+    metadata: Mapping[str, JSON] = dataclasses.field(default_factory=dict, hash=False)
+    args: Mapping[str, JSON] = dataclasses.field(default_factory=dict, hash=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ the value; nothing is written before these checks pass. No I/O, no SQL.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -82,14 +83,15 @@ def _scalar(what: str, key: str, item: Any) -> JSON:
 
 
 def check_filter(f: JobFilter) -> JobFilter:
-    """``f`` with its tags, metadata and args checked (a ValidationError otherwise)."""
-    if f.tags:
-        check_tags(f.tags, "the tags filter")
-    if f.metadata:
-        check_pairs(f.metadata, "metadata")
-    if f.args:
-        check_pairs(f.args, "args")
-    return f
+    """``f`` with its tags, metadata and args checked (a ValidationError otherwise) and
+    made plain: a tuple of distinct tags, dicts of pairs."""
+    if not (f.tags or f.metadata or f.args):
+        return f
+    return dataclasses.replace(
+        f, tags=check_tags(f.tags, "the tags filter") if f.tags else (),
+        metadata=check_pairs(f.metadata, "metadata") if f.metadata else {},
+        args=check_pairs(f.args, "args") if f.args else {},
+    )
 
 
 def parse_pair(text: str, what: str) -> tuple[str, JSON]:
