@@ -8,7 +8,7 @@ rendering, no network). Each page gets one warm-up, then ``--rounds`` timed requ
 per-state GROUP BY). Prints one JSON object; the schema is dropped unless ``--keep``.
 
     python bench/bench_dashboard.py [--url postgresql://postgres@127.0.0.1:5432/test]
-        [--jobs 1000000] [--rounds 7] [--keep | --reuse SCHEMA]
+        [--jobs 1000000] [--rounds 7] [--keep | --fill-only | --reuse SCHEMA]
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ STATE_CASE = """CASE
 
 FILL = f"""
 INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at, attempt,
-    max_attempts, errors, created_at, attempted_at, finished_at, server_id, rate_key)
+    max_attempts, errors, created_at, attempted_at, finished_at, server_id, rate_key, tags)
 SELECT 'q' || mod(g, 10), 'kind.' || mod(g, 30), state,
     jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
     jsonb_build_object('otel', jsonb_build_object('traceparent',
-        '00-' || md5(g::text) || '-' || substr(md5((g + 1)::text), 1, 16) || '-01')),
+        '00-' || md5(g::text) || '-' || substr(md5((g + 1)::text), 1, 16) || '-01'),
+        'tenant', mod(g, 1000)),
     0, created + CASE WHEN state = 'scheduled' THEN interval '1 hour' ELSE interval '0' END,
     CASE WHEN state IN ('completed', 'failed', 'running') THEN 1 ELSE 0 END, 25,
     CASE WHEN state = 'failed' OR (state = 'scheduled' AND mod(g, 2) = 0) THEN jsonb_build_array(
@@ -72,7 +73,11 @@ SELECT 'q' || mod(g, 10), 'kind.' || mod(g, 30), state,
     CASE WHEN state IN ('completed', 'failed', 'cancelled')
          THEN created + interval '1 second' END,
     CASE WHEN state IN ('completed', 'failed', 'running') THEN 'bench-server' END,
-    CASE WHEN state = 'pending' THEN 'rk' || mod(g, 3) END
+    CASE WHEN state = 'pending' THEN 'rk' || mod(g, 3) END,
+    CASE WHEN mod(g, 5) = 0 THEN '{{}}'::text[] ELSE
+        ARRAY[CASE WHEN mod(g, 2) = 0 THEN 'region:eu' ELSE 'region:us' END]
+        || CASE WHEN mod(g, 100) = 1 THEN ARRAY['vip'] ELSE '{{}}' END
+        || CASE WHEN mod(g, 100003) = 7 THEN ARRAY['audit'] ELSE '{{}}' END END
 FROM (
     SELECT g, {STATE_CASE} AS state,
            now() - (%(total)s - g) * interval '10 milliseconds' AS created
@@ -143,6 +148,15 @@ def pages(f: dict[str, Any]) -> dict[str, str]:
         "enqueued in the last hour": "/jobs?since=1h",
         "oldest first / its middle page": f"/jobs?order=oldest&after={mid}",
         "time range that holds nothing": "/jobs?until=2000-01-01T00:00",
+        # tags (80% of jobs have some) and metadata (every job: its traceparent and a
+        # tenant of 1,000) through the GIN indexes of migration 0007
+        "filter tag: common (40%)": "/jobs?tag=region:eu",
+        "filter tag: rare (~10 jobs)": "/jobs?tag=audit",
+        "failed + tag vip (1%)": "/jobs?state=failed&tag=vip",
+        "filter metadata tenant=42 (0.1%)": "/jobs?meta=tenant=42",
+        "failed + metadata tenant=42": "/jobs?state=failed&meta=tenant=42",
+        "tag + metadata: no match": "/jobs?tag=vip&meta=tenant=42",
+        "failed + args n=4242 (no index)": "/jobs?state=failed&arg=n=4242",
     }
 
 
@@ -155,6 +169,8 @@ OTHER_PAGES = {  # not listings: timed, but outside the listing goal
     "servers (running now)": "/servers",
     "api: jobs": "/api/jobs",
     "api: overview": "/api/overview",
+    "requeue-all confirm: tenant 42": "/jobs/requeue-all?state=failed&meta=tenant=42",
+    "requeue-all confirm: tag region:eu": "/jobs/requeue-all?state=failed&tag=region:eu",
 }
 
 
@@ -253,6 +269,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
     parser.add_argument("--reuse", metavar="SCHEMA", help="time an already filled schema")
+    parser.add_argument("--fill-only", action="store_true",
+                        help="fill a schema, keep it and print its name (time it with --reuse)")
     args = parser.parse_args()
     schema = args.reuse or f"kiln_bench_dash_{uuid.uuid4().hex[:8]}"
     url = schema_url(args.url, schema)
@@ -264,6 +282,9 @@ def main() -> None:
             asyncio.run(migrate(url))
             print(f"filling {schema} with {args.jobs:,} jobs", file=sys.stderr)
             fill_s = fill(url, args.jobs)
+        if args.fill_only:
+            print(json.dumps({"bench": "dashboard", "schema": schema, "fill_seconds": fill_s}))
+            return
         f = facts(url)
         results = asyncio.run(time_pages(url, args.rounds, f))
         listing = [v for v in results.values() if v.get("listing")]
@@ -275,7 +296,7 @@ def main() -> None:
             "pages": results,
         }, indent=2))
     finally:
-        if not args.keep and not args.reuse:
+        if not args.keep and not args.reuse and not args.fill_only:
             with psycopg.connect(args.url, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 

@@ -31,6 +31,7 @@ from kiln._job import (
 from kiln._joined import joined, joined_sync
 from kiln._kinds import Declaration, Kind
 from kiln._retry import as_backoff, backoff_to_json
+from kiln._tags import check_filter, check_pairs, check_tags
 from kiln._unique import Unique
 from kiln.stores import Store
 from kiln.stores._protocol import DEAD_AFTER
@@ -44,7 +45,7 @@ BatchHook = Callable[[Sequence[NewJob]], BatchFinisher | None]
 
 OPTIONS = frozenset(
     {"queue", "priority", "delay", "run_at", "max_attempts", "timeout", "backoff", "metadata",
-     "rate_key", "rate_limit", "depends_on", "unique"}
+     "rate_key", "rate_limit", "depends_on", "unique", "tags"}
 )
 
 
@@ -85,6 +86,8 @@ def build_job(
     if any(isinstance(d, bool) or not isinstance(d, int) for d in depends_on):
         raise ValidationError(f"depends_on must hold job ids, got {list(depends_on)!r}")
     unique = options.get("unique", spec.unique if spec else None)
+    # tags given here replace the kind's, as every other option does
+    tags = check_tags(options["tags"]) if "tags" in options else spec.tags if spec else ()
     return _with_unique(unique, NewJob(
         kind=kind,
         args=args,
@@ -101,6 +104,7 @@ def build_job(
         rate_key=rate_key,
         rate_limit=rate_limit,
         depends_on=depends_on,
+        tags=tags,
     ))
 
 
@@ -130,6 +134,8 @@ def check_names(jobs: Sequence[NewJob]) -> None:
         v.check_name("queue", job.queue)
         if job.rate_key is not None:
             v.check_name("rate_key", job.rate_key)
+        if job.tags:
+            job.tags = check_tags(job.tags)
 
 
 def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
@@ -153,7 +159,15 @@ def filter_of(
     error: str | None = None,
     max_id: int | None = None,
     finished_before: datetime | None = None,
+    tags: Iterable[str] = (),
+    metadata: Mapping[str, Any] | None = None,
+    args: Mapping[str, Any] | None = None,
+    **unknown: Any,
 ) -> JobFilter:
+    if unknown:
+        raise ValidationError(
+            f"unknown filter key(s): {', '.join(sorted(unknown))}; use {', '.join(FILTER_KEYS)}"
+        )
     states: tuple[JobState, ...] = ()
     if state is not None:
         raw = [state] if isinstance(state, str | JobState) else list(state)
@@ -171,7 +185,14 @@ def filter_of(
     if finished_before is not None and finished_before.tzinfo is None:
         raise ValidationError("finished_before must be timezone-aware, got a naive datetime")
     return JobFilter(states=states, queue=queue, kind=kind, error_contains=error, ids=id_list,
-                     max_id=max_id, finished_before=finished_before)
+                     max_id=max_id, finished_before=finished_before,
+                     tags=check_tags(tags, "the tags filter") if tags else (),
+                     metadata=check_pairs(metadata, "metadata") if metadata else {},
+                     args=check_pairs(args, "args") if args else {})
+
+
+FILTER_KEYS = ("ids", "state", "queue", "kind", "error", "tags", "metadata", "args", "max_id",
+               "finished_before")
 
 
 class Client:
@@ -327,10 +348,10 @@ class Client:
             raise ValidationError(f"limit must be between 1 and 1000, got {limit}")
         if before_id is not None and after_id is not None:
             raise ValidationError("give before_id or after_id, not both")
-        return await self.store.job_list(filter, limit, before_id, after_id)
+        return await self.store.job_list(check_filter(filter), limit, before_id, after_id)
 
     async def count(self, filter: JobFilter) -> int:
-        return await self.store.job_count(filter)
+        return await self.store.job_count(check_filter(filter))
 
     async def requeue(
         self, filter: JobFilter, actor: str = "api", *, dead_after: float = DEAD_AFTER
@@ -341,7 +362,7 @@ class Client:
         server wrote the attempt's result) or its server is dead: no heartbeat for
         ``dead_after`` seconds (your ServerConfig.dead_after; a larger value is safe,
         a smaller one is not), or deregistered. Its handler may still be running."""
-        n = await self.store.jobs_requeue(filter, dead_after)
+        n = await self.store.jobs_requeue(check_filter(filter), dead_after)
         await self._audit(actor, "requeue", n, filter)
         return n
 
@@ -354,6 +375,7 @@ class Client:
         ``async def`` handler's task is cancelled; a plain ``def`` handler sees
         ``job.cancelled`` set, and must return). It uses no more attempts, is not
         retried, and its errors record ``actor``."""
+        filter = check_filter(filter)
         finished, missing = await not_cancellable(self.store, filter)
         n = await self.store.jobs_cancel(filter, actor)
         if n and self.bus is not None:  # wake the servers; the store's NOTIFY otherwise
@@ -371,12 +393,12 @@ class Client:
         return result
 
     async def delete(self, filter: JobFilter, actor: str = "api") -> int:
-        n = await self.store.jobs_delete(filter)
+        n = await self.store.jobs_delete(check_filter(filter))
         await self._audit(actor, "delete", n, filter)
         return n
 
     async def _audit(self, actor: str, action: str, n: int, f: JobFilter) -> None:
-        detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None)}
+        detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None, {})}
         detail["states"] = [s.value for s in f.states]
         detail["ids"] = builtins.list(f.ids)[:100]
         if f.finished_before is not None:

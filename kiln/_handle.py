@@ -49,6 +49,7 @@ class Job:
     attempt = property(lambda self: self._row.attempt)
     max_attempts = property(lambda self: self._row.max_attempts)
     metadata = property(lambda self: self._row.metadata)
+    tags = property(lambda self: self._row.tags)
     priority = property(lambda self: self._row.priority)
 
     @property

@@ -130,6 +130,7 @@ class NewJob:
     unique_key: str | None = None
     unique_states: int = 0
     unique_period: float | None = None
+    tags: tuple[str, ...] = ()  # checked by kiln._tags; stored and indexed
 
 
 # one bit per state, as the stores' unique indexes test them (migration 0004)
@@ -192,6 +193,7 @@ class JobRow:
     # read by the store's job_get only, None in claims and listings (a result can be
     # up to max_result_bytes), and None when the handler returned None
     result: JSON = None
+    tags: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def last_error(self) -> AttemptError | None:
@@ -231,6 +233,12 @@ class JobFilter:
     # a time range of enqueueing: created_after <= created_at < created_before
     created_after: datetime | None = None
     created_before: datetime | None = None
+    # all of these tags; top-level keys of metadata / args equal to these values
+    # (strings, numbers or booleans; see kiln._tags.check_filter)
+    # (hash=False: a filter stays hashable; equal filters still hash alike)
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, JSON] = dataclasses.field(default_factory=dict, hash=False)
+    args: Mapping[str, JSON] = dataclasses.field(default_factory=dict, hash=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class Kind:
     # largest stored result in bytes of JSON; None: the server's max_result_bytes. Read
     # on the worker only, so it is not part of the published declaration
     max_result_bytes: int | None = None
+    tags: tuple[str, ...] = ()
 
     @property
     def is_async(self) -> bool:
@@ -53,6 +54,8 @@ class Kind:
             "rate_key": self.rate_key,
             "unique": None if self.unique is None else self.unique.to_json(),
         }
+        if self.tags:  # only when declared, so the digests of kinds without tags stay
+            options["tags"] = list(self.tags)
         digest = hashlib.sha256(dumps(options).encode()).hexdigest()[:16]
         return KindDeclaration(kind=self.name, options=options, digest=digest)
 
@@ -70,6 +73,7 @@ class Declaration:
     rate_key: str | None = None
     unique: Unique | None = None
     digest: str = ""
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, published: KindDeclaration) -> Declaration:
@@ -78,6 +82,7 @@ class Declaration:
         o: Mapping[str, Any] = published.options
         rate = o.get("rate_limit")
         unique = o.get("unique")
+        tags = o.get("tags")
         return cls(
             name=published.kind, queue=o.get("queue") or "default",
             max_attempts=int(o.get("max_attempts") or 25), timeout=o.get("timeout"),
@@ -86,6 +91,7 @@ class Declaration:
             if isinstance(rate, dict) else None,
             rate_key=o.get("rate_key"), digest=published.digest,
             unique=Unique.from_json(unique) if isinstance(unique, dict) else None,
+            tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
         )
 
 
@@ -120,6 +126,10 @@ def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
         from kiln._results import check_max_result_bytes
 
         check_max_result_bytes(options["max_result_bytes"])
+    if "tags" in options:
+        from kiln._tags import check_tags
+
+        options["tags"] = check_tags(options["tags"])
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
     return Kind(name=name, handler=handler, **options)

@@ -15,31 +15,37 @@ MAX_NAME = 200
 # zero-width spaces), surrogates, line and paragraph separators. Such a name cannot be
 # typed, linked or printed faithfully, and can pose as another name.
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-NAME_RULE = (
-    f"a name is 1 to {MAX_NAME} characters, without control or format characters (NUL,"
-    " escapes, newlines, bidi overrides, zero-width characters) or line separators, and"
-    " does not start or end with whitespace"
-)
+def name_rule(limit: int) -> str:
+    return (
+        f"a name is 1 to {limit} characters, without control or format characters (NUL,"
+        " escapes, newlines, bidi overrides, zero-width characters) or line separators, and"
+        " does not start or end with whitespace"
+    )
 
 
-def check_name(what: str, value: Any) -> str:
-    """``value`` as a queue, kind or rate-key name, or a ValidationError naming the rule."""
+NAME_RULE = name_rule(MAX_NAME)
+
+
+def check_name(what: str, value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as a queue, kind or rate-key name (or a tag, with its own ``limit``), or
+    a ValidationError naming the rule."""
+    rule = NAME_RULE if limit == MAX_NAME else name_rule(limit)
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be a non-empty string, got {value!r}: {NAME_RULE}")
-    if len(value) > MAX_NAME:
+        raise ValidationError(f"{what} must be a non-empty string, got {value!r}: {rule}")
+    if len(value) > limit:
         raise ValidationError(
-            f"{what} is {len(value)} characters long; the limit is {MAX_NAME}"
+            f"{what} is {len(value)} characters long; the limit is {limit}"
             f" (it starts {value[:40]!r})"
         )
     if value != value.strip():
-        raise ValidationError(f"{what} {value!r} starts or ends with whitespace: {NAME_RULE}")
+        raise ValidationError(f"{what} {value!r} starts or ends with whitespace: {rule}")
     if not value.isprintable():  # the fast path: most names are printable
         for position, char in enumerate(value):
             if unicodedata.category(char) in FORBIDDEN_CATEGORIES:
                 label = unicodedata.name(char, "a control character")
                 raise ValidationError(
                     f"{what} {value!r} contains U+{ord(char):04X} ({label}) at position"
-                    f" {position}: {NAME_RULE}"
+                    f" {position}: {rule}"
                 )
     return value
 

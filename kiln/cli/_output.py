@@ -26,6 +26,7 @@ def job_json(row: JobRow, *, result: bool = False) -> dict[str, Any]:
         "args": row.args,
         "params": row.params,
         "metadata": row.metadata,
+        "tags": list(row.tags),
         "priority": row.priority,
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,

@@ -39,6 +39,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                         " (default: the kind's declaration, else 25)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="per-attempt timeout (default: the kind's or the worker's)")
+    parser.add_argument("--tag", action="append", default=None, metavar="TAG", dest="tags",
+                        help="tag the job (repeat for more); given, these replace the"
+                        " kind's declared tags")
     parser.set_defaults(func=run)
 
 
@@ -52,7 +55,7 @@ def parse_args_json(text: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     payload = parse_args_json(args.args)
     given = {"queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts,
-             "timeout": args.timeout}
+             "timeout": args.timeout, "tags": args.tags}
     options: dict[str, Any] = {k: val for k, val in given.items() if val is not None}
     options["delay"] = args.delay
     build_job(args.kind, payload, None, **options)  # bad input must not even open the database

@@ -19,6 +19,7 @@ from kiln._cancelling import CancelResult
 from kiln._client import Client, filter_of
 from kiln._errors import KilnError
 from kiln._job import JobFilter, JobState
+from kiln._tags import parse_pair
 from kiln.cli import _output as out
 from kiln.cli._database import opened, url_of
 from kiln.cli._parser import Parser, UsageError
@@ -66,9 +67,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser(
         "cancel", parents=[common],
-        help="cancel jobs that have not finished; a running job's handler is stopped",
+        help="cancel jobs that have not finished (by id or filter); a running job's"
+        " handler is stopped",
     )
-    p.add_argument("ids", type=int, nargs="+", metavar="ID")
+    p.add_argument("ids", type=int, nargs="*", metavar="ID")
+    _filter_flags(p)
+    p.add_argument("--max-id", type=int, default=None, metavar="ID",
+                   help="only jobs with an id up to this one (bind to what you looked at)")
     p.add_argument(
         "--redis", default=None, metavar="URL",
         help="also publish the cancel on this Redis bus (workers on MySQL or SQLite with a"
@@ -78,8 +83,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                    help="the RedisBus channel of your workers (default kiln)")
     p.set_defaults(func=run_cancel)
 
-    p = sub.add_parser("delete", parents=[common], help="delete jobs")
-    p.add_argument("ids", type=int, nargs="+", metavar="ID")
+    p = sub.add_parser("delete", parents=[common], help="delete jobs (by id or filter)")
+    p.add_argument("ids", type=int, nargs="*", metavar="ID")
+    _filter_flags(p)
+    p.add_argument("--max-id", type=int, default=None, metavar="ID",
+                   help="only jobs with an id up to this one (bind to what you looked at)")
     p.set_defaults(func=run_admin, action="delete")
 
 
@@ -87,6 +95,27 @@ def _filter_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", choices=STATES, help="only jobs in this state")
     parser.add_argument("--queue", help="only jobs of this queue")
     parser.add_argument("--kind", help="only jobs of this kind")
+    parser.add_argument("--tag", action="append", default=[], metavar="TAG", dest="tags",
+                        help="only jobs with this tag (repeat: with all of them)")
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="only jobs whose metadata KEY equals VALUE (a number, true,"
+                        ' false or "quoted" is JSON, anything else a string; repeat)')
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        dest="arg_pairs", help="only jobs whose args KEY equals VALUE"
+                        " (as --meta; repeat)")
+
+
+def _filter(args: argparse.Namespace, **extra: Any) -> JobFilter:
+    """The filter the flags of ``args`` give (a ValidationError names a bad one)."""
+    return filter_of(
+        state=args.state, queue=args.queue, kind=args.kind, tags=args.tags,
+        metadata=dict(parse_pair(m, "--meta") for m in args.meta),
+        args=dict(parse_pair(a, "--arg") for a in args.arg_pairs), **extra,
+    )
+
+
+def _filtered(args: argparse.Namespace) -> bool:
+    return any((args.state, args.queue, args.kind, args.tags, args.meta, args.arg_pairs))
 
 
 def _aware_time(value: str) -> datetime:
@@ -107,7 +136,7 @@ def _actor() -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    job_filter = filter_of(state=args.state, queue=args.queue, kind=args.kind)
+    job_filter = _filter(args)
     rows = asyncio.run(_list(url_of(args), job_filter, args.limit))
     if args.json:
         out.print_json([out.job_json(r) for r in rows])
@@ -142,8 +171,8 @@ async def _show(url: str, job_id: int) -> Any:
 def run_requeue(args: argparse.Namespace) -> int:
     if not args.ids and args.state is None:
         raise UsageError("kiln jobs requeue: give job ids, or --state (e.g. --state failed)")
-    job_filter = filter_of(ids=args.ids, state=args.state, queue=args.queue, kind=args.kind,
-                           max_id=args.max_id, finished_before=args.finished_before)
+    job_filter = _filter(args, ids=args.ids, max_id=args.max_id,
+                         finished_before=args.finished_before)
     count = asyncio.run(_admin(url_of(args), "requeue", job_filter, args.dead_after))
     print(f"requeued {count} job{'s' * (count != 1)}")
     if args.ids and count < len(set(args.ids)):
@@ -155,8 +184,12 @@ def run_requeue(args: argparse.Namespace) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     """One id: an error when it is unknown or finished. Several: those are reported."""
+    if not args.ids and not _filtered(args):
+        raise UsageError("kiln jobs cancel: give job ids (ID ...), or a filter"
+                         " (--state, --queue, --kind, --tag, --meta, --arg)")
     ids = list(dict.fromkeys(args.ids))
-    result = asyncio.run(_cancel(url_of(args), ids, args.redis, args.redis_channel))
+    job_filter = _filter(args, ids=ids, max_id=args.max_id)
+    result = asyncio.run(_cancel(url_of(args), job_filter, args.redis, args.redis_channel))
     print(f"cancelled {int(result)} job{'s' * (result != 1)}")
     if result.finished:
         listed = ", ".join(f"{i} ({s.value})" for i, s in sorted(result.finished.items()))
@@ -169,22 +202,28 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 
 async def _cancel(
-    url: str, ids: list[int], redis: str | None, channel: str
+    url: str, job_filter: JobFilter, redis: str | None, channel: str
 ) -> CancelResult:
     bus = RedisBus(redis, channel) if redis else None
+    ids = job_filter.ids
     try:
         async with opened(url) as store:
             client = Client(store, bus=bus)
-            if len(ids) == 1:  # refused, before any write, when unknown or finished
+            if len(ids) == 1 and job_filter == JobFilter(ids=ids):
+                # one id alone: refused, before any write, when unknown or finished
                 return await client.cancel_job(ids[0], actor=_actor())
-            return await client.cancel(filter_of(ids=ids), actor=_actor())
+            return await client.cancel(job_filter, actor=_actor())
     finally:
         if bus is not None:
             await bus.close()
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    count = asyncio.run(_admin(url_of(args), args.action, filter_of(ids=args.ids)))
+    if not args.ids and not _filtered(args):
+        raise UsageError(f"kiln jobs {args.action}: give job ids (ID ...), or a filter"
+                         " (--state, --queue, --kind, --tag, --meta, --arg)")
+    job_filter = _filter(args, ids=args.ids, max_id=args.max_id)
+    count = asyncio.run(_admin(url_of(args), args.action, job_filter))
     verb = {"delete": "deleted"}[args.action]
     print(f"{verb} {count} job{'s' * (count != 1)}")
     return 0

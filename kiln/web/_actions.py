@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, ImmutableMultiDict
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,8 +31,9 @@ def actor_of(request: Request) -> str:
     return _audit.actor_of(request.scope)
 
 
-def _fields(form: FormData) -> Mapping[str, str]:
-    return {k: v for k, v in form.multi_items() if isinstance(v, str)}
+def _fields(form: FormData) -> ImmutableMultiDict[str, str]:
+    """The form's text fields; a repeated one (tag, meta, arg) keeps every value."""
+    return ImmutableMultiDict([(k, v) for k, v in form.multi_items() if isinstance(v, str)])
 
 
 async def _apply(dashboard: Dashboard, request: Request, action: str, f: JobFilter) -> int:

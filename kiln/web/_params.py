@@ -15,6 +15,8 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.exceptions import HTTPException
 
 from kiln._job import JobFilter, JobState
+from kiln.web import _filters
+from kiln.web._filters import Pairs
 
 MAX_TEXT = 200  # the longest queue, kind or error filter accepted
 MAX_ID = 2**63 - 1  # job ids are BIGINT
@@ -158,6 +160,9 @@ class JobQuery:
     until: str | None = None  # enqueued before
     order: str = "newest"  # newest first (paged by ``before``) or oldest (by ``after``)
     after: int | None = None
+    tags: tuple[str, ...] = ()
+    meta: Pairs = ()
+    args: Pairs = ()
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> JobQuery:
@@ -173,6 +178,9 @@ class JobQuery:
             until=moment(params, "until"),
             order=order(params),
             after=integer(params, "after", None, 0, MAX_ID),
+            tags=_filters.tags(params),
+            meta=_filters.pairs(params, "meta", "metadata"),
+            args=_filters.pairs(params, "arg", "args"),
         )
         if query.before is not None and query.after is not None:
             raise BadRequest("give before (newest first) or after (oldest first), not both")
@@ -184,6 +192,7 @@ class JobQuery:
             queue=self.queue, kind=self.kind, error_contains=self.error,
             created_after=None if self.since is None else at(self.since, "since"),
             created_before=None if self.until is None else at(self.until, "until"),
+            tags=self.tags, metadata=dict(self.meta), args=dict(self.args),
         )
 
     def pinned(self) -> JobQuery:
@@ -214,10 +223,17 @@ class JobQuery:
     @property
     def filtered(self) -> bool:
         return any(v is not None for v in (self.queue, self.kind, self.error, self.since,
-                                           self.until))
+                                           self.until)) or bool(self.tags or self.meta or self.args)
+
+    def tag_fields(self) -> list[tuple[str, str]]:
+        """The tag, metadata and args filters as repeated form fields."""
+        return ([("tag", t) for t in self.tags]
+                + [("meta", _filters.pair_text(k, v)) for k, v in self.meta]
+                + [("arg", _filters.pair_text(k, v)) for k, v in self.args])
 
     def query(self, **changes: object) -> str:
-        """This query as a query string, with ``changes`` applied (None drops a field)."""
+        """This query as a query string, with ``changes`` applied (None drops a field;
+        ``tags=None`` drops the tag, metadata and args filters)."""
         values: dict[str, object] = {
             "state": self.state.value if self.state else None, "queue": self.queue,
             "kind": self.kind, "error": self.error, "before": self.before,
@@ -225,6 +241,10 @@ class JobQuery:
             "since": self.since, "until": self.until,
             "order": self.order if self.order != "newest" else None, "after": self.after,
         }
-        values.update(changes)
+        keep_tags = changes.pop("tags", True) is not None
+        extra = {k: v for k, v in changes.items() if k not in values}  # done, n: last
+        values.update((k, v) for k, v in changes.items() if k not in extra)
         pairs = [(k, str(v)) for k, v in values.items() if v is not None and v != ""]
+        pairs += self.tag_fields() if keep_tags else []
+        pairs += [(k, str(v)) for k, v in extra.items() if v is not None and v != ""]
         return urlencode(pairs)

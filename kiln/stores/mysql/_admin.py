@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
-from kiln.stores._rows import loads
+from kiln.stores._rows import dumps, loads
 from kiln.stores.mysql._jobs import (
     JOB_COLS,
     NOW,
@@ -57,9 +57,33 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
     if f.ids:
         clauses.append(f"id IN ({marks(len(f.ids))})")
         params.extend(f.ids)
+    if f.tags or f.metadata or f.args:
+        tagged, tag_params = tag_clauses(f)
+        clauses, params = clauses + tagged, params + tag_params
     bounds, bound_params = upper_bounds(f)
     clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "TRUE"), params
+
+
+def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+    """All of the tags (the JSON array holds each), and metadata / args keys equal to
+    values. No index serves these: they are checked on the rows the other conditions
+    leave (see docs/guide.md, "Tags and filters"). JSON_CONTAINS compares scalars by
+    type and value; the type check keeps an array that holds the value from matching."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.tags:
+        clauses.append("JSON_CONTAINS(tags, %s)")
+        params.append(dumps(list(f.tags)))
+    for column, pairs in (("metadata", f.metadata), ("args", f.args)):
+        for key, value in pairs.items():
+            path = f'$."{key}"'
+            clauses.append(
+                f"JSON_CONTAINS({column}, %s, %s)"
+                f" AND JSON_TYPE(JSON_EXTRACT({column}, %s)) NOT IN ('ARRAY', 'OBJECT')"
+            )
+            params.extend((dumps(value), path, path))
+    return clauses, params
 
 
 def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:

@@ -61,7 +61,7 @@ from kiln.stores.mysql._plan import (
 COLUMNS = (
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
 )
 JOB_COLS = ", ".join(COLUMNS)
 J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
@@ -79,6 +79,7 @@ def row_to_job(row: Row, depends_on: list[int] | None = None) -> JobRow:
         created_at=from_db_required(row[14]), admitted_at=from_db(row[15]),
         attempted_at=from_db(row[16]), finished_at=from_db(row[17]), server_id=row[18],
         rate_key=row[19], rescues=row[20], depends_on=depends_on or [],
+        tags=loads(row[21]) if row[21] else [],
     )
 
 
@@ -87,11 +88,11 @@ _RUN_AT = f"COALESCE(%s, {NOW} + INTERVAL %s MICROSECOND)"
 _VALUES = (
     f"(%s, %s, CASE WHEN %s THEN 'awaiting' WHEN %s IS NOT NULL THEN 'pending'"
     f" WHEN {_RUN_AT} > {NOW} THEN 'scheduled' ELSE 'available' END,"
-    f" %s, '{{}}', %s, %s, {_RUN_AT}, %s, %s, %s, '[]', {NOW}, %s)"
+    f" %s, '{{}}', %s, %s, {_RUN_AT}, %s, %s, %s, '[]', {NOW}, %s, %s)"
 )
 _INSERT = (
     "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, priority, run_at,"
-    " max_attempts, timeout, backoff, errors, created_at, rate_key) VALUES "
+    " max_attempts, timeout, backoff, errors, created_at, rate_key, tags) VALUES "
 )
 RATE_LIMIT_DECLARE = (
     "INSERT INTO kiln_rate_limits (`key`, rate, per, burst, tokens, updated_at) VALUES {rows}"
@@ -106,7 +107,7 @@ def _values(job: NewJob, unmet: bool) -> list[Any]:
         job.queue, job.kind, unmet, job.rate_key, run_at, delay, dumps(job.args),
         dumps(job.metadata) if job.metadata else "{}", job.priority, run_at, delay,
         job.max_attempts, job.timeout, None if job.backoff is None else dumps(job.backoff),
-        job.rate_key,
+        job.rate_key, dumps(list(job.tags)) if job.tags else None,
     ]
 
 

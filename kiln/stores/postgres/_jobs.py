@@ -15,6 +15,7 @@ release (see RESULTS_APPLY).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -46,7 +47,7 @@ from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one, step
 COLUMNS = (
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
 )
 JOB_COLS = ", ".join(COLUMNS)
 J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
@@ -95,6 +96,7 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
         _json(row[6]) or {}, row[7], row[8], row[9], row[10], row[11], _json(row[12]),
         [] if errors == "[]" or not errors else errors_from(_json(errors)), row[14],
         row[15], row[16], row[17], row[18], row[19], row[20], depends_on or [],
+        tags=list(row[21] or ()),
     )
 
 
@@ -108,26 +110,40 @@ _INSERT_COLS = (
 )
 
 
-def _insert_sql(with_deps: bool) -> str:
+def text_array(tags: Sequence[str]) -> str | None:
+    """Tags as a PostgreSQL array literal (None for none): sent as one text value, so a
+    batch of jobs without tags sends one NULL for all of them."""
+    if not tags:
+        return None
+    quoted = ('"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in tags)
+    return "{" + ",".join(quoted) + "}"
+
+
+def _insert_sql(with_deps: bool, with_tags: bool = False) -> str:
+    """The insert; jobs with tags take a variant that sets them (and plain batches keep
+    the statement they had before tags existed)."""
     unmet = (
         "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dps)"
         " AND d.state <> 'completed') THEN 'awaiting' "
         if with_deps
         else ""
     )
-    cols = [*_INSERT_COLS, ("dp", "text")] if with_deps else list(_INSERT_COLS)
+    cols = list(_INSERT_COLS)
+    cols += [("dp", "text")] if with_deps else []
+    cols += [("tg", "text")] if with_tags else []
     picked = ", ".join(
         f"u.{n}" if n == "a" else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in cols
     )
     arrays = ", ".join(f"%b::{t}[]" for _, t in cols)
     names = ", ".join(n for n, _ in cols)
     dp = ", t.dp::bigint[] AS dps" if with_deps else ""
+    tag_col, tag_value = (", tags", ", coalesce(t.tg::text[], '{}')") if with_tags else ("", "")
     return (
         "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
-        " run_at, max_attempts, timeout, backoff, rate_key)"
+        f" run_at, max_attempts, timeout, backoff, rate_key{tag_col})"
         f" SELECT t.q, t.k, CASE {unmet}WHEN t.rk IS NOT NULL THEN 'pending'"
         " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-        " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk"
+        f" t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk{tag_value}"
         " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second')"
         f" AS r{dp} FROM (SELECT {picked} FROM unnest({arrays}) AS u({names})) AS t) AS t"
         " RETURNING id, queue, state, run_at)"
@@ -157,6 +173,7 @@ def _compact(cols: list[list[Any]]) -> list[Any]:
 
 INSERT_FAST = _insert_sql(with_deps=False)
 INSERT_DEPS = _insert_sql(with_deps=True)
+INSERT_TAGGED = {deps: _insert_sql(with_deps=deps, with_tags=True) for deps in (False, True)}
 # Locks the dependencies (in id order) for the check in INSERT_DEPS and marks them
 # has_dependents, so their completion takes the release path (see RESULTS_APPLY).
 MARK_DEPS = (
@@ -219,7 +236,8 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
     cols = _columns(jobs)
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     deps = sorted({d for j in jobs for d in j.depends_on})
-    if not deps and not limits:
+    tagged = any(j.tags for j in jobs)
+    if not deps and not limits and not tagged:
         rows = (yield one(INSERT_FAST, *_compact(cols), prepare=True))[0]
         return sorted(r[0] for r in rows)
     pre: list[Stmt] = []
@@ -227,10 +245,13 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
         pre.append(rate_limit_stmt(limits))
     if deps:
         pre.append(Stmt(MARK_DEPS, (deps,)))
-        dp = ["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs]
-        ins = Stmt(INSERT_DEPS, tuple(_compact([*cols, dp])))
+        cols.append(["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs])
+    if tagged:
+        cols.append([text_array(j.tags) for j in jobs])
+        sql = INSERT_TAGGED[bool(deps)]
     else:
-        ins = Stmt(INSERT_FAST, tuple(_compact(cols)))
+        sql = INSERT_DEPS if deps else INSERT_FAST
+    ins = Stmt(sql, tuple(_compact(cols)))
     results = yield Step((*pre, ins), last=not deps)
     ids = sorted(r[0] for r in results[-1])
     if deps:
@@ -500,9 +521,35 @@ def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any
     if f.ids:
         clauses.append("id = ANY(%s::bigint[])")
         params.append(list(f.ids))
+    if f.tags or f.metadata or f.args:
+        tagged, tag_params = tag_clauses(f)
+        clauses, params = clauses + tagged, params + tag_params
     bounds, bound_params = upper_bounds(f)
     clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "true"), params
+
+
+def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+    """All of the tags, and metadata / args keys equal to values. Containment (@>) lets
+    the partial GIN indexes of migration 0007 answer (their predicates are repeated here
+    for the planner); the key equalities then make it exact: containment would also
+    match a key whose value is an array holding the value."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.tags:
+        clauses.append("tags <> '{}' AND tags @> %s::text[]")
+        params.append(list(f.tags))
+    for column, pairs in (("metadata", f.metadata), ("args", f.args)):
+        if not pairs:
+            continue
+        if column == "metadata":
+            clauses.append("metadata <> '{}'")
+        clauses.append(f"{column} @> %s::jsonb")
+        params.append(dumps(dict(pairs)))
+        for key, value in pairs.items():
+            clauses.append(f"{column} -> %s = %s::jsonb")
+            params.extend((key, dumps(value)))
+    return clauses, params
 
 
 def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
@@ -550,9 +597,12 @@ def dependency_results(job_id: int) -> Plan[dict[int, Any]]:
     return {int(r[0]): None if r[1] is None else json.loads(r[1]) for r in rows}
 
 
-def list_jobs(
+PROBE_WINDOW = 5000  # newest rows a tag / metadata listing looks at first
+
+
+def list_stmt(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
-) -> Plan[list[JobRow]]:
+) -> Stmt:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
     if before_id is not None:
@@ -563,13 +613,65 @@ def list_jobs(
         params.append(after_id)
     order = "ASC" if after_id is not None else "DESC"
     sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
-    rows = (yield one(sql, *params, limit))[0]
+    return Stmt(sql, (*params, limit))
+
+
+def tagged_list_stmts(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> tuple[Stmt, Stmt]:
+    """A listing filtered by tags or metadata (and maybe args), in two statements: the
+    planner cannot tell a common tag from a rare one (a tag outside its sample is
+    estimated as common as the rarest one it saw): walking the id index in page order
+    is right for a common tag and reads the whole table for a rare one; the GIN index
+    is right for a rare tag and reads every match of a common one before sorting.
+
+    The probe filters the ``PROBE_WINDOW`` first jobs (in page order) the other
+    conditions select: a filter matching one job in a hundred or more fills its page
+    there. When it does not, the matches are rare, and the second statement finds them
+    through the GIN indexes (its ``id + 0`` order keeps the planner off the id walk;
+    tests/stores/test_postgres_tag_plans.py checks its plan)."""
+    plain = dataclasses.replace(f, tags=(), metadata={}, args={})
+    base, base_params = where(plain)
+    tagged, tag_params = tag_clauses(f)
+    if before_id is not None:
+        base += " AND id < %s"
+        base_params.append(before_id)
+    if after_id is not None:
+        base += " AND id > %s"
+        base_params.append(after_id)
+    order = "ASC" if after_id is not None else "DESC"
+    probe = (
+        f"SELECT {JOB_COLS} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
+        f" LIMIT {PROBE_WINDOW}) AS recent WHERE {' AND '.join(tagged)}"
+        f" ORDER BY id {order} LIMIT %s"
+    )
+    full = list_stmt(f, limit, before_id, after_id)
+    rare = full.sql.replace(f"ORDER BY id {order} LIMIT %s", f"ORDER BY id + 0 {order} LIMIT %s")
+    return Stmt(probe, (*base_params, *tag_params, limit)), Stmt(rare, full.params)
+
+
+def list_jobs(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> Plan[list[JobRow]]:
+    if f.tags or f.metadata:  # indexed; an args filter alone has no index to turn to
+        probe, rare = tagged_list_stmts(f, limit, before_id, after_id)
+        rows = (yield one(probe.sql, *probe.params))[0]
+        if len(rows) < limit:
+            rows = (yield one(rare.sql, *rare.params))[0]
+        return [row_to_job(r) for r in rows]
+    stmt = list_stmt(f, limit, before_id, after_id)
+    rows = (yield one(stmt.sql, *stmt.params))[0]
     return [row_to_job(r) for r in rows]
 
 
-def count(f: JobFilter) -> Plan[int]:
+def count_stmt(f: JobFilter) -> Stmt:
     cond, params = where(f)
-    rows = (yield one(f"SELECT count(*) FROM kiln_jobs WHERE {cond}", *params))[0]
+    return Stmt(f"SELECT count(*) FROM kiln_jobs WHERE {cond}", tuple(params))
+
+
+def count(f: JobFilter) -> Plan[int]:
+    stmt = count_stmt(f)
+    rows = (yield one(stmt.sql, *stmt.params))[0]
     return int(rows[0][0])
 
 

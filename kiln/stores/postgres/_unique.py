@@ -16,14 +16,14 @@ from typing import Any
 from kiln._errors import StoreError
 from kiln._job import EnqueueResult, NewJob
 from kiln.stores._rows import dumps, epoch
-from kiln.stores.postgres._jobs import holds_key, notify_from, rate_limit_stmt
+from kiln.stores.postgres._jobs import holds_key, notify_from, rate_limit_stmt, text_array
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt
 
 COUNTED = holds_key("kiln_jobs")  # the predicate of kiln_jobs_unique, for ON CONFLICT
 _COLS = (
     ("q", "text"), ("k", "text"), ("a", "text"), ("m", "text"), ("p", "int"),
     ("ra", "float8"), ("d", "float8"), ("ma", "int"), ("tmo", "float8"), ("b", "text"),
-    ("rk", "text"), ("uk", "text"), ("us", "int"), ("per", "float8"),
+    ("rk", "text"), ("uk", "text"), ("us", "int"), ("per", "float8"), ("tg", "text"),
 )
 INSERT_UNIQUE = (
     "WITH t AS (SELECT u.*,"
@@ -33,10 +33,11 @@ INSERT_UNIQUE = (
     f" FROM unnest({', '.join(f'%b::{t}[]' for _, t in _COLS)}) WITH ORDINALITY"
     f" AS u({', '.join(n for n, _ in _COLS)}, ord)),"
     " ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
-    " max_attempts, timeout, backoff, rate_key, unique_key, unique_states)"
+    " max_attempts, timeout, backoff, rate_key, unique_key, unique_states, tags)"
     " SELECT t.q, t.k, CASE WHEN t.rk IS NOT NULL THEN 'pending'"
     " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-    " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk, t.key, t.us"
+    " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk, t.key, t.us,"
+    " coalesce(t.tg::text[], '{}')"
     f" FROM t ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING"
     " RETURNING id, unique_key, queue, state, run_at)"
     f"{notify_from('ins')}"
@@ -56,7 +57,7 @@ def _params(jobs: Sequence[NewJob]) -> list[list[Any]]:
             job.priority, None if job.run_at is None else epoch(job.run_at),
             float(max(job.delay, 0.0)), job.max_attempts, job.timeout,
             None if job.backoff is None else dumps(job.backoff), job.rate_key,
-            job.unique_key, job.unique_states, job.unique_period,
+            job.unique_key, job.unique_states, job.unique_period, text_array(job.tags),
         )
         for col, value in zip(cols, values, strict=True):
             col.append(value)

@@ -119,6 +119,7 @@ def row_to_job(row: sqlite3.Row, depends_on: list[int] | None = None) -> JobRow:
         rate_key=row["rate_key"],
         rescues=row["rescues"],
         depends_on=depends_on or [],
+        tags=loads(row["tags"]) if row["tags"] else [],
     )
 
 
@@ -147,9 +148,36 @@ def _where(f: JobFilter) -> tuple[str, list[Any]]:
     if f.ids:
         clauses.append(f"id IN ({','.join('?' * len(f.ids))})")
         params.extend(f.ids)
+    if f.tags or f.metadata or f.args:
+        tagged, tag_params = _tag_clauses(f)
+        clauses, params = clauses + tagged, params + tag_params
     bounds, bound_params = _upper_bounds(f)
     clauses, params = clauses + bounds, params + bound_params
     return (" AND ".join(clauses) or "1=1"), params
+
+
+TAG_MATCH = "EXISTS (SELECT 1 FROM json_each(kiln_jobs.tags) t WHERE t.value = ?)"
+
+
+def _tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+    """All of the tags, and metadata / args keys equal to values, compared by JSON type
+    and value (json_extract alone reads true as 1). No index serves these: they are
+    checked on the rows the other conditions leave (see docs/guide.md)."""
+    clauses = [TAG_MATCH] * len(f.tags)
+    params: list[Any] = list(f.tags)
+    for column, pairs in (("metadata", f.metadata), ("args", f.args)):
+        for key, value in pairs.items():
+            path = f'$."{key}"'
+            if isinstance(value, bool):
+                clauses.append(f"json_type({column}, ?) = ?")
+                params.extend((path, "true" if value else "false"))
+                continue
+            kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
+            clauses.append(
+                f"json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) = ?"
+            )
+            params.extend((path, path, value))
+    return clauses, params
 
 
 def _upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
@@ -193,14 +221,14 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
         key = unique_key_at(job, now)
         row = conn.execute(
             "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
-            " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states,"
+            " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
                 job.queue, job.kind, state.value, dumps(job.args), dumps(job.metadata),
                 job.priority, run_at, job.max_attempts, job.timeout,
                 None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
-                key, job.unique_states,
+                key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
             ),
         ).fetchone()
         if key is not None:  # the one writer holds the lock: the holder cannot change
