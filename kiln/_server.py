@@ -185,7 +185,7 @@ class Server:
             threads_stuck=self._executor.sync.stuck if self._threads is not None else 0,
             rate_keys_undeclared=self._rate_keys_undeclared(),
             queues={q: {"concurrency": p.concurrency, "running": len(p.running),
-                        "stuck": len(p.lingering)}
+                        "stuck": len(p.lingering), "paused": p.paused}
                     for q, p in self._pools.items()},
         )
         return stats
