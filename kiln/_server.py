@@ -27,8 +27,8 @@ from kiln._canceller import Canceller
 from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
-from kiln._cron import Recurring
 from kiln._controls import CONTROLS_PAYLOAD
+from kiln._cron import Recurring
 from kiln._elector import Elector
 from kiln._errors import ConfigError, KilnError, Shutdown
 from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged

@@ -25,7 +25,8 @@ def _audited(actor: str, action: str, n: int, detail: dict[str, Any]) -> Step:
 
 def pause(queue: str, actor: str) -> Plan[bool]:
     out = yield step(Stmt(
-        f"INSERT IGNORE INTO kiln_queue_pauses (queue, paused_at, paused_by) VALUES (%s, {NOW}, %s)",
+        "INSERT IGNORE INTO kiln_queue_pauses (queue, paused_at, paused_by)"
+        f" VALUES (%s, {NOW}, %s)",
         (queue, actor),
     ), begin=True)
     n = out[0].rowcount

@@ -28,8 +28,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncmy  # at import, not at open: it takes ~70 ms to load (Cython modules)
 
-from kiln._errors import ConfigError, NotMigratedError
 from kiln._controls import QueueControls
+from kiln._errors import ConfigError, NotMigratedError
 from kiln._job import (
     AdmitResult,
     AuditEntry,

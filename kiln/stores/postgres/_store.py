@@ -21,8 +21,8 @@ import psycopg
 import psycopg.errors
 import psycopg_pool
 
-from kiln._errors import NotMigratedError, UnreachableError
 from kiln._controls import QueueControls
+from kiln._errors import NotMigratedError, UnreachableError
 from kiln._job import (
     AdmitResult,
     AuditEntry,

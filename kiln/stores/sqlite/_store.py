@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from kiln._errors import NotMigratedError, StoreError, UnreachableError
 from kiln._controls import QueueControls
+from kiln._errors import NotMigratedError, StoreError, UnreachableError
 from kiln._job import (
     AdmitResult,
     AuditEntry,
