@@ -10,7 +10,7 @@ not touch pools or the store itself.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -80,6 +80,15 @@ class QueueControls:
             if limit.server_id == FLEET:
                 fleet = limit.concurrency
         return configured if fleet is None else fleet
+
+
+def from_rows(rows: Sequence[Sequence[Any]], when: Callable[[Any], datetime]) -> QueueControls:
+    """QueueControls from the rows of a store's one controls read: (kind, queue,
+    server_id, concurrency, at, by), kind "p" for a pause and "l" for a limit."""
+    pauses = tuple(QueuePause(r[1], when(r[4]), r[5]) for r in rows if r[0] == "p")
+    limits = tuple(ConcurrencyLimit(r[1], r[2], int(r[3]), when(r[4]), r[5])
+                   for r in rows if r[0] == "l")
+    return QueueControls(pauses=pauses, limits=limits)
 
 
 def check_queue(queue: Any, *, wildcard: bool = False) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln._controls import ALL, ConcurrencyLimit, QueueControls, QueuePause
+from kiln._controls import ALL, QueueControls, from_rows
 from kiln.stores._rows import dumps
 from kiln.stores.mysql._jobs import NOW
-from kiln.stores.mysql._plan import Plan, Step, Stmt, from_db_required, step
+from kiln.stores.mysql._plan import Plan, Step, Stmt, from_db_required, one, step
 
 
 def _audited(actor: str, action: str, n: int, detail: dict[str, Any]) -> Step:
@@ -61,17 +61,14 @@ def limit_set(queue: str, server_id: str, concurrency: int | None, actor: str) -
     yield _audited(actor, "queue_concurrency", 1, detail)
 
 
+CONTROLS = (
+    "SELECT 'p', queue, '', 0, paused_at, paused_by FROM kiln_queue_pauses UNION ALL"
+    " SELECT 'l', queue, server_id, concurrency, set_at, set_by FROM kiln_queue_limits"
+    " ORDER BY 1 DESC, 2, 3"
+)
+
+
 def controls() -> Plan[QueueControls]:
-    out = yield step(
-        Stmt("SELECT queue, paused_at, paused_by FROM kiln_queue_pauses ORDER BY queue"),
-        Stmt("SELECT queue, server_id, concurrency, set_at, set_by FROM kiln_queue_limits"
-             " ORDER BY queue, server_id"),
-        last=True,
-    )
-    return QueueControls(
-        pauses=tuple(QueuePause(r[0], from_db_required(r[1]), r[2]) for r in out[0].rows),
-        limits=tuple(
-            ConcurrencyLimit(r[0], r[1], int(r[2]), from_db_required(r[3]), r[4])
-            for r in out[1].rows
-        ),
-    )
+    """One statement (servers poll it): pauses and limits, padded to one shape."""
+    out = yield one(CONTROLS)
+    return from_rows(out[0].rows, from_db_required)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln._controls import ALL, CONTROLS_PAYLOAD, ConcurrencyLimit, QueueControls, QueuePause
+from kiln._controls import ALL, CONTROLS_PAYLOAD, QueueControls, from_rows
 from kiln.stores._rows import dumps
-from kiln.stores.postgres._plan import Plan, Step, Stmt, step
+from kiln.stores.postgres._plan import Plan, Step, Stmt, one, step
 
 _AUDIT = "INSERT INTO kiln_audit (actor, action, count, detail) VALUES (%s, %s, %s, %s::jsonb)"
 _NOTIFY = Stmt(f"SELECT pg_notify('kiln', '{CONTROLS_PAYLOAD}')")
@@ -55,15 +55,15 @@ def limit_set(queue: str, server_id: str, concurrency: int | None, actor: str) -
     yield _audited(actor, "queue_concurrency", 1, detail)
 
 
+CONTROLS = (
+    "SELECT 'p', queue, '', 0, paused_at, paused_by FROM kiln_queue_pauses UNION ALL"
+    " SELECT 'l', queue, server_id, concurrency, set_at, set_by FROM kiln_queue_limits"
+    " ORDER BY 1 DESC, 2, 3"
+)
+
+
 def controls() -> Plan[QueueControls]:
-    rows = (yield step(
-        Stmt("SELECT queue, paused_at, paused_by FROM kiln_queue_pauses ORDER BY queue"),
-        Stmt("SELECT queue, server_id, concurrency, set_at, set_by FROM kiln_queue_limits"
-             " ORDER BY queue, server_id"),
-        last=True,
-    ))
-    return QueueControls(
-        pauses=tuple(QueuePause(r[0], r[1], r[2]) for r in rows[0]),
-        limits=tuple(ConcurrencyLimit(r[0], r[1], int(r[2]), r[3], r[4]) for r in rows[1]),
-    )
+    """One statement (servers poll it): pauses and limits, padded to one shape."""
+    rows = (yield one(CONTROLS))[0]
+    return from_rows(rows, lambda at: at)
 

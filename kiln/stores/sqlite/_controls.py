@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from kiln._controls import ALL, ConcurrencyLimit, QueueControls, QueuePause
+from kiln._controls import ALL, QueueControls, from_rows
 from kiln.stores._rows import dumps, ts_required
 
 
@@ -56,16 +56,13 @@ def limit_set(
     _audit(conn, actor, "queue_concurrency", 1, detail)
 
 
+CONTROLS = (
+    "SELECT 'p', queue, '', 0, paused_at, paused_by FROM kiln_queue_pauses UNION ALL"
+    " SELECT 'l', queue, server_id, concurrency, set_at, set_by FROM kiln_queue_limits"
+    " ORDER BY 1 DESC, 2, 3"
+)
+
+
 def controls(conn: sqlite3.Connection) -> QueueControls:
-    pauses = conn.execute(
-        "SELECT queue, paused_at, paused_by FROM kiln_queue_pauses ORDER BY queue"
-    ).fetchall()
-    limits = conn.execute(
-        "SELECT queue, server_id, concurrency, set_at, set_by FROM kiln_queue_limits"
-        " ORDER BY queue, server_id"
-    ).fetchall()
-    return QueueControls(
-        pauses=tuple(QueuePause(r[0], ts_required(r[1]), r[2]) for r in pauses),
-        limits=tuple(ConcurrencyLimit(r[0], r[1], int(r[2]), ts_required(r[3]), r[4])
-                     for r in limits),
-    )
+    """One statement (servers poll it): pauses and limits, padded to one shape."""
+    return from_rows(conn.execute(CONTROLS).fetchall(), ts_required)
