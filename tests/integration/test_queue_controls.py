@@ -51,6 +51,11 @@ async def test_a_change_reaches_the_server_within_one_notification(store_url: st
         await wait_for(lambda: pool.paused, 5, "the pause")
         assert loop.time() - began < 5 < SLOW_POLL
         assert running.server.stats()["queues"]["payments"]["concurrency"] == 1
+        await client.set_concurrency("reports", 0, actor="test")  # claims nothing ...
+        reports = running.server.pools["reports"]
+        await wait_for(lambda: reports.concurrency == 0, 5, "concurrency 0")
+        health = running.server.healthy()
+        assert health.ok, health.reasons  # ... and is no stuck server
         job_id = await client.enqueue("pay", {}, queue="payments")
         await client.resume_queue("payments", actor="test")
 
