@@ -3,7 +3,8 @@
 Every server runs one. It reads the controls (kiln._controls) once before the pools
 start, so a new or restarted server obeys them from its first claim, then again on
 each controls notification (PostgreSQL's NOTIFY, or the Bus) and every poll_interval
-without notifications (with them, every heartbeat_interval, in case one was lost).
+without notifications. With them it reads again when the notifier reconnects (what was
+sent meanwhile is lost) and, as a safety net, every max(poll_interval, dead_after/4).
 A paused pool stops claiming and hands back the jobs it claimed ahead; its running
 jobs finish. A new concurrency holds at once: lowering it lets running jobs finish
 and only stops new claims; raising it claims at once. The claim itself skips a paused
@@ -35,7 +36,7 @@ class Governor(PeriodicService):
         pools: Callable[[], Mapping[str, Pool]],
         configured: Mapping[str, int],
         server_id: Callable[[], str],
-        intervals: tuple[float, float],  # (poll_interval, heartbeat_interval)
+        intervals: tuple[float, float],  # (without notifications, with them)
         notified: Callable[[], bool],
         on_resized: Callable[[], None] = lambda: None,
     ) -> None:
@@ -53,8 +54,8 @@ class Governor(PeriodicService):
         return self.next_delay({})
 
     def next_delay(self, counts: dict[str, int]) -> float:
-        poll, heartbeat = self._intervals
-        return super().next_delay(counts) if not self._notified() else max(poll, heartbeat)
+        _alone, notified = self._intervals
+        return super().next_delay(counts) if not self._notified() else notified
 
     async def run_once(self) -> dict[str, int]:
         controls = await self._store.queue_controls()

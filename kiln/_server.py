@@ -297,7 +297,8 @@ class Server:
     def _governor_of(self, cfg: ServerConfig) -> Governor:
         return Governor(
             self.store, self.events, lambda: self._pools, self.queues, lambda: self.id,
-            (float(cfg.poll_interval), float(cfg.heartbeat_interval)), self._notified,
+            (float(cfg.poll_interval),
+             max(float(cfg.poll_interval), float(cfg.dead_after) / 4)), self._notified,
             self._grow_threads,
         )
 
