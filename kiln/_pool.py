@@ -132,8 +132,11 @@ class Pool:
 
     def set_concurrency(self, concurrency: int) -> None:
         """A new limit, at once: lowered, running jobs finish and only new claims wait
-        (jobs claimed ahead beyond it go back after AHEAD_STALL); raised, the claimed
-        jobs start and the pool claims for the new slots."""
+        (jobs claimed ahead beyond it go back after AHEAD_STALL, and claiming ahead
+        stops until jobs finish again); raised, the claimed jobs start and the pool
+        claims for the new slots."""
+        if concurrency < self.concurrency:
+            self._average = None
         self.concurrency = concurrency
         if self._event_loop is not None and not self.paused and self._may_claim():
             self._fill()
@@ -371,6 +374,10 @@ class Pool:
             target = max(self.concurrency, (self.concurrency + ahead) // 2)
             while self._room() < target and self._claiming and not self._unstall():
                 await self._wait(self._slot, self._patience())
+                # the concurrency (a queue control) or the jobs' pace may have changed
+                # meanwhile: never wait for more room than the pool may now have
+                now = max(self.concurrency, (self.concurrency + self._ahead()) // 2)
+                target = min(target, now)
             return
         await self._wait(self._slot, self._poll_interval)
         deadline = time.monotonic() + CLAIM_COOLDOWN
