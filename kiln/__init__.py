@@ -6,6 +6,7 @@ from kiln._bus_redis import RedisBus
 from kiln._cancelling import CancelResult
 from kiln._client import Client, filter_of
 from kiln._config import ServerConfig
+from kiln._controls import UnknownQueueError
 from kiln._cron import Recurring
 from kiln._errors import (
     ConfigError,
@@ -59,6 +60,7 @@ from kiln._job import (
     RateLimit,
 )
 from kiln._outcomes import Cancel, Snooze
+from kiln._queues import QueueState
 from kiln._retry import Constant, Custom, Exponential, retry_window
 from kiln._server import Server
 from kiln._unique import Unique
@@ -111,6 +113,7 @@ __all__ = [
     "NotMigratedError",
     "NotifierChanged",
     "Outcome",
+    "QueueState",
     "RateLimit",
     "Recurring",
     "RedisBus",
@@ -126,6 +129,7 @@ __all__ = [
     "StoreFailed",
     "Unique",
     "UnknownKindError",
+    "UnknownQueueError",
     "UnreachableError",
     "VERSION",
     "ValidationError",

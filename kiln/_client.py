@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from kiln import _queues
 from kiln import _validate as v
 from kiln._bus import CANCEL_PAYLOAD, Bus
 from kiln._cancelling import CancelResult, check_one, not_cancellable
@@ -408,6 +409,30 @@ class Client:
 
     async def counts(self) -> builtins.list[StateCount]:
         return await self.store.job_counts()
+
+    # queue controls (kiln._queues) -----------------------------------------------
+    async def pause_queue(self, queue: str, actor: str = "api") -> bool:
+        """Pause ``queue`` ("*": every queue): from the commit on no server claims its
+        jobs; running jobs finish; enqueueing into it still works. False when it was
+        paused already. An unknown queue raises UnknownQueueError."""
+        return await _queues.pause(self.store, self.bus, queue, actor)
+
+    async def resume_queue(self, queue: str, actor: str = "api") -> int:
+        """Lift the pause of ``queue`` ("*": every pause); returns how many were lifted."""
+        return await _queues.resume(self.store, self.bus, queue, actor)
+
+    async def set_concurrency(
+        self, queue: str, concurrency: int | None, server: str | None = None,
+        actor: str = "api",
+    ) -> None:
+        """Run at most ``concurrency`` jobs of ``queue`` at once on every server of it,
+        or on ``server`` only (a registered server's id), without a restart; None goes
+        back to the configured value. Lowering it never cancels a running job."""
+        await _queues.set_concurrency(self.store, self.bus, queue, concurrency, server, actor)
+
+    async def queues(self) -> builtins.list[_queues.QueueState]:
+        """Every known queue: paused or not, concurrency per server, jobs by state."""
+        return await _queues.states(self.store)
 
 
 def _one(index: int, fin: EnqueueFinisher) -> BatchFinisher:

@@ -5,7 +5,8 @@ KilnError
 ├── ValidationError        bad input to enqueue or an admin call (names the problem)
 │   ├── UnknownKindError   no handler is registered for a kind
 │   ├── JobNotFoundError   no job has that id (``client.cancel_job``)
-│   └── JobFinishedError   the job has finished already: nothing to cancel
+│   ├── JobFinishedError   the job has finished already: nothing to cancel
+│   └── UnknownQueueError  a queue control names no known queue (kiln._controls)
 ├── StoreError             the database failed; ``operation`` names the store call
 │   ├── UnreachableError   cannot connect
 │   └── NotMigratedError   the schema is missing or older than this kiln

@@ -48,7 +48,8 @@ def stuck_reasons(
     reasons = [
         f"queue {queue}: all {concurrency} slots held by handlers still running after "
         "kiln gave up on their attempt (timeout, fence)"
-        for queue, (concurrency, lingering) in slots.items() if lingering >= concurrency
+        for queue, (concurrency, lingering) in slots.items()
+        if lingering and lingering >= concurrency  # 0 slots (a queue control): none held
     ]
     if threads_stuck and threads_stuck >= threads:
         reasons.append(f"all {threads} threads for plain def handlers are held by handlers "

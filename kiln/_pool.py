@@ -118,6 +118,30 @@ class Pool:
         self._settling: set[asyncio.Task[None]] = set()  # gates waiting for a late commit
         self.claimed = 0
         self.claim_errors = 0
+        self.paused = False  # by a queue control (kiln._governor): claims nothing
+
+    def set_paused(self, paused: bool) -> None:
+        """Paused: claim nothing more and hand back the jobs claimed ahead (they never
+        started); running jobs finish. Resumed: claim at once."""
+        self.paused = paused
+        if paused:
+            ready, self._ready = list(self._ready), collections.deque()
+            self._hand_back(ready)
+        self._slot.set()
+        self.wake()
+
+    def set_concurrency(self, concurrency: int) -> None:
+        """A new limit, at once: lowered, running jobs finish and only new claims wait
+        (jobs claimed ahead beyond it go back after AHEAD_STALL, and claiming ahead
+        stops until jobs finish again); raised, the claimed jobs start and the pool
+        claims for the new slots."""
+        if concurrency < self.concurrency:
+            self._average = None
+        self.concurrency = concurrency
+        if self._event_loop is not None and not self.paused and self._may_claim():
+            self._fill()
+        self._slot.set()
+        self.wake()
 
     def wake(self) -> None:
         """There may be jobs: released here, the notifier came back, a rejoin."""
@@ -195,7 +219,7 @@ class Pool:
         while self._claiming:
             self._unstall()
             room = self._room()
-            if room <= 0 or not self._may_claim():
+            if room <= 0 or self.paused or not self._may_claim():
                 await self._wait(self._slot, self._patience())
                 continue
             if self._completer.over_limit:
@@ -350,6 +374,10 @@ class Pool:
             target = max(self.concurrency, (self.concurrency + ahead) // 2)
             while self._room() < target and self._claiming and not self._unstall():
                 await self._wait(self._slot, self._patience())
+                # the concurrency (a queue control) or the jobs' pace may have changed
+                # meanwhile: never wait for more room than the pool may now have
+                now = max(self.concurrency, (self.concurrency + self._ahead()) // 2)
+                target = min(target, now)
             return
         await self._wait(self._slot, self._poll_interval)
         deadline = time.monotonic() + CLAIM_COOLDOWN
@@ -403,7 +431,8 @@ class Pool:
             for row in jobs:
                 latency = (row.attempted_at or row.run_at) - row.run_at
                 events.emit(JobClaimed(job=row, latency=max(latency.total_seconds(), 0.0)))
-        if self.server_id != self._claimed_as or not self._may_claim() or not self._claiming:
+        if (self.server_id != self._claimed_as or not self._may_claim() or not self._claiming
+                or self.paused):
             self._refused = True
             return
         if not self._ready:  # the stall clock starts when jobs begin to wait

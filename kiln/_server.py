@@ -27,11 +27,13 @@ from kiln._canceller import Canceller
 from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
+from kiln._controls import CONTROLS_PAYLOAD
 from kiln._cron import Recurring
 from kiln._elector import Elector
 from kiln._errors import ConfigError, KilnError, Shutdown
 from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged
 from kiln._executor import Executor, Middleware
+from kiln._governor import Governor
 from kiln._health import Counters, Health, stuck_reasons
 from kiln._heartbeat import Heartbeater, new_server_id
 from kiln._job import AttemptError, JobResult, JobRow, Outcome, ServerInfo
@@ -99,6 +101,7 @@ class Server:
         self._elector: Elector | None = None
         self._releaser: Releaser | None = None
         self._canceller: Canceller | None = None
+        self._governor: Governor | None = None
         self._fencing: asyncio.Task[None] | None = None
         self._republish: asyncio.Task[None] | None = None
 
@@ -168,7 +171,8 @@ class Server:
             server_id=self.id,
             state=self._state,
             running=self.running_jobs,
-            concurrency=sum(self.queues.values()),
+            concurrency=sum(p.concurrency for p in self._pools.values())
+            if self._pools else sum(self.queues.values()),
             results_pending=self._completer.pending if self._completer else 0,
             **self._results_stats(),
             leader=self.is_leader,
@@ -181,7 +185,7 @@ class Server:
             threads_stuck=self._executor.sync.stuck if self._threads is not None else 0,
             rate_keys_undeclared=self._rate_keys_undeclared(),
             queues={q: {"concurrency": p.concurrency, "running": len(p.running),
-                        "stuck": len(p.lingering)}
+                        "stuck": len(p.lingering), "paused": p.paused}
                     for q, p in self._pools.items()},
         )
         return stats
@@ -271,12 +275,14 @@ class Server:
                 queue, concurrency, sorted(self.kinds), self.store, executor, self._completer,
                 self.events, self.id, float(cfg.poll_interval), self._may_claim,
             )
+        self._governor = self._governor_of(cfg)
+        await self._first_controls(self._governor)
         self.events.start()
         await self._completer.start()
         await self._heartbeat.start()
         await self._start_notifications()
         self._services = [self._releaser, *maintenance.server_services(ctx), self._elector,
-                          self._reconciler_of(cfg)]
+                          self._reconciler_of(cfg), self._governor]
         for service in self._services:
             await service.start()
         for pool in self._pools.values():
@@ -287,6 +293,28 @@ class Server:
         await self._canceller.start()
         self._state = "running"
         log.info("server %s running queues %s", self.id, self.queues)
+
+    def _governor_of(self, cfg: ServerConfig) -> Governor:
+        return Governor(
+            self.store, self.events, lambda: self._pools, self.queues, lambda: self.id,
+            (float(cfg.poll_interval),
+             max(float(cfg.poll_interval), float(cfg.dead_after) / 4)), self._notified,
+            self._grow_threads,
+        )
+
+    async def _first_controls(self, governor: Governor) -> None:
+        """Obey the queue controls before the first claim (a pause holds in the claim
+        anyway; a lowered concurrency would not)."""
+        try:
+            await governor.run_once()
+        except (KilnError, OSError) as exc:
+            log.warning("server %s could not read the queue controls (%s); its governor"
+                        " tries again in poll_interval", self.id, exc)
+
+    def _grow_threads(self) -> None:
+        """A raised concurrency needs as many threads for plain def handlers."""
+        if not self.config.sync_threads and self._threads is not None:
+            self._threads.grow(sum(p.concurrency for p in self._pools.values()))
 
     def _reconciler_of(self, cfg: ServerConfig) -> Reconciler:
         """Every max(heartbeat_interval, dead_after/4), looking at claims at least as old:
@@ -420,6 +448,10 @@ class Server:
             return
         if payload == CANCEL_PAYLOAD and self._canceller is not None:
             self._canceller.poke()  # and a queue of that name is woken below
+        if payload == CONTROLS_PAYLOAD:
+            if self._governor is not None:
+                self._governor.wake()
+            return
         if payload.startswith("scheduled:"):
             with contextlib.suppress(ValueError):
                 at = float(payload.split(":", 1)[1])
@@ -439,6 +471,8 @@ class Server:
         self.events.emit(NotifierChanged(up=up, source=source))
         if self._releaser is not None:
             self._releaser.wake()
+        if up and self._governor is not None:
+            self._governor.wake()  # a controls notification may have been lost
         if up:
             for pool in self._pools.values():
                 pool.wake()

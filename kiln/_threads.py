@@ -28,6 +28,11 @@ class ThreadPool:
     def size(self) -> int:
         return self._size
 
+    def grow(self, size: int) -> None:
+        """Allow up to ``size`` threads (a queue's concurrency was raised at runtime)."""
+        with self._lock:
+            self._size = max(self._size, size)
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._queue.put((future, fn, args))

@@ -72,6 +72,7 @@ class GaugeSet:
         observable(meter, n.SERVER_CONCURRENCY,
                    self._per_queue(lambda s: _pools(s, "concurrency")))
         observable(meter, n.SERVER_HANDLERS_STUCK, self._per_queue(lambda s: _pools(s, "stuck")))
+        observable(meter, n.QUEUE_PAUSED, self._paused)
         observable(meter, n.NOTIFIER_UP, self._notifier)
         observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
         observable(meter, n.SERVER_RESULTS_FAILING,
@@ -151,6 +152,13 @@ class GaugeSet:
 
         return observe
 
+    def _paused(self, options: CallbackOptions) -> Iterable[Observation]:
+        merged: dict[str, int] = {}
+        for _source, server in self._servers():
+            for queue, value in _pools(server, "paused").items():
+                merged[queue] = max(merged.get(queue, 0), value)
+        return [Observation(v, _queue_attrs(q, self._attrs)) for q, v in merged.items()]
+
     def _oldest_running(self, options: CallbackOptions) -> Iterable[Observation]:
         now = datetime.now(UTC)
         merged: dict[str, float] = {}
@@ -179,6 +187,8 @@ def _pools(server: Server, field: str) -> dict[str, int]:
         return {q: p.concurrency for q, p in pools.items()}
     if field == "stuck":
         return {q: len(p.lingering) for q, p in pools.items()}
+    if field == "paused":
+        return {q: int(p.paused) for q, p in pools.items()}
     return {q: len(p.running) for q, p in pools.items()}
 
 

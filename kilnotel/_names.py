@@ -274,7 +274,14 @@ SERVER_RUNNING = Metric(
 )
 SERVER_CONCURRENCY = Metric(
     "kiln.server.concurrency", "gauge", "{job}",
-    "Configured concurrency of this server's pool, by queue", (QUEUE,),
+    "Concurrency of this server's pool, by queue: the configured value, or the one set "
+    "at runtime (kiln queues concurrency)", (QUEUE,),
+)
+QUEUE_PAUSED = Metric(
+    "kiln.queue.paused", "gauge", "1",
+    "1 while the queue is paused (kiln queues pause), as this server's governor last read "
+    "the controls; reported for each queue the server serves: aggregate with max",
+    (QUEUE,),
 )
 SERVER_HANDLERS_STUCK = Metric(
     "kiln.server.handlers.stuck", "gauge", "{handler}",
@@ -405,6 +412,7 @@ METRICS: tuple[Metric, ...] = (
     SERVER_RESULTS_FAILING,
     SERVER_COMPLETER_CRASHES,
     JOBS_RECONCILED,
+    QUEUE_PAUSED,
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 BY_PROMETHEUS_NAME: dict[str, Metric] = {m.prometheus_name: m for m in METRICS}

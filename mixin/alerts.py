@@ -70,6 +70,12 @@ def jobs(c: Config) -> list[Rule]:
     ]
 
 
+def paused(c: Config) -> str:
+    """The queues paused right now (``kiln queues pause``), by deployment and queue;
+    every worker serving the queue reports it: ``max``."""
+    return f"max by ({c.by_and('queue')}) ({c.m('kiln_queue_paused')}) == 1"
+
+
 def queues(c: Config) -> list[Rule]:
     w = c.where
     available = 'queue_state:kiln_jobs:max{state="available"}'
@@ -79,7 +85,8 @@ def queues(c: Config) -> list[Rule]:
                 f"(rate({c.m('kiln_admission_delay_seconds_count')}[10m])) > 0")
     return [
         alert(c, "KilnQueueStalled",
-              f"{available} > 0\nunless on ({c.by_and('queue')})\n({progress})\n",
+              f"{available} > 0\nunless on ({c.by_and('queue')})\n({progress})\n"
+              f"unless on ({c.by_and('queue')})\n({paused(c)})\n",
               "critical",
               f"Queue {{{{ $labels.queue }}}} of {w} has {{{{ $value }}}} available jobs and "
               f"nothing completes",

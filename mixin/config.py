@@ -24,6 +24,7 @@ THRESHOLDS: Mapping[str, float] = MappingProxyType({
     "db_errors_per_second": 0.02,
     "counts_age_seconds": 60.0,
     "leader_changes_15m": 5.0,
+    "queue_paused_seconds": 3600.0,  # KilnQueuePausedTooLong's for: (one value, not per queue)
 })
 QUEUE_THRESHOLDS = frozenset({"failure_ratio", "oldest_available_seconds",
                               "claim_latency_p99_seconds", "admission_delay_p99_seconds"})

@@ -216,12 +216,19 @@ def queues_section() -> list[tuple[Panel, int, int]]:
                     "claimed {{queue}}")]), 12, 8),
         (timeseries(
             "Running vs concurrency",
-            "Jobs running and configured pool slots, by queue, summed over workers: a "
-            "queue whose running line sits on its concurrency line is saturated.",
+            "Jobs running and pool slots in force (configured, or set at runtime with "
+            "kiln queues concurrency), by queue, summed over workers: a queue whose "
+            "running line sits on its concurrency line is saturated.",
             "short",
             [target(f'sum by (queue) (kiln_server_running{{{Q}}})', "running {{queue}}"),
              target(f'sum by (queue) (kiln_server_concurrency{{{Q}}})',
                     "concurrency {{queue}}")]), 12, 8),
+        (timeseries(
+            "Paused queues",
+            "1 while a queue is paused (kiln queues pause, or the dashboard's Queues page): "
+            "its servers claim none of its jobs. Alert KilnQueuePausedTooLong.",
+            "short",
+            [target(f"max by (queue) (kiln_queue_paused{{{Q}}})", "{{queue}}")]), 12, 8),
     ]
 
 

@@ -22,7 +22,7 @@ def handlers(c: Config) -> list[Rule]:
               until it returns, so the queue runs with less concurrency, and its job may run
               twice.""", "15m"),
         alert(c, "KilnQueueSlotsStuck",
-              f"{stuck} >= {c.m('kiln_server_concurrency')}", "critical",
+              f"{stuck} >= {c.m('kiln_server_concurrency')} and {stuck} > 0", "critical",
               f"Every slot of queue {{{{ $labels.queue }}}} on {{{{ $labels.instance }}}} of "
               f"{w} is held by a stuck handler",
               f"""All the slots of queue {{{{ $labels.queue }}}} on the kiln server at

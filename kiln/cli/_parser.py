@@ -43,6 +43,7 @@ def build_parser() -> Parser:
         jobs,
         kinds,
         migrate,
+        queues,
         retry_window,
         servers,
         worker,
@@ -58,8 +59,8 @@ def build_parser() -> Parser:
     commands = parser.add_subparsers(
         title="commands", metavar="COMMAND", required=True, parser_class=Parser
     )
-    for module in (migrate, enqueue, jobs, kinds, worker, servers, dashboard, retry_window,
-                   demo):
+    for module in (migrate, enqueue, jobs, kinds, worker, servers, queues, dashboard,
+                   retry_window, demo):
         module.register(commands, common)
     check_deploy.register(commands, common)
     return parser

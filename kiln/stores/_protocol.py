@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from kiln._controls import QueueControls
 from kiln._job import (
     AdmitResult,
     AuditEntry,
@@ -267,6 +268,24 @@ class Store(Protocol):
         self, actor: str, action: str, count: int, detail: dict[str, Any]
     ) -> None: ...
     async def audit_list(self, limit: int = 50) -> list[AuditEntry]: ...
+
+    # queue controls (kiln._controls): each change is one transaction with its audit row
+    async def queue_pause(self, queue: str, actor: str) -> bool:
+        """Pause ``queue`` ("*": every queue); claims skip a paused queue's jobs from
+        the commit on. False when it was paused already (nothing changed)."""
+        ...
+    async def queue_resume(self, queue: str, actor: str) -> int:
+        """Lift the pause of ``queue`` ("*": every pause); returns how many were lifted."""
+        ...
+    async def queue_limit_set(
+        self, queue: str, server_id: str, concurrency: int | None, actor: str
+    ) -> None:
+        """Set the concurrency of ``queue`` for ``server_id`` ("" for every server of
+        the queue); None removes that limit (back to the configured value)."""
+        ...
+    async def queue_controls(self) -> QueueControls:
+        """Every pause and limit: one cheap read (servers poll it)."""
+        ...
 
     # query accounting for the idle-cost measurement
     def query_count(self) -> int: ...

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 from kiln._app import App
 from kiln._client import Client
 from kiln._errors import ConfigError, StoreError, ValidationError
-from kiln.web import _actions, _api, _jobs, _login, _pages
+from kiln.web import _actions, _api, _jobs, _login, _pages, _queue_actions
 from kiln.web._auth import Auth
 from kiln.web._csrf import Csrf
 from kiln.web._dashboard import HERE, Dashboard
@@ -152,6 +152,7 @@ def _routes() -> list[Route | Mount]:
         Route("/jobs/{job_id}/{action}", _actions.single, methods=["POST"]),
         Route("/queues", _pages.queues, name="queues"),
         Route("/kinds", _pages.kinds, name="kinds"),
+        Route("/queues/control", _queue_actions.control, methods=["POST"]),
         Route("/servers", _pages.servers, name="servers"),
         Route("/recurring", _pages.recurring, name="recurring"),
         Route("/rate-limits", _pages.rate_limits, name="rate_limits"),

@@ -63,6 +63,7 @@ from tests.ops.workload import (
     hand_back_one_job,
     make_app,
     many_kinds_app,
+    pause_briefly,
     run_every_staging_kind,
     run_server,
     stop_server,
@@ -278,7 +279,8 @@ async def check_staging(prom: Prometheus) -> None:
 
 async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server,
                        stop: asyncio.Event) -> tuple[asyncio.Task[None], asyncio.Task[int]]:
-    """Hand-back on B, then A under load: a rescue, two fences, a second rescue."""
+    """Hand-back on B, then A under load: a rescue, a pause, two fences, a second
+    rescue."""
     await hand_back_one_job(app, b)
     rescued_job = await claim_as_dead_server(admin, app)
     task_a = await run_server(a)
@@ -287,6 +289,7 @@ async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server
     await wait_until(lambda: a.stats()["rescued"] >= 1, 25, "the dead server's job rescued")
     row = await admin.job_get(rescued_job)
     assert row is not None and row.server_id != DEAD_SERVER
+    await pause_briefly(admin, a)
     fenced_job = await fence_while_running(app, admin, a)
     await asyncio.sleep(2.5)  # two scrapes, so the second fence shows as an increase
     await fence_once(a)

@@ -95,6 +95,16 @@ async def claim_as_dead_server(store: Store, app: kiln.App) -> int:
     return job_id
 
 
+async def pause_briefly(store: Store, server: kiln.Server, queue: str = "limited") -> None:
+    """Pause ``queue`` for two scrapes, then resume it (the Paused queues panel)."""
+    client = kiln.Client(store)
+    await client.pause_queue(queue, actor="ops-test")
+    await wait_until(lambda: server.pools[queue].paused, 5, "the pause applied")
+    await asyncio.sleep(2.5)
+    await client.resume_queue(queue, actor="ops-test")
+    await wait_until(lambda: not server.pools[queue].paused, 5, "the resume applied")
+
+
 async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
     """Every 0.1 s a job that completes; every second one that fails for good, three
     rate-limited ones (admitted at 2/s), and a long one that is cancelled a second later

@@ -175,6 +175,10 @@ def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
 
 
 # claim -------------------------------------------------------------------------------
+# a paused queue's jobs are not claimed (kiln._controls); an index lookup in a tiny table
+UNPAUSED = (
+    "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (kiln_jobs.queue, '*'))"
+)
 def claim(
     queue: str, kinds: Sequence[str], limit: int, server_id: str, probe: bool
 ) -> Plan[list[JobRow]]:
@@ -190,7 +194,7 @@ def claim(
             return []
     out = yield step(
         Stmt(
-            f"SELECT {JOB_COLS}, {NOW} FROM kiln_jobs WHERE {where}"
+            f"SELECT {JOB_COLS}, {NOW} FROM kiln_jobs WHERE {where} AND {UNPAUSED}"
             " ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
             (queue, *kinds, limit),
         ),

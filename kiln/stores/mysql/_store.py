@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncmy  # at import, not at open: it takes ~70 ms to load (Cython modules)
 
+from kiln._controls import QueueControls
 from kiln._errors import ConfigError, NotMigratedError
 from kiln._job import (
     AdmitResult,
@@ -56,7 +57,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.mysql import _admin, _cancel, _cluster, _jobs, _kept, _kinds, _schema
+from kiln.stores.mysql import _admin, _cancel, _cluster, _controls, _jobs, _kept, _kinds, _schema
 from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
     DEADLOCK,
@@ -538,6 +539,23 @@ class MySQLStore:
 
     async def cron_last_slot(self, name: str) -> datetime | None:
         return await self._read("cron_last_slot", _cluster.cron_last_slot(name))
+
+    # queue controls ----------------------------------------------------------------
+    async def queue_pause(self, queue: str, actor: str) -> bool:
+        return await self._write("queue_pause", lambda: _controls.pause(queue, actor))
+
+    async def queue_resume(self, queue: str, actor: str) -> int:
+        return await self._write("queue_resume", lambda: _controls.resume(queue, actor))
+
+    async def queue_limit_set(
+        self, queue: str, server_id: str, concurrency: int | None, actor: str
+    ) -> None:
+        await self._write(
+            "queue_limit_set", lambda: _controls.limit_set(queue, server_id, concurrency, actor)
+        )
+
+    async def queue_controls(self) -> QueueControls:
+        return await self._read("queue_controls", _controls.controls())
 
     async def audit_record(
         self, actor: str, action: str, count: int, detail: dict[str, Any]

@@ -264,7 +264,9 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
 CLAIM = (
     "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = now(),"
     " server_id = %s WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
-    " AND queue = %s AND kind = ANY(%s::text[]) ORDER BY priority, run_at, id LIMIT %s"
+    " AND queue = %s AND kind = ANY(%s::text[]) AND NOT EXISTS (SELECT 1 FROM"
+    " kiln_queue_pauses p WHERE p.queue IN (kiln_jobs.queue, '*'))"
+    " ORDER BY priority, run_at, id LIMIT %s"
     f" FOR UPDATE SKIP LOCKED) RETURNING {CLAIM_COLS}"
 )
 

@@ -21,6 +21,7 @@ import psycopg
 import psycopg.errors
 import psycopg_pool
 
+from kiln._controls import QueueControls
 from kiln._errors import NotMigratedError, UnreachableError
 from kiln._job import (
     AdmitResult,
@@ -49,7 +50,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.postgres import _cancel, _cluster, _jobs, _kinds
+from kiln.stores.postgres import _cancel, _cluster, _controls, _jobs, _kinds
 from kiln.stores.postgres._listener import Listener
 from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
 
@@ -397,6 +398,24 @@ class PostgresStore:
 
     async def cron_last_slot(self, name: str) -> datetime | None:
         return await self._run("cron_last_slot", lambda: _cluster.cron_last_slot(name))
+
+    # queue controls ----------------------------------------------------------------
+    async def queue_pause(self, queue: str, actor: str) -> bool:
+        return await self._run("queue_pause", lambda: _controls.pause(queue, actor), tx=True)
+
+    async def queue_resume(self, queue: str, actor: str) -> int:
+        return await self._run("queue_resume", lambda: _controls.resume(queue, actor), tx=True)
+
+    async def queue_limit_set(
+        self, queue: str, server_id: str, concurrency: int | None, actor: str
+    ) -> None:
+        await self._run(
+            "queue_limit_set",
+            lambda: _controls.limit_set(queue, server_id, concurrency, actor), tx=True,
+        )
+
+    async def queue_controls(self) -> QueueControls:
+        return await self._run("queue_controls", _controls.controls)
 
     # audit -------------------------------------------------------------------------
     async def audit_record(

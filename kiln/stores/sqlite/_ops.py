@@ -279,7 +279,8 @@ def claim(
     rows = conn.execute(
         "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
         " server_id = ? WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
-        f" AND queue = ? AND kind IN ({marks}) ORDER BY priority, run_at, id LIMIT ?)"
+        f" AND queue = ? AND kind IN ({marks}) AND NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p"
+        " WHERE p.queue IN (kiln_jobs.queue, '*')) ORDER BY priority, run_at, id LIMIT ?)"
         " RETURNING *",
         [now, server_id, queue, *kinds, limit],
     ).fetchall()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from kiln._controls import QueueControls
 from kiln._errors import NotMigratedError, StoreError, UnreachableError
 from kiln._job import (
     AdmitResult,
@@ -46,7 +47,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.sqlite import _cancel, _cluster, _kinds, _ops, _rates
+from kiln.stores.sqlite import _cancel, _cluster, _controls, _kinds, _ops, _rates
 
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
@@ -424,6 +425,27 @@ class SQLiteStore:
 
     async def cron_last_slot(self, name: str) -> datetime | None:
         return await self._run("cron_last_slot", lambda c: _cluster.cron_last_slot(c, name))
+
+    # queue controls ----------------------------------------------------------------
+    async def queue_pause(self, queue: str, actor: str) -> bool:
+        return await self._run(
+            "queue_pause", lambda c: _ops.write(c, _controls.pause, queue, actor)
+        )
+
+    async def queue_resume(self, queue: str, actor: str) -> int:
+        return await self._run(
+            "queue_resume", lambda c: _ops.write(c, _controls.resume, queue, actor)
+        )
+
+    async def queue_limit_set(
+        self, queue: str, server_id: str, concurrency: int | None, actor: str
+    ) -> None:
+        await self._run("queue_limit_set", lambda c: _ops.write(
+            c, _controls.limit_set, queue, server_id, concurrency, actor
+        ))
+
+    async def queue_controls(self) -> QueueControls:
+        return await self._run("queue_controls", _controls.controls)
 
     # audit -------------------------------------------------------------------------
     async def audit_record(

@@ -1,0 +1,18 @@
+-- kiln schema, version 8 (SQLite).
+-- Queue controls (docs/operating.md, "In an incident"): a row in kiln_queue_pauses
+-- pauses its queue ("*": every queue), and claims skip a paused queue's jobs;
+-- kiln_queue_limits holds concurrency set at runtime, for every server of a queue
+-- (server_id '') or for one server.
+CREATE TABLE kiln_queue_pauses (
+    queue TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL,
+    paused_by TEXT NOT NULL
+);
+CREATE TABLE kiln_queue_limits (
+    queue TEXT NOT NULL,
+    server_id TEXT NOT NULL DEFAULT '',
+    concurrency INTEGER NOT NULL,
+    set_at REAL NOT NULL,
+    set_by TEXT NOT NULL,
+    PRIMARY KEY (queue, server_id)
+);
