@@ -1,0 +1,43 @@
+"""PostgreSQL: a listing filtered by enqueue time uses the BRIN index over created_at
+(migration 0009) when the range holds few jobs, instead of walking the id index.
+
+EXPLAIN of the store's own listing statement (_jobs.list_stmt) over 20,000 jobs after
+ANALYZE: an "until" long before any job goes through kiln_jobs_created.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from kiln._job import JobFilter, NewJob
+from kiln.stores import Store
+from kiln.stores.postgres._jobs import list_stmt
+
+JOBS = 20_000
+
+
+@pytest.fixture
+def pg_url(backend: str, store_url: str) -> Iterator[str]:
+    if backend != "postgresql":
+        pytest.skip("postgres only: the other stores have no index on created_at")
+    yield store_url
+
+
+async def test_a_rare_time_range_uses_the_brin_index(pg_url: str, store: Store) -> None:
+    jobs = [NewJob("k", {"n": n}, queue="q") for n in range(JOBS)]
+    for start in range(0, JOBS, 5000):
+        await store.job_insert_many(jobs[start:start + 5000])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE kiln_jobs")
+        stmt = list_stmt(JobFilter(created_before=datetime(2000, 1, 1, tzinfo=UTC)), 51,
+                         None, None)
+        plan = json.dumps(conn.execute("EXPLAIN (FORMAT JSON) " + stmt.sql,
+                                       stmt.params).fetchall()[0][0])
+    assert "kiln_jobs_created" in plan, plan
+    assert await store.job_list(JobFilter(created_before=datetime(2000, 1, 1, tzinfo=UTC)),
+                                10) == []
