@@ -1,5 +1,7 @@
 """A Django site configured in this test process: auth, sessions, kiln.contrib.django,
-on a SQLite file ("default") and a fresh PostgreSQL schema ("pg") at once.
+on a SQLite file ("default"), a fresh PostgreSQL schema ("pg") and a fresh MariaDB
+database ("my") at once. Django's MySQL backend runs on PyMySQL here, installed as
+MySQLdb the way docs/integrations.md tells users to (mysqlclient needs C headers).
 
 Django's settings are the process's: they are configured once, the first time a test
 asks, and each database is migrated (Django's and kiln's tables) then.
@@ -23,7 +25,14 @@ def pg_database(url: str) -> dict[str, Any]:
             "PORT": p.port or 5432, "OPTIONS": dict(parse_qsl(p.query))}
 
 
-def configure(pg_url: str | None) -> dict[str, Any]:
+def mysql_database(url: str) -> dict[str, Any]:
+    p = urlsplit(url)
+    return {"ENGINE": "django.db.backends.mysql", "NAME": p.path.lstrip("/"),
+            "USER": p.username or "", "PASSWORD": p.password or "", "HOST": p.hostname,
+            "PORT": p.port or 3306}
+
+
+def configure(pg_url: str | None, mysql_url: str | None = None) -> dict[str, Any]:
     """Configure Django once; returns {alias: kiln URL} of the databases it has."""
     if _state:
         return dict(_state["urls"])
@@ -37,6 +46,11 @@ def configure(pg_url: str | None) -> dict[str, Any]:
     }
     if pg_url is not None:
         databases["pg"] = pg_database(pg_url)
+    if mysql_url is not None:
+        import pymysql
+
+        pymysql.install_as_MySQLdb()  # as a user's settings.py does without mysqlclient
+        databases["my"] = mysql_database(mysql_url)
     settings.configure(
         DEBUG=False, SECRET_KEY="kiln-tests-not-secret", ALLOWED_HOSTS=["shop.example.com"],
         DATABASES=databases, ROOT_URLCONF=URLS, USE_TZ=True,

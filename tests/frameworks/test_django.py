@@ -1,4 +1,5 @@
-"""kiln.contrib.django on a real Django site, on SQLite and PostgreSQL: enqueue inside
+"""kiln.contrib.django on a real Django site, on SQLite, PostgreSQL and MariaDB
+(Django's MySQL backend on PyMySQL as MySQLdb): enqueue inside
 ``transaction.atomic()`` commits and rolls back with the block, on Django's connection;
 the settings map to kiln URLs; the commands run; the dashboard obeys Django's auth."""
 
@@ -94,6 +95,11 @@ def test_settings_map_to_kiln_urls(site: dict[str, str]) -> None:
     assert site["default"].startswith("sqlite:///") and site["default"].endswith("db.sqlite3")
     if "pg" in site:
         assert site["pg"].startswith("postgresql://postgres@127.0.0.1:5432/test?options=")
+    if "my" in site:
+        assert site["my"].startswith("mysql://root@127.0.0.1:3306/kiln_t_")
+        from django.db import connections
+
+        assert connections["my"].Database.__name__ == "pymysql"  # standing in for mysqlclient
     pg = {"ENGINE": "django.db.backends.postgresql", "NAME": "shop", "USER": "app",
           "PASSWORD": "p@ss:w/rd", "HOST": "db", "PORT": "5433", "OPTIONS": {}}
     assert url_of(pg) == "postgresql://app:p%40ss%3Aw%2Frd@db:5433/shop"

@@ -24,7 +24,8 @@ from tests.frameworks.test_sqlalchemy_conn import ASYNC_DRIVER, SYNC_DRIVER, sa_
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 EXAMPLE = re.compile(r"<!-- example: ([a-z-]+) -->\n```([a-z]+)\n(.*?)```", re.S)
-RUN = {"session", "async-session", "alembic", "cli", "django-settings", "django-jobs",
+RUN = {"session", "async-session", "alembic", "cli", "django-settings", "django-mysql",
+       "django-jobs",
        "django-test", "django-commands", "django-urls", "fastapi", "fastapi-test",
        "starlette"}
 
@@ -120,6 +121,19 @@ def test_django_settings() -> None:
     exec(examples()["django-settings"], namespace)
     assert "kiln.contrib.django" in namespace["INSTALLED_APPS"]
     assert set(namespace["KILN"]) == set(DEFAULTS)
+
+
+def test_django_mysql(site: dict[str, str]) -> None:
+    """The PyMySQL settings: MySQLdb is PyMySQL then (the test site runs its MariaDB
+    alias that way), and kiln maps the DATABASES entry to its own URL."""
+    import sys
+
+    from kiln.contrib.django._settings import url_of
+
+    namespace: dict[str, Any] = {}
+    exec(examples()["django-mysql"], namespace)
+    assert sys.modules["MySQLdb"] is namespace["pymysql"]
+    assert url_of(namespace["DATABASES"]["default"]) == "mysql://app:...@db:3306/shop"
 
 
 def test_django_jobs(alias: str, site: dict[str, str]) -> None:
