@@ -124,19 +124,30 @@ def _with_unique(unique: Any, job: NewJob) -> NewJob:
 
 def _results(ids: Sequence[int]) -> list[EnqueueResult]:
     """The store's ids as EnqueueResults (unique jobs come back as such already)."""
-    return [i if isinstance(i, EnqueueResult) else EnqueueResult(i) for i in ids]
+    new = int.__new__  # an inserted job's result: no per-result attribute to set
+    return [i if i.__class__ is EnqueueResult else new(EnqueueResult, i) for i in ids]
 
 
 def check_names(jobs: Sequence[NewJob]) -> None:
     """The names of jobs built without ``build_job`` (a NewJob made by hand) follow the
     same rule, so no producer can store a name the others would refuse."""
+    for kind, queue, rate_key in {(job.kind, job.queue, job.rate_key) for job in jobs}:
+        v.check_name("kind", kind)
+        v.check_name("queue", queue)
+        if rate_key is not None:
+            v.check_name("rate_key", rate_key)
     for job in jobs:
-        v.check_name("kind", job.kind)
-        v.check_name("queue", job.queue)
-        if job.rate_key is not None:
-            v.check_name("rate_key", job.rate_key)
         if job.tags:
             job.tags = check_tags(job.tags)
+
+
+def _keep_encoded(hooks: Sequence[EnqueueHook], jobs: Sequence[NewJob]) -> None:
+    """A hook may change a job's args: then the text encoded at build is stale. Hooks
+    that only touch metadata (kilnotel's) say so with ``keeps_args = True``."""
+    if all(getattr(hook, "keeps_args", False) for hook in hooks):
+        return
+    for job in jobs:
+        job.args_json = None
 
 
 def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
@@ -280,6 +291,8 @@ class Client:
         if conn is not None:
             conn = await joined(conn)
         finishers = self._before(jobs) if self._hooks else []
+        if self._hooks:
+            _keep_encoded(self._hooks, jobs)
         try:
             ids = _results(await self.store.job_insert_many(jobs, conn))
         except BaseException as exc:
@@ -295,6 +308,8 @@ class Client:
         if conn is not None:
             conn = joined_sync(conn)
         finishers = self._before(jobs) if self._hooks else []
+        if self._hooks:
+            _keep_encoded(self._hooks, jobs)
         try:
             ids = _results(self.store.job_insert_many_sync(jobs, conn))
         except BaseException as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kiln._errors import StoreError
 from kiln._job import EnqueueResult, NewJob
-from kiln.stores._rows import dumps, epoch
+from kiln.stores._rows import args_text, dumps, epoch
 from kiln.stores.postgres._jobs import holds_key, notify_from, rate_limit_stmt, text_array
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt
 
@@ -53,7 +53,7 @@ def _params(jobs: Sequence[NewJob]) -> list[list[Any]]:
     cols: list[list[Any]] = [[] for _ in _COLS]
     for job in jobs:
         values = (
-            job.queue, job.kind, dumps(job.args), dumps(job.metadata) if job.metadata else "{}",
+            job.queue, job.kind, args_text(job), dumps(job.metadata) if job.metadata else "{}",
             job.priority, None if job.run_at is None else epoch(job.run_at),
             float(max(job.delay, 0.0)), job.max_attempts, job.timeout,
             None if job.backoff is None else dumps(job.backoff), job.rate_key,

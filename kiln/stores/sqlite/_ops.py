@@ -27,6 +27,7 @@ from kiln._job import (
 from kiln.stores import _migrations
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
+    args_text,
     attempt_delta,
     dumps,
     epoch,
@@ -225,7 +226,7 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
             " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
-                job.queue, job.kind, state.value, dumps(job.args), dumps(job.metadata),
+                job.queue, job.kind, state.value, args_text(job), dumps(job.metadata),
                 job.priority, run_at, job.max_attempts, job.timeout,
                 None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
                 key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
