@@ -10,40 +10,16 @@ its own goes through ``Client.build`` as a single enqueue does. Every check of
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kiln._errors import ValidationError
 from kiln._job import NewJob
+from kiln._json import encode as _encode
 from kiln._unique import Unique
 
 if TYPE_CHECKING:
     from kiln._client import Client
-
-
-
-def _refuse(value: Any) -> Any:
-    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
-
-
-# compact, NaN refused (as check_json refuses it): the text the stores would have made.
-# The C encoder made once: JSONEncoder.encode makes one per call, which costs more than
-# encoding a small job's args. Without circular-reference markers (a cycle ends in a
-# RecursionError, refused below like any other value that is not JSON).
-_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-if _C_ENCODER is not None:
-    _chunks = _C_ENCODER(
-        None, _refuse, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-
-    def _encode(value: Any) -> str:
-        return "".join(_chunks(value, 0))
-else:  # pragma: no cover - Python without the C accelerator
-    _slow = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-    def _encode(value: Any) -> str:
-        return _slow.encode(value)
 
 
 def encode_args(args: Any) -> str:
@@ -62,14 +38,19 @@ def encode_args(args: Any) -> str:
 class _Template:
     """The options every option-less job of one kind gets in this batch."""
 
-    __slots__ = ("job", "unique")
+    __slots__ = ("job", "key", "mask", "period")
 
     def __init__(self, client: Client, kind: str) -> None:
         # built (and so validated) as a job with empty args and no unique key: the key
         # depends on each job's args, so it is computed per job below
         self.job = client.build(kind, {}, unique=None)
         declared = client.declaration(kind)
-        self.unique: Unique | None = declared.unique if declared is not None else None
+        unique: Unique | None = declared.unique if declared is not None else None
+        self.key: Callable[[Any], str] | None = None
+        self.mask, self.period = 0, None
+        if unique is not None:
+            self.key = unique.keyer(self.job.kind, self.job.queue)
+            self.mask, self.period = unique.mask, unique.period
 
     def make(self, args: Any) -> NewJob:
         t = self.job
@@ -79,11 +60,10 @@ class _Template:
             t.backoff, {}, t.rate_key, t.rate_limit, (),
         )
         job.args_json = text
-        unique = self.unique
-        if unique is not None:
-            job.unique_key = unique.key_of(job.kind, job.queue, args)
-            job.unique_states = unique.mask
-            job.unique_period = unique.period
+        if self.key is not None:
+            job.unique_key = self.key(args)
+            job.unique_states = self.mask
+            job.unique_period = self.period
         return job
 
 

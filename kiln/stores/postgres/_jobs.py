@@ -204,7 +204,7 @@ def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
         [j.queue for j in jobs],
         [j.kind for j in jobs],
         [args_text(j) for j in jobs],
-        [dumps(j.metadata) if j.metadata else "{}" for j in jobs],
+        _metadata_texts(jobs),
         [int(j.priority) for j in jobs],
         [None if j.run_at is None else epoch(j.run_at) for j in jobs],
         [float(j.delay) if j.delay > 0 else 0.0 for j in jobs],
@@ -213,6 +213,23 @@ def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
         [None if j.backoff is None else dumps(j.backoff) for j in jobs],
         [j.rate_key for j in jobs],
     ]
+
+
+def _metadata_texts(jobs: Sequence[NewJob]) -> list[str]:
+    """Each job's metadata as JSON text, encoded once per run of equal values: a batch's
+    jobs mostly share theirs (none, or one trace context for the whole batch)."""
+    texts: list[str] = []
+    last: dict[str, Any] | None = None
+    text = "{}"
+    for job in jobs:
+        metadata = job.metadata
+        if not metadata:
+            texts.append("{}")
+            continue
+        if metadata != last:
+            text, last = dumps(metadata), metadata
+        texts.append(text)
+    return texts
 
 
 def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:

@@ -211,7 +211,46 @@ def _unmet(conn: sqlite3.Connection, deps: Sequence[int]) -> bool:
     return row is not None
 
 
+INSERT_PLAIN = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
+    " max_attempts, timeout, backoff, created_at, rate_key)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _plain(job: NewJob) -> bool:
+    return job.unique_key is None and not job.depends_on and job.rate_limit is None
+
+
+def _insert_plain(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
+    """Jobs without dependencies, unique keys or rate limits to declare, in one
+    executemany. The caller's transaction holds the write lock from the first row to
+    the commit and ids are AUTOINCREMENT: the batch's ids are the last one's run."""
+    now = time.time()
+    meta_last: dict[str, Any] | None = None
+    meta_text = "{}"
+    rows = []
+    for job in jobs:
+        run_at = run_at_of(job, now)
+        metadata = job.metadata
+        if metadata != meta_last:  # a batch's jobs mostly share theirs: encoded once
+            meta_text, meta_last = dumps(metadata), metadata
+        rows.append((
+            job.queue, job.kind, first_state(job, run_at, now, False).value, args_text(job),
+            meta_text, job.priority, run_at, job.max_attempts, job.timeout,
+            None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
+        ))
+    before = conn.total_changes
+    conn.executemany(INSERT_PLAIN, rows)
+    last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    if conn.total_changes - before != len(jobs):  # pragma: no cover - cannot happen
+        raise RuntimeError("kiln: a batch insert wrote another number of rows than asked")
+    return list(range(last - len(jobs) + 1, last + 1))
+
+
 def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
+    if len(jobs) > 1 and conn.in_transaction and all(_plain(j) for j in jobs):
+        return _insert_plain(conn, jobs)
     now = time.time()
     ids: list[int] = []
     for job in jobs:
