@@ -28,6 +28,12 @@ then the ratios kiln/peer taken per run (same round) and their median.
     python bench/bench_enqueue.py --url sqlite:///tmp/bench.db
     python bench/bench_enqueue.py --url mysql://root@127.0.0.1:3306/test
     python bench/bench_enqueue.py --producers
+    python bench/bench_enqueue.py --stages --rounds 9
+
+``--stages`` times each step of ``await app.aenqueue_many`` of 1,000 jobs on PostgreSQL
+on its own, per job: building and validating the jobs, the statement's columns, the
+store's insert (send, execute, commit, ids), the server's execution of the insert
+(EXPLAIN ANALYZE, with and without its NOTIFY part) and a commit.
 
 ``--producers`` measures instead what resolving a kind's declaration costs a producer
 (docs/guide.md, "Kinds hold for every producer"): 2,000 single-job enqueues through
@@ -349,6 +355,72 @@ sync_ops()
 '''
 
 
+# ---------------------------------------------------- where the time goes (PostgreSQL)
+def stages(url: str, reps: int) -> None:
+    """Per job, for batches of 1,000 through ``app.aenqueue_many``: each step timed on
+    its own (medians of ``reps``), and the server's execution of the insert from
+    EXPLAIN ANALYZE, with and without its NOTIFY part."""
+    import psycopg
+
+    from kiln._batch import build_all
+    from kiln._client import check_names
+    from kiln.stores.postgres import _jobs
+
+    app = kiln.App(url)
+    app.register(KIND, lambda job: None, queue="bench")
+    app.migrate()
+    items = [(KIND, {"n": i}) for i in range(1_000)]
+    us: dict[str, list[float]] = {}
+
+    def clock(name: str, started: float) -> None:
+        us.setdefault(name, []).append((time.perf_counter() - started) / len(items) * 1e6)
+
+    async def run() -> None:
+        client = app.client()
+        await app.aenqueue_many(items)
+        for _ in range(reps):
+            started = time.perf_counter()
+            await app.aenqueue_many(items)
+            clock("whole aenqueue_many", started)
+            started = time.perf_counter()
+            jobs = build_all(client, items)
+            clock("validate, resolve options, encode args (build_all)", started)
+            started = time.perf_counter()
+            check_names(jobs)
+            clock("check names (once per kind and queue)", started)
+            started = time.perf_counter()
+            _jobs._compact(_jobs._columns(jobs))
+            clock("build the statement's columns", started)
+            started = time.perf_counter()
+            await client.store.job_insert_many(jobs)
+            clock("store insert: columns, send, execute, commit, ids", started)
+        await app.aclose()
+
+    asyncio.run(run())
+    jobs = build_all(app.sync_client(), items)
+    params = _jobs._compact(_jobs._columns(jobs))
+    quiet = _jobs.INSERT_FAST[:_jobs.INSERT_FAST.index(", kiln_notify")] + " SELECT id FROM ins"
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, sql in (("server: execute the insert (EXPLAIN ANALYZE)", _jobs.INSERT_FAST),
+                          ("server: the same without its NOTIFY part", quiet)):
+            for _ in range(reps):
+                conn.execute("BEGIN")
+                plan = conn.execute(f"EXPLAIN (ANALYZE, TIMING off) {sql}", params).fetchall()
+                conn.execute("ROLLBACK")
+                ms = float(plan[-1][0].split()[2])
+                us.setdefault(name, []).append(ms * 1e3 / len(items))
+        for _ in range(reps):
+            conn.execute("BEGIN")
+            conn.execute(_jobs.INSERT_FAST, params)
+            started = time.perf_counter()
+            conn.execute("COMMIT")
+            clock("commit (a round trip and the WAL flush)", started)
+    app.close()
+    for name, values in us.items():
+        print(json.dumps({"stage": name, "us_per_job": round(statistics.median(values), 2),
+                          "batch": len(items)}))
+
+
 # ------------------------------------------------------------------------------ runs
 def store_of(url: str) -> str:
     scheme = urlsplit(url).scheme.split("+")[0]
@@ -511,6 +583,8 @@ def main() -> None:
     parser.add_argument("--peers-python", default="/tmp/kiln-peers/bin/python")
     parser.add_argument("--producers", action="store_true",
                         help="measure the cost of resolving declarations instead")
+    parser.add_argument("--stages", action="store_true",
+                        help="PostgreSQL: time each step of aenqueue_many per job instead")
     parser.add_argument("--worker", nargs=2, metavar=("SYSTEM", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -519,6 +593,13 @@ def main() -> None:
             sqlite_worker(url, args.single, args.jobs)
         else:
             kiln_worker(url, args.single, args.jobs, otel=system == "kiln_otel")
+        return
+    if args.stages:
+        db = fresh(args.url, "kiln_bench_stages", Path(tempfile.gettempdir()))
+        try:
+            stages(db, max(args.rounds, 5))
+        finally:
+            drop(db)
         return
     if args.producers:
         url = fresh(args.url, "kiln_bench_producers", Path(tempfile.gettempdir()))
