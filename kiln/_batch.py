@@ -57,7 +57,7 @@ class _Template:
         text = encode_args(args)
         job = NewJob(
             t.kind, args, t.queue, t.priority, None, t.delay, t.max_attempts, t.timeout,
-            t.backoff, {}, t.rate_key, t.rate_limit, (),
+            t.backoff, {}, t.rate_key, t.rate_limit, (), tags=t.tags,
         )
         job.args_json = text
         if self.key is not None:

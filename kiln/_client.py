@@ -15,6 +15,7 @@ from typing import Any
 
 from kiln import _queues
 from kiln import _validate as v
+from kiln._batch import encode_args
 from kiln._bus import CANCEL_PAYLOAD, Bus
 from kiln._cancelling import CancelResult, check_one, not_cancellable
 from kiln._catalog import KindCatalog
@@ -65,7 +66,7 @@ def build_job(
     spec = known.get(kind) if known else declared
     if known and spec is None:
         raise UnknownKindError(kind)
-    v.check_json("args", args)
+    args_json = encode_args(args)  # the check, and the text the store sends
     queue = options.get("queue", spec.queue if spec else "default")
     v.check_name("queue", queue)
     metadata = dict(options.get("metadata") or {})
@@ -89,7 +90,7 @@ def build_job(
     unique = options.get("unique", spec.unique if spec else None)
     # tags given here replace the kind's, as every other option does
     tags = check_tags(options["tags"]) if "tags" in options else spec.tags if spec else ()
-    return _with_unique(unique, NewJob(
+    job = _with_unique(unique, NewJob(
         kind=kind,
         args=args,
         queue=queue,
@@ -107,6 +108,8 @@ def build_job(
         depends_on=depends_on,
         tags=tags,
     ))
+    job.args_json = args_json
+    return job
 
 
 def _with_unique(unique: Any, job: NewJob) -> NewJob:
