@@ -16,7 +16,9 @@ the calls' arguments, encoding, the insert, the commit):
 - SQLite: ``sqlite_executemany``, the limit: the same rows into kiln's own table
   (same schema, indexes and pragmas) with one plain ``executemany`` and a commit per
   batch (one ``execute`` and a commit per single job);
-- MariaDB / MySQL: kiln only.
+- MariaDB / MySQL: kiln only;
+- ``--baseline DIR``: ``kiln_baseline``, kiln imported from another checkout (say
+  main before a change), in the same run.
 
 Each run of each system is a process of its own on a fresh database; the runs are
 interleaved (round 1 of every system, then round 2, ...). Each operation gets a
@@ -483,8 +485,8 @@ JOBS_N = 20_000
 PEERS = {"pgqueuer": PGQUEUER, "procrastinate": PROCRASTINATE}
 
 
-def systems(store: str, peers_python: str) -> list[str]:
-    names = ["kiln", "kiln_otel"]
+def systems(store: str, peers_python: str, baseline: str | None) -> list[str]:
+    names = ["kiln", "kiln_otel", *(["kiln_baseline"] if baseline else [])]
     if store == "sqlite":
         names.append("sqlite_executemany")
     if store == "postgres":
@@ -500,7 +502,7 @@ def command(name: str, url: str, peers_python: str, single: int, jobs: int) -> l
     if name in PEERS:
         return [peers_python, "-c", textwrap.dedent(PEERS[name]), url, str(single),
                 str(jobs), *(str(b) for b in BATCHES)]
-    worker = "sqlite" if name == "sqlite_executemany" else name
+    worker = {"sqlite_executemany": "sqlite", "kiln_baseline": "kiln"}.get(name, name)
     return [sys.executable, __file__, "--worker", worker, url, "--single", str(single),
             "--jobs", str(jobs)]
 
@@ -508,8 +510,12 @@ def command(name: str, url: str, peers_python: str, single: int, jobs: int) -> l
 Results = dict[tuple[str, int], list[dict[str, float]]]  # (op, batch) -> one per round
 
 
-def run_one(cmd: list[str]) -> dict[tuple[str, int], dict[str, float]] | str:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+def run_one(
+    cmd: list[str], baseline: str | None = None
+) -> dict[tuple[str, int], dict[str, float]] | str:
+    """Run one system's process; ``baseline``: import kiln from that checkout instead."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": f"{baseline}:{root}" if baseline else root}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
                           env=env)
     if done.returncode != 0:
@@ -523,9 +529,11 @@ def run_one(cmd: list[str]) -> dict[tuple[str, int], dict[str, float]] | str:
     return out
 
 
-def main_runs(url: str, rounds: int, peers_python: str, single: int, jobs: int) -> None:
+def main_runs(
+    url: str, rounds: int, peers_python: str, single: int, jobs: int, baseline: str | None
+) -> None:
     store = store_of(url)
-    names = systems(store, peers_python)
+    names = systems(store, peers_python, baseline)
     results: dict[str, Results] = {name: {} for name in names}
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -535,7 +543,8 @@ def main_runs(url: str, rounds: int, peers_python: str, single: int, jobs: int) 
                     continue
                 db = fresh(url, f"kiln_bench_enq_{name}", Path(tmp))
                 try:
-                    got = run_one(command(name, db, peers_python, single, jobs))
+                    got = run_one(command(name, db, peers_python, single, jobs),
+                                  baseline if name == "kiln_baseline" else None)
                 finally:
                     drop(db)
                 if isinstance(got, str):
@@ -583,6 +592,9 @@ def main() -> None:
     parser.add_argument("--peers-python", default="/tmp/kiln-peers/bin/python")
     parser.add_argument("--producers", action="store_true",
                         help="measure the cost of resolving declarations instead")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="another kiln checkout (e.g. `git archive main`, unpacked),"
+                        " measured in the same run as kiln_baseline")
     parser.add_argument("--stages", action="store_true",
                         help="PostgreSQL: time each step of aenqueue_many per job instead")
     parser.add_argument("--worker", nargs=2, metavar=("SYSTEM", "URL"), help=argparse.SUPPRESS)
@@ -605,7 +617,7 @@ def main() -> None:
         url = fresh(args.url, "kiln_bench_producers", Path(tempfile.gettempdir()))
         report_producers(asyncio.run(bench_producers(url, args.rounds)))
         return
-    main_runs(args.url, args.rounds, args.peers_python, args.single, args.jobs)
+    main_runs(args.url, args.rounds, args.peers_python, args.single, args.jobs, args.baseline)
 
 
 if __name__ == "__main__":
