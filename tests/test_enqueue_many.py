@@ -23,7 +23,7 @@ UNIQUE = kiln.Unique(by=("args.n",))
 def make_app(url: str) -> kiln.App:
     app = kiln.App(url)
     app.register("mail.send", lambda job: None, queue="mail", max_attempts=7, priority=3,
-                 timeout=9.5)
+                 timeout=9.5, tags=["mail"])
     app.register("rated", lambda job: None, rate_limit=kiln.RateLimit(5, 1.0))
     app.register("once", lambda job: None, queue="u", unique=UNIQUE)
     return app
@@ -50,6 +50,7 @@ ITEMS: list[Any] = [
     ("once", {"n": "x", "é": [1.5, None, True]}),
     ("once", {"n": 2}),
     ("mail.send", {"n": 3}, {"priority": 9, "delay": 5, "metadata": {"m": 1}}),
+    ("once", {"n": 6}, {"tags": ["t1", "t2"]}),
     ("once", {"n": 4}, {}),
     ["mail.send", {"n": 5}],
 ]
@@ -110,6 +111,7 @@ async def test_batches_store_each_jobs_args_and_options_in_order(app: kiln.App) 
         row = await client.get(sync_ids[i])
         assert row is not None and row.args == {"n": i, "s": "é\n"}
         assert (row.queue, row.priority, row.max_attempts, row.timeout) == ("mail", 3, 7, 9.5)
+        assert row.tags == ["mail"]
     rows = [await client.get(i) for i in async_ids]
     assert [r.args if r else None for r in rows] == [
         {"to": "a@example.com"}, {}, {"n": 1}, {"n": "y"}, {"n": 3}]

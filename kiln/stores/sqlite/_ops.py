@@ -213,8 +213,8 @@ def _unmet(conn: sqlite3.Connection, deps: Sequence[int]) -> bool:
 
 INSERT_MANY = (
     "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
-    " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states,"
+    " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 KEYS_PER_READ = 500  # bound variables per read of the keys' holders
 
@@ -245,7 +245,7 @@ def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]
             job.queue, job.kind, first_state(job, run_at, now, False).value, args_text(job),
             meta_text, job.priority, run_at, job.max_attempts, job.timeout,
             None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
-            key, job.unique_states,
+            key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
         ))
     seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kiln_jobs'").fetchone()
     top = conn.execute("SELECT max(id) FROM kiln_jobs").fetchone()
