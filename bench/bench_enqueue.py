@@ -1,20 +1,47 @@
-"""Enqueue throughput: 20,000 jobs in batches of 1,000 into PostgreSQL, kiln and peers.
+"""Enqueue throughput through the public API, kiln beside its peers, on one store.
 
-kiln runs in this interpreter (``PostgresStore.job_insert_many``). The peers, pgqueuer
-and procrastinate, run from their own virtualenv (``--peers-python``, default
-/tmp/peers/bin/python; create it with ``python -m venv /tmp/peers &&
-/tmp/peers/bin/pip install pgqueuer procrastinate``), each in its own database,
-in the same run. Every system gets one warm-up batch, then ``--rounds`` timed runs;
-the median is reported. Prints one JSON object per system, then the ratios.
+Every system starts from the same Python data (a list of dicts, one job's args each)
+and enqueues it the way its user writes it, timed with what that takes (building
+the calls' arguments, encoding, the insert, the commit):
+
+- kiln: ``app.enqueue(kind, args)`` and ``await app.aenqueue(kind, args)`` one job at
+  a time, ``app.enqueue_many`` / ``await app.aenqueue_many`` with ``(kind, args)``
+  tuples in batches of 100, 1,000 and 10,000; ``kiln_otel`` is the same with
+  ``kilnotel.observe_app`` on (metrics, and a producer span per enqueue through an SDK
+  TracerProvider whose batch processor drops every span);
+- PostgreSQL: pgqueuer (``Queries.enqueue`` / ``SyncQueries.enqueue``, payloads
+  ``json.dumps(args).encode()``) and procrastinate (``defer`` / ``defer_async``,
+  ``batch_defer`` / ``batch_defer_async``), from their own virtualenv
+  (``--peers-python``; ``bash bench/peers/setup.sh /tmp/kiln-peers``);
+- SQLite: ``sqlite_executemany``, the limit: the same rows into kiln's own table
+  (same schema, indexes and pragmas) with one plain ``executemany`` and a commit per
+  batch (one ``execute`` and a commit per single job);
+- MariaDB / MySQL: kiln only;
+- ``--baseline DIR``: ``kiln_baseline``, kiln imported from another checkout (say
+  main before a change), in the same run.
+
+Each run of each system is a process of its own on a fresh database; the runs are
+interleaved (round 1 of every system, then round 2, ...). Each operation gets a
+warm-up first. Prints one JSON line per system, operation and batch size: the median
+jobs/s and the median CPU of the producer process per job (user + system, in µs),
+then the ratios kiln/peer taken per run (same round) and their median.
+
+    python bench/bench_enqueue.py [--url postgresql://postgres@127.0.0.1:5432/test]
+    python bench/bench_enqueue.py --url sqlite:///tmp/bench.db
+    python bench/bench_enqueue.py --url mysql://root@127.0.0.1:3306/test
+    python bench/bench_enqueue.py --producers
+    python bench/bench_enqueue.py --stages --rounds 9
+
+``--stages`` times each step of ``await app.aenqueue_many`` of 1,000 jobs on PostgreSQL
+on its own, per job: building and validating the jobs, the statement's columns, the
+store's insert (send, execute, commit, ids), the server's execution of the insert
+(EXPLAIN ANALYZE, with and without its NOTIFY part) and a commit.
 
 ``--producers`` measures instead what resolving a kind's declaration costs a producer
 (docs/guide.md, "Kinds hold for every producer"): 2,000 single-job enqueues through
 a ``kiln.Client`` that holds the kind's declaration, through one that resolves it from
 the published declarations (cached), and straight into the store (no resolution at
 all), in interleaved rounds, as ratios to the store.
-
-    python bench/bench_enqueue.py [--url postgresql://postgres@127.0.0.1:5432/test]
-    python bench/bench_enqueue.py --producers
 """
 
 from __future__ import annotations
@@ -26,48 +53,134 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-
-import psycopg
 
 import kiln
 from kiln._job import NewJob
 from kiln._kinds import make_kind
-from kiln.stores.postgres import PostgresStore
 
-JOBS = 20_000
-BATCH = 1_000
-
-
-def database_url(url: str, name: str) -> str:
-    """A fresh database ``name`` on the server of ``url``."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+BATCHES = (100, 1_000, 10_000)
+KIND = "bench.noop"
 
 
-async def bench_kiln(url: str, rounds: int) -> list[float]:
-    store = PostgresStore(url)
-    await store.open()
-    await store.migrate()
-    batches = [
-        [NewJob(kind="bench.noop", args={"n": b * BATCH + i}, queue="bench")
-         for i in range(BATCH)]
-        for b in range(JOBS // BATCH)
-    ]
-    await store.job_insert_many(batches[0])  # warm-up: pool, prepared statements
-    rates = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        for batch in batches:
-            await store.job_insert_many(batch)
-        rates.append(JOBS / (time.perf_counter() - started))
-    await store.close()
-    return rates
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class Timer:
+    """Wall time and this process's CPU time over a block, per job."""
+
+    def __init__(self, op: str, batch: int, jobs: int) -> None:
+        self.op, self.batch, self.jobs = op, batch, jobs
+
+    def __enter__(self) -> Timer:
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self.wall
+        cpu = time.process_time() - self.cpu
+        print(json.dumps({"op": self.op, "batch": self.batch, "jobs_per_s": self.jobs / wall,
+                          "cpu_us_per_job": cpu / self.jobs * 1e6}), flush=True)
+
+
+# ------------------------------------------------------------------- kiln (a worker)
+def _tracer_provider() -> Any:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    return provider
+
+
+def kiln_worker(url: str, single: int, jobs: int, otel: bool) -> None:
+    app = kiln.App(url)
+    app.register(KIND, lambda job: None, queue="bench")
+    app.migrate()
+    if otel:
+        import kilnotel
+
+        meters, _registry = kilnotel.prometheus_provider()
+        kilnotel.observe_app(app, meters, _tracer_provider())
+    args = [{"n": i} for i in range(max(single, jobs))]
+    for i in range(10):
+        app.enqueue(KIND, {"n": -i})  # warm-up: connection, prepared statement
+    with Timer("enqueue", 1, single):
+        for a in args[:single]:
+            app.enqueue(KIND, a)
+    for size in BATCHES:
+        app.enqueue_many([(KIND, a) for a in args[:size]])  # warm-up of this size
+        with Timer("enqueue_many", size, jobs):
+            for chunk in chunks(args[:jobs], size):
+                app.enqueue_many([(KIND, a) for a in chunk])
+
+    async def async_ops() -> None:
+        for i in range(10):
+            await app.aenqueue(KIND, {"n": -i})
+        with Timer("aenqueue", 1, single):
+            for a in args[:single]:
+                await app.aenqueue(KIND, a)
+        for size in BATCHES:
+            await app.aenqueue_many([(KIND, a) for a in args[:size]])
+            with Timer("aenqueue_many", size, jobs):
+                for chunk in chunks(args[:jobs], size):
+                    await app.aenqueue_many([(KIND, a) for a in chunk])
+        await app.aclose()
+
+    asyncio.run(async_ops())
+    app.close()
+
+
+# ---------------------------------------------- the SQLite limit: a plain executemany
+SQLITE_INSERT = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
+    " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states)"
+    " VALUES (?, ?, 'available', ?, '{}', 0, ?, 25, NULL, NULL, ?, NULL, NULL, 0)"
+)
+
+
+def sqlite_worker(url: str, single: int, jobs: int) -> None:
+    from kiln.stores.sqlite._store import connect
+
+    kiln.App(url).migrate()  # kiln's schema and indexes
+    conn = connect(url.removeprefix("sqlite:///"))  # kiln's pragmas
+    args = [{"n": i} for i in range(max(single, jobs))]
+
+    def insert_one(a: dict[str, Any]) -> None:
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(SQLITE_INSERT, ("bench", KIND, json.dumps(a), now, now))
+        conn.execute("COMMIT")
+
+    def insert_many(chunk: list[dict[str, Any]]) -> None:
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(SQLITE_INSERT, [("bench", KIND, json.dumps(a), now, now) for a in chunk])
+        conn.execute("COMMIT")
+
+    for i in range(10):
+        insert_one({"n": -i})
+    with Timer("enqueue", 1, single):
+        for a in args[:single]:
+            insert_one(a)
+    for size in BATCHES:
+        insert_many(args[:size])
+        with Timer("enqueue_many", size, jobs):
+            for chunk in chunks(args[:jobs], size):
+                insert_many(chunk)
+    conn.close()
 
 
 SINGLE = 2_000
@@ -75,6 +188,8 @@ SINGLE = 2_000
 
 async def bench_producers(url: str, rounds: int) -> dict[str, list[float]]:
     """Single enqueues per second: local declaration, published one, the bare store."""
+    from kiln.stores.postgres import PostgresStore
+
     store = PostgresStore(url)
     await store.open()
     await store.migrate()
@@ -127,80 +242,342 @@ def report_producers(rates: dict[str, list[float]]) -> None:
                                  for name, m in medians.items() if name != "store"}}))
 
 
-PGQUEUER = """
-import asyncio, json, sys, time
+# ------------------------------------------------------------------------- the peers
+# Run by --peers-python with: url, single, jobs, then the batch sizes. They print the
+# same lines as Timer does (the snippet below is prepended to each).
+TIMER = '''
+import json, time
+class Timer:
+    def __init__(self, op, batch, jobs):
+        self.op, self.batch, self.jobs = op, batch, jobs
+    def __enter__(self):
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+    def __exit__(self, *exc):
+        wall = time.perf_counter() - self.wall
+        cpu = time.process_time() - self.cpu
+        print(json.dumps({"op": self.op, "batch": self.batch, "jobs_per_s": self.jobs / wall,
+                          "cpu_us_per_job": cpu / self.jobs * 1e6}), flush=True)
+def chunks(items, size):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+'''
+
+PGQUEUER = TIMER + '''
+import asyncio, sys
 import psycopg
-from pgqueuer.db import PsycopgDriver
-from pgqueuer.queries import Queries
+from pgqueuer.db import PsycopgDriver, SyncPsycopgDriver
+from pgqueuer.queries import Queries, SyncQueries
 
-async def main(url, rounds, jobs, batch):
+url, single, jobs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+batches = [int(b) for b in sys.argv[4:]]
+args = [{"n": i} for i in range(max(single, jobs))]
+K = "bench.noop"
+
+def sync_ops():
+    conn = psycopg.connect(url, autocommit=True)
+    q = SyncQueries(SyncPsycopgDriver(conn))
+    for i in range(10):
+        q.enqueue(K, json.dumps({"n": -i}).encode(), 0)
+    with Timer("enqueue", 1, single):
+        for a in args[:single]:
+            q.enqueue(K, json.dumps(a).encode(), 0)
+    for size in batches:
+        q.enqueue([K] * size, [json.dumps(a).encode() for a in args[:size]], [0] * size)
+        with Timer("enqueue_many", size, jobs):
+            for c in chunks(args[:jobs], size):
+                q.enqueue([K] * len(c), [json.dumps(a).encode() for a in c], [0] * len(c))
+    conn.close()
+
+async def async_ops():
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-    queries = Queries(PsycopgDriver(conn))
-    await queries.install()
-    names = ["bench.noop"] * batch
-    prios = [0] * batch
-    payloads = [[json.dumps({"n": b * batch + i}).encode() for i in range(batch)]
-                for b in range(jobs // batch)]
-    await queries.enqueue(names, payloads[0], prios)
-    rates = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for p in payloads:
-            await queries.enqueue(names, p, prios)
-        rates.append(jobs / (time.perf_counter() - t0))
-    print(json.dumps(rates))
+    q = Queries(PsycopgDriver(conn))
+    for i in range(10):
+        await q.enqueue(K, json.dumps({"n": -i}).encode(), 0)
+    with Timer("aenqueue", 1, single):
+        for a in args[:single]:
+            await q.enqueue(K, json.dumps(a).encode(), 0)
+    for size in batches:
+        await q.enqueue([K] * size, [json.dumps(a).encode() for a in args[:size]], [0] * size)
+        with Timer("aenqueue_many", size, jobs):
+            for c in chunks(args[:jobs], size):
+                await q.enqueue([K] * len(c), [json.dumps(a).encode() for a in c], [0] * len(c))
+    await conn.close()
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])))
-"""
+async def install():
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    await Queries(PsycopgDriver(conn)).install()
+    await conn.close()
 
-PROCRASTINATE = """
-import asyncio, json, sys, time
+asyncio.run(install())
+sync_ops()
+asyncio.run(async_ops())
+'''
+
+PROCRASTINATE = TIMER + '''
+import asyncio, sys
 import procrastinate
 
-async def main(url, rounds, jobs, batch):
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+url, single, jobs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+batches = [int(b) for b in sys.argv[4:]]
+args = [{"n": i} for i in range(max(single, jobs))]
+app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
 
-    @app.task(name="bench.noop", queue="bench")
-    def noop(n: int) -> None: ...
+@app.task(name="bench.noop", queue="bench")
+def noop(n: int) -> None: ...
 
+def sync_ops():
+    with app.open():
+        for i in range(10):
+            noop.defer(n=-i)
+        with Timer("enqueue", 1, single):
+            for a in args[:single]:
+                noop.defer(**a)
+        for size in batches:
+            noop.batch_defer(*args[:size])
+            with Timer("enqueue_many", size, jobs):
+                for c in chunks(args[:jobs], size):
+                    noop.batch_defer(*c)
+
+async def async_ops():
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
-        batches = [[noop.configure() for _ in range(batch)] for _ in range(jobs // batch)]
-        args = [[{"n": b * batch + i} for i in range(batch)] for b in range(jobs // batch)]
-        async def one(b):
-            await noop.batch_defer_async(*args[b])
-        await one(0)
-        rates = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            for b in range(jobs // batch):
-                await one(b)
-            rates.append(jobs / (time.perf_counter() - t0))
-    print(json.dumps(rates))
+        for i in range(10):
+            await noop.defer_async(n=-i)
+        with Timer("aenqueue", 1, single):
+            for a in args[:single]:
+                await noop.defer_async(**a)
+        for size in batches:
+            await noop.batch_defer_async(*args[:size])
+            with Timer("aenqueue_many", size, jobs):
+                for c in chunks(args[:jobs], size):
+                    await noop.batch_defer_async(*c)
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])))
-"""
+asyncio.run(async_ops())
+sync_ops()
+'''
 
 
-def bench_peer(python: str, script: str, url: str, rounds: int) -> list[float] | str:
-    done = subprocess.run(
-        [python, "-c", textwrap.dedent(script), url, str(rounds), str(JOBS), str(BATCH)],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
+# ---------------------------------------------------- where the time goes (PostgreSQL)
+def stages(url: str, reps: int) -> None:
+    """Per job, for batches of 1,000 through ``app.aenqueue_many``: each step timed on
+    its own (medians of ``reps``), and the server's execution of the insert from
+    EXPLAIN ANALYZE, with and without its NOTIFY part."""
+    import psycopg
+
+    from kiln._batch import build_all
+    from kiln._client import check_names
+    from kiln.stores.postgres import _jobs
+
+    app = kiln.App(url)
+    app.register(KIND, lambda job: None, queue="bench")
+    app.migrate()
+    items = [(KIND, {"n": i}) for i in range(1_000)]
+    us: dict[str, list[float]] = {}
+
+    def clock(name: str, started: float) -> None:
+        us.setdefault(name, []).append((time.perf_counter() - started) / len(items) * 1e6)
+
+    async def run() -> None:
+        client = app.client()
+        await app.aenqueue_many(items)
+        for _ in range(reps):
+            started = time.perf_counter()
+            await app.aenqueue_many(items)
+            clock("whole aenqueue_many", started)
+            started = time.perf_counter()
+            jobs = build_all(client, items)
+            clock("validate, resolve options, encode args (build_all)", started)
+            started = time.perf_counter()
+            check_names(jobs)
+            clock("check names (once per kind and queue)", started)
+            started = time.perf_counter()
+            _jobs._compact(_jobs._columns(jobs))
+            clock("build the statement's columns", started)
+            started = time.perf_counter()
+            await client.store.job_insert_many(jobs)
+            clock("store insert: columns, send, execute, commit, ids", started)
+        await app.aclose()
+
+    asyncio.run(run())
+    jobs = build_all(app.sync_client(), items)
+    params = _jobs._compact(_jobs._columns(jobs))
+    quiet = _jobs.INSERT_FAST[:_jobs.INSERT_FAST.index(", kiln_notify")] + " SELECT id FROM ins"
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, sql in (("server: execute the insert (EXPLAIN ANALYZE)", _jobs.INSERT_FAST),
+                          ("server: the same without its NOTIFY part", quiet)):
+            for _ in range(reps):
+                conn.execute("BEGIN")
+                plan = conn.execute(f"EXPLAIN (ANALYZE, TIMING off) {sql}", params).fetchall()
+                conn.execute("ROLLBACK")
+                ms = float(plan[-1][0].split()[2])
+                us.setdefault(name, []).append(ms * 1e3 / len(items))
+        for _ in range(reps):
+            conn.execute("BEGIN")
+            conn.execute(_jobs.INSERT_FAST, params)
+            started = time.perf_counter()
+            conn.execute("COMMIT")
+            clock("commit (a round trip and the WAL flush)", started)
+    app.close()
+    for name, values in us.items():
+        print(json.dumps({"stage": name, "us_per_job": round(statistics.median(values), 2),
+                          "batch": len(items)}))
+
+
+# ------------------------------------------------------------------------------ runs
+def store_of(url: str) -> str:
+    scheme = urlsplit(url).scheme.split("+")[0]
+    return {"postgresql": "postgres", "postgres": "postgres", "sqlite": "sqlite",
+            "mysql": "mysql", "mariadb": "mysql"}[scheme]
+
+
+def fresh(url: str, name: str, tmp: Path) -> str:
+    """A fresh, empty database ``name`` beside the one ``url`` names."""
+    store = store_of(url)
+    if store == "sqlite":
+        path = tmp / f"{name}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return f"sqlite:///{path}"
+    if store == "postgres":
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
+        return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+    import pymysql
+
+    p = urlsplit(url)
+    conn = pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or "root",
+                           password=p.password or "", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+            cur.execute(f"CREATE DATABASE {name}")
+    finally:
+        conn.close()
+    return urlunsplit(p._replace(path=f"/{name}"))
+
+
+def drop(url: str) -> None:
+    store = store_of(url)
+    if store == "postgres":
+        import psycopg
+
+        base = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {urlsplit(url).path[1:]} WITH (FORCE)")
+    elif store == "mysql":
+        import pymysql
+
+        p = urlsplit(url)
+        conn = pymysql.connect(host=p.hostname, port=p.port or 3306,
+                               user=p.username or "root", password=p.password or "")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {p.path[1:]}")
+        finally:
+            conn.close()
+
+
+SINGLE_N = 1_000
+JOBS_N = 20_000
+PEERS = {"pgqueuer": PGQUEUER, "procrastinate": PROCRASTINATE}
+
+
+def systems(store: str, peers_python: str, baseline: str | None) -> list[str]:
+    names = ["kiln", "kiln_otel", *(["kiln_baseline"] if baseline else [])]
+    if store == "sqlite":
+        names.append("sqlite_executemany")
+    if store == "postgres":
+        if Path(peers_python).exists():
+            names.extend(PEERS)
+        else:
+            print(json.dumps({"peers": f"skipped: {peers_python} not found"}), file=sys.stderr)
+    return names
+
+
+def command(name: str, url: str, peers_python: str, single: int, jobs: int) -> list[str]:
+    """The command line of one run of ``name`` on its fresh database ``url``."""
+    if name in PEERS:
+        return [peers_python, "-c", textwrap.dedent(PEERS[name]), url, str(single),
+                str(jobs), *(str(b) for b in BATCHES)]
+    worker = {"sqlite_executemany": "sqlite", "kiln_baseline": "kiln"}.get(name, name)
+    return [sys.executable, __file__, "--worker", worker, url, "--single", str(single),
+            "--jobs", str(jobs)]
+
+
+Results = dict[tuple[str, int], list[dict[str, float]]]  # (op, batch) -> one per round
+
+
+def run_one(
+    cmd: list[str], baseline: str | None = None
+) -> dict[tuple[str, int], dict[str, float]] | str:
+    """Run one system's process; ``baseline``: import kiln from that checkout instead."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": f"{baseline}:{root}" if baseline else root}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
+                          env=env)
     if done.returncode != 0:
-        return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
-    rates: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return rates
+        lines = done.stderr.strip().splitlines()
+        return lines[-1] if lines else f"exit {done.returncode}"
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            out[(row["op"], row["batch"])] = row
+    return out
 
 
-def report(system: str, rates: list[float] | str) -> float | None:
-    if isinstance(rates, str):
-        print(json.dumps({"system": system, "error": rates}))
-        return None
-    median = statistics.median(rates)
-    print(json.dumps({"system": system, "jobs_per_s": round(median), "jobs": JOBS,
-                      "batch": BATCH, "runs": [round(r) for r in rates]}))
-    return median
+def main_runs(
+    url: str, rounds: int, peers_python: str, single: int, jobs: int, baseline: str | None
+) -> None:
+    store = store_of(url)
+    names = systems(store, peers_python, baseline)
+    results: dict[str, Results] = {name: {} for name in names}
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _round in range(rounds):
+            for name in names:
+                if name in errors:
+                    continue
+                db = fresh(url, f"kiln_bench_enq_{name}", Path(tmp))
+                try:
+                    got = run_one(command(name, db, peers_python, single, jobs),
+                                  baseline if name == "kiln_baseline" else None)
+                finally:
+                    drop(db)
+                if isinstance(got, str):
+                    errors[name] = got
+                    continue
+                for key, row in got.items():
+                    results[name].setdefault(key, []).append(row)
+    report(store, results, errors)
+
+
+def report(store: str, results: dict[str, Results], errors: dict[str, str]) -> None:
+    for name, error in errors.items():
+        print(json.dumps({"system": name, "store": store, "error": error}))
+    for name, by_op in results.items():
+        for (op, batch), runs in sorted(by_op.items()):
+            print(json.dumps({
+                "system": name, "store": store, "op": op, "batch": batch,
+                "jobs_per_s": round(statistics.median(r["jobs_per_s"] for r in runs)),
+                "cpu_us_per_job": round(statistics.median(r["cpu_us_per_job"] for r in runs), 1),
+                "runs": [round(r["jobs_per_s"]) for r in runs],
+            }))
+    kiln_runs = results.get("kiln", {})
+    for peer, by_op in results.items():
+        if peer == "kiln" or not by_op:
+            continue
+        ratios = {}
+        for key, runs in sorted(by_op.items()):
+            ours = kiln_runs.get(key, [])
+            per_run = [k["jobs_per_s"] / p["jobs_per_s"] for k, p in zip(ours, runs, strict=False)]
+            if per_run:
+                ratios[f"{key[0]}/{key[1]}"] = {"median": round(statistics.median(per_run), 2),
+                                               "runs": [round(r, 2) for r in per_run]}
+        print(json.dumps({"ratios": f"kiln/{peer}", "store": store, **ratios}))
 
 
 def main() -> None:
@@ -208,28 +585,39 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get(
         "KILN_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--peers-python", default="/tmp/peers/bin/python")
+    parser.add_argument("--single", type=int, default=SINGLE_N,
+                        help="jobs enqueued one at a time, per operation and run")
+    parser.add_argument("--jobs", type=int, default=JOBS_N,
+                        help="jobs enqueued in batches, per batch size and run")
+    parser.add_argument("--peers-python", default="/tmp/kiln-peers/bin/python")
     parser.add_argument("--producers", action="store_true",
                         help="measure the cost of resolving declarations instead")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="another kiln checkout (e.g. `git archive main`, unpacked),"
+                        " measured in the same run as kiln_baseline")
+    parser.add_argument("--stages", action="store_true",
+                        help="PostgreSQL: time each step of aenqueue_many per job instead")
+    parser.add_argument("--worker", nargs=2, metavar=("SYSTEM", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        system, url = args.worker
+        if system == "sqlite":
+            sqlite_worker(url, args.single, args.jobs)
+        else:
+            kiln_worker(url, args.single, args.jobs, otel=system == "kiln_otel")
+        return
+    if args.stages:
+        db = fresh(args.url, "kiln_bench_stages", Path(tempfile.gettempdir()))
+        try:
+            stages(db, max(args.rounds, 5))
+        finally:
+            drop(db)
+        return
     if args.producers:
-        url = database_url(args.url, "kiln_bench_producers")
+        url = fresh(args.url, "kiln_bench_producers", Path(tempfile.gettempdir()))
         report_producers(asyncio.run(bench_producers(url, args.rounds)))
         return
-    results: dict[str, float | None] = {}
-    results["kiln"] = report(
-        "kiln", asyncio.run(bench_kiln(database_url(args.url, "kiln_bench_kiln"), args.rounds))
-    )
-    if Path(args.peers_python).exists():
-        for name, script in (("pgqueuer", PGQUEUER), ("procrastinate", PROCRASTINATE)):
-            url = database_url(args.url, f"kiln_bench_{name}")
-            results[name] = report(name, bench_peer(args.peers_python, script, url, args.rounds))
-    else:
-        print(json.dumps({"peers": f"skipped: {args.peers_python} not found"}), file=sys.stderr)
-    kiln = results["kiln"]
-    ratios = {f"kiln/{name}": round(kiln / rate, 2)
-              for name, rate in results.items() if name != "kiln" and rate and kiln}
-    print(json.dumps({"ratios": ratios}))
+    main_runs(args.url, args.rounds, args.peers_python, args.single, args.jobs, args.baseline)
 
 
 if __name__ == "__main__":

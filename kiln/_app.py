@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from kiln._batch import build_all
 from kiln._bus import Bus
 from kiln._catalog import KindCatalog
 from kiln._client import Client, EnqueueHook
@@ -22,7 +23,7 @@ from kiln._cron import Recurring
 from kiln._errors import ConfigError
 from kiln._events import EventHub
 from kiln._executor import Middleware
-from kiln._job import EnqueueResult, NewJob
+from kiln._job import EnqueueResult
 from kiln._kinds import Handler, Kind, make_kind
 from kiln._portal import Portal
 from kiln._server import Server
@@ -128,7 +129,7 @@ class App:
     ) -> list[EnqueueResult]:
         client = self.sync_client()
         client.catalog.ensure_sync(item[0] for item in jobs)
-        return client.insert_many_sync(_build_all(client, jobs), conn)
+        return client.insert_many_sync(build_all(client, jobs), conn)
 
     async def aenqueue(
         self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
@@ -140,7 +141,7 @@ class App:
     ) -> list[EnqueueResult]:
         client = self.client()
         await client.catalog.ensure(item[0] for item in jobs)
-        return await client.insert_many(_build_all(client, jobs), conn)
+        return await client.insert_many(build_all(client, jobs), conn)
 
     # schema ------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -190,12 +191,3 @@ class App:
             self.new_store(), self.kinds, queues, config, bus=self.bus,
             middleware=self.middleware, recurring=self.recurring, events=events,
         )
-
-
-def _build_all(client: Client, jobs: Sequence[tuple[Any, ...]]) -> list[NewJob]:
-    """(kind, args) or (kind, args, options) tuples, validated into NewJobs."""
-    built = []
-    for item in jobs:
-        options = dict(item[2]) if len(item) > 2 else {}
-        built.append(client.build(item[0], item[1], **options))
-    return built

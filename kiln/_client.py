@@ -15,6 +15,7 @@ from typing import Any
 
 from kiln import _queues
 from kiln import _validate as v
+from kiln._batch import encode_args
 from kiln._bus import CANCEL_PAYLOAD, Bus
 from kiln._cancelling import CancelResult, check_one, not_cancellable
 from kiln._catalog import KindCatalog
@@ -65,7 +66,7 @@ def build_job(
     spec = known.get(kind) if known else declared
     if known and spec is None:
         raise UnknownKindError(kind)
-    v.check_json("args", args)
+    args_json = encode_args(args)  # the check, and the text the store sends
     queue = options.get("queue", spec.queue if spec else "default")
     v.check_name("queue", queue)
     metadata = dict(options.get("metadata") or {})
@@ -89,7 +90,7 @@ def build_job(
     unique = options.get("unique", spec.unique if spec else None)
     # tags given here replace the kind's, as every other option does
     tags = check_tags(options["tags"]) if "tags" in options else spec.tags if spec else ()
-    return _with_unique(unique, NewJob(
+    job = _with_unique(unique, NewJob(
         kind=kind,
         args=args,
         queue=queue,
@@ -107,6 +108,8 @@ def build_job(
         depends_on=depends_on,
         tags=tags,
     ))
+    job.args_json = args_json
+    return job
 
 
 def _with_unique(unique: Any, job: NewJob) -> NewJob:
@@ -124,19 +127,30 @@ def _with_unique(unique: Any, job: NewJob) -> NewJob:
 
 def _results(ids: Sequence[int]) -> list[EnqueueResult]:
     """The store's ids as EnqueueResults (unique jobs come back as such already)."""
-    return [i if isinstance(i, EnqueueResult) else EnqueueResult(i) for i in ids]
+    new = int.__new__  # an inserted job's result: no per-result attribute to set
+    return [i if i.__class__ is EnqueueResult else new(EnqueueResult, i) for i in ids]
 
 
 def check_names(jobs: Sequence[NewJob]) -> None:
     """The names of jobs built without ``build_job`` (a NewJob made by hand) follow the
     same rule, so no producer can store a name the others would refuse."""
+    for kind, queue, rate_key in {(job.kind, job.queue, job.rate_key) for job in jobs}:
+        v.check_name("kind", kind)
+        v.check_name("queue", queue)
+        if rate_key is not None:
+            v.check_name("rate_key", rate_key)
     for job in jobs:
-        v.check_name("kind", job.kind)
-        v.check_name("queue", job.queue)
-        if job.rate_key is not None:
-            v.check_name("rate_key", job.rate_key)
         if job.tags:
             job.tags = check_tags(job.tags)
+
+
+def _keep_encoded(hooks: Sequence[EnqueueHook], jobs: Sequence[NewJob]) -> None:
+    """A hook may change a job's args: then the text encoded at build is stale. Hooks
+    that only touch metadata (kilnotel's) say so with ``keeps_args = True``."""
+    if all(getattr(hook, "keeps_args", False) for hook in hooks):
+        return
+    for job in jobs:
+        job.args_json = None
 
 
 def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
@@ -280,6 +294,8 @@ class Client:
         if conn is not None:
             conn = await joined(conn)
         finishers = self._before(jobs) if self._hooks else []
+        if self._hooks:
+            _keep_encoded(self._hooks, jobs)
         try:
             ids = _results(await self.store.job_insert_many(jobs, conn))
         except BaseException as exc:
@@ -295,6 +311,8 @@ class Client:
         if conn is not None:
             conn = joined_sync(conn)
         finishers = self._before(jobs) if self._hooks else []
+        if self._hooks:
+            _keep_encoded(self._hooks, jobs)
         try:
             ids = _results(self.store.job_insert_many_sync(jobs, conn))
         except BaseException as exc:

@@ -131,6 +131,9 @@ class NewJob:
     unique_states: int = 0
     unique_period: float | None = None
     tags: tuple[str, ...] = ()  # checked by kiln._tags; stored and indexed
+    # args as JSON text, when enqueue_many already encoded them (kiln._batch); the
+    # stores send it as is. Set only by kiln; None: the store encodes ``args``.
+    args_json: str | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 # one bit per state, as the stores' unique indexes test them (migration 0004)
@@ -142,11 +145,12 @@ class EnqueueResult(int):
     this enqueue inserted it: ``inserted`` is False when a unique job already existed,
     and the id is then the existing job's."""
 
-    inserted: bool
+    inserted: bool = True  # class default: a plain insert sets nothing per result
 
     def __new__(cls, job_id: int, inserted: bool = True) -> EnqueueResult:
         result = super().__new__(cls, job_id)
-        result.inserted = inserted
+        if not inserted:
+            result.inserted = False
         return result
 
     @property

@@ -50,6 +50,7 @@ class EnqueueHook:
     """A Client enqueue hook: ``hook(job)`` for one job, ``hook.batch(jobs)`` for many."""
 
     __slots__ = ("_tracing",)
+    keeps_args = True  # it writes the trace context into metadata only
 
     def __init__(self, tracing: Tracing) -> None:
         self._tracing = tracing

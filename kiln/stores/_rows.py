@@ -21,6 +21,12 @@ def dumps(value: Any) -> str:
     return _ENCODER.encode(value)  # one encoder: json.dumps builds one per call
 
 
+def args_text(job: NewJob) -> str:
+    """The job's args as JSON text: encoded once at enqueue (``args_json``) or now."""
+    text = job.args_json
+    return dumps(job.args) if text is None else text
+
+
 def loads(value: Any) -> Any:
     if value is None:
         return None

@@ -35,6 +35,7 @@ from kiln.stores._rows import (
     RESCUE_ADD,
     RESCUE_KEEP,
     UniqueSplit,
+    args_text,
     attempt_delta,
     dumps,
     errors_from,
@@ -104,7 +105,7 @@ def _values(job: NewJob, unmet: bool) -> list[Any]:
     run_at = None if job.run_at is None else to_db(job.run_at)
     delay = micros(max(job.delay, 0.0))
     return [
-        job.queue, job.kind, unmet, job.rate_key, run_at, delay, dumps(job.args),
+        job.queue, job.kind, unmet, job.rate_key, run_at, delay, args_text(job),
         dumps(job.metadata) if job.metadata else "{}", job.priority, run_at, delay,
         job.max_attempts, job.timeout, None if job.backoff is None else dumps(job.backoff),
         job.rate_key, dumps(list(job.tags)) if job.tags else None,

@@ -39,21 +39,31 @@ def _row(job: NewJob) -> list[Any]:
             job.unique_states]
 
 
+def _plain_row(job: NewJob) -> list[Any]:
+    """_row for a key without a period: the key itself, no expression to send."""
+    return [*_values(job, False), job.unique_key, job.unique_states]
+
+
 def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
     """Insert unique ``jobs`` (distinct keys); results in input order."""
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     pre = [rate_limit_stmt(limits)] if limits else []
-    values = _VALUES[:-1] + f", {_KEY}, %s)"
     head = _INSERT.replace(") VALUES ", ", unique_key, unique_states) VALUES ")
+    if all(j.unique_period is None for j in jobs):  # the common case: keys sent as they are
+        values, key = _VALUES[:-1] + ", %s, %s)", "%s"
+        rows = [p for j in jobs for p in _plain_row(j)]
+        keys: list[Any] = [j.unique_key for j in jobs]
+    else:
+        values, key = _VALUES[:-1] + f", {_KEY}, %s)", _KEY
+        rows = [p for j in jobs for p in _row(j)]
+        keys = [p for j in jobs for p in (j.unique_key, j.unique_period, j.unique_period)]
     out = yield Step((
         *pre,
         Stmt("SET @kiln_dups = ''"),
-        Stmt(head + ", ".join([values] * len(jobs)) + NOTE_DUPLICATE,
-             [p for j in jobs for p in _row(j)]),
+        Stmt(head + ", ".join([values] * len(jobs)) + NOTE_DUPLICATE, rows),
         Stmt("SELECT @kiln_dups"),
         Stmt(f"SELECT id, unique_active FROM kiln_jobs WHERE unique_active IN"
-             f" ({', '.join([_KEY] * len(jobs))})",
-             [p for j in jobs for p in (j.unique_key, j.unique_period, j.unique_period)]),
+             f" ({', '.join([key] * len(jobs))})", keys),
     ), begin=True, last=True)
     duplicates = {int(x) for x in str(out[-2].rows[0][0] or "").split(",") if x}
     holders = {str(key).split("@")[0]: int(job_id) for job_id, key in out[-1].rows}

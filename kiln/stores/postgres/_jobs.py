@@ -33,6 +33,7 @@ from kiln._job import (
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     UniqueSplit,
+    args_text,
     attempt_delta,
     dumps,
     epoch,
@@ -158,7 +159,9 @@ def _compact(cols: list[list[Any]]) -> list[Any]:
     arrays: list[Any] = []
     for (name, _), col in zip(_INSERT_COLS, cols, strict=False):
         first = col[0]
-        if name != "a" and all(v == first and type(v) is type(first) for v in col):
+        # count() compares in C; each column holds one type (see _columns), but for
+        # None, which count tells apart from every value
+        if name != "a" and col.count(first) == len(col):
             scalars.append(first)
             arrays.append([])
         else:
@@ -195,21 +198,38 @@ RATE_LIMIT_DECLARE = (
 
 
 def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
-    cols: list[list[Any]] = [[] for _ in range(11)]
-    q, k, a, m, p, ra, d, ma, tmo, b, rk = cols
+    """The insert's columns, one list each; every value of a column has one type (or
+    is None), so _compact can compare them without a type check."""
+    return [
+        [j.queue for j in jobs],
+        [j.kind for j in jobs],
+        [args_text(j) for j in jobs],
+        _metadata_texts(jobs),
+        [int(j.priority) for j in jobs],
+        [None if j.run_at is None else epoch(j.run_at) for j in jobs],
+        [float(j.delay) if j.delay > 0 else 0.0 for j in jobs],
+        [int(j.max_attempts) for j in jobs],
+        [None if j.timeout is None else float(j.timeout) for j in jobs],
+        [None if j.backoff is None else dumps(j.backoff) for j in jobs],
+        [j.rate_key for j in jobs],
+    ]
+
+
+def _metadata_texts(jobs: Sequence[NewJob]) -> list[str]:
+    """Each job's metadata as JSON text, encoded once per run of equal values: a batch's
+    jobs mostly share theirs (none, or one trace context for the whole batch)."""
+    texts: list[str] = []
+    last: dict[str, Any] | None = None
+    text = "{}"
     for job in jobs:
-        q.append(job.queue)
-        k.append(job.kind)
-        a.append(dumps(job.args))
-        m.append(dumps(job.metadata) if job.metadata else "{}")
-        p.append(job.priority)
-        ra.append(None if job.run_at is None else epoch(job.run_at))
-        d.append(float(max(job.delay, 0.0)))
-        ma.append(job.max_attempts)
-        tmo.append(None if job.timeout is None else float(job.timeout))
-        b.append(None if job.backoff is None else dumps(job.backoff))
-        rk.append(job.rate_key)
-    return cols
+        metadata = job.metadata
+        if not metadata:
+            texts.append("{}")
+            continue
+        if metadata != last:
+            text, last = dumps(metadata), metadata
+        texts.append(text)
+    return texts
 
 
 def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:

@@ -1,11 +1,16 @@
 """PostgreSQL: inserting unique jobs (kiln.Unique) against the partial unique index.
 
-One statement inserts a batch with ON CONFLICT DO NOTHING and, for every job it did
-not insert, reads the id of the job that holds the key: a batch costs one round trip
-whatever its duplicates. A duplicate committed after the statement's snapshot was
-taken is skipped by the insert but invisible to its read: those few are looked up
-again (or inserted, if that job left its counted states meanwhile) in a next round.
-Owns these statements only; the batch arrives deduplicated by key (see _rows).
+One statement inserts a batch with ON CONFLICT DO NOTHING, returns the id and key of
+every job it inserted and, only when it did not insert them all, the id and key of
+the jobs that hold the others' keys: a batch costs one round trip whatever its
+duplicates, and the results are placed by key here (no join or sort in the
+statement). The holders are read with the statement's snapshot, which does not see
+the rows it inserts itself, so what it finds holds a key we did not take. A duplicate
+committed after that snapshot was taken is skipped by the insert but invisible to the
+read: those few are looked up again (or inserted, if that job left its counted states
+meanwhile) in a next round. Columns whose value every job of the batch shares are sent
+once, as the plain insert does. Owns these statements only; the batch arrives
+deduplicated by key (see _rows).
 """
 
 from __future__ import annotations
@@ -15,53 +20,71 @@ from typing import Any
 
 from kiln._errors import StoreError
 from kiln._job import EnqueueResult, NewJob
-from kiln.stores._rows import dumps, epoch
-from kiln.stores.postgres._jobs import holds_key, notify_from, rate_limit_stmt, text_array
+from kiln.stores.postgres._jobs import (
+    _INSERT_COLS,
+    _columns,
+    holds_key,
+    notify_from,
+    rate_limit_stmt,
+    text_array,
+)
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt
 
 COUNTED = holds_key("kiln_jobs")  # the predicate of kiln_jobs_unique, for ON CONFLICT
-_COLS = (
-    ("q", "text"), ("k", "text"), ("a", "text"), ("m", "text"), ("p", "int"),
-    ("ra", "float8"), ("d", "float8"), ("ma", "int"), ("tmo", "float8"), ("b", "text"),
-    ("rk", "text"), ("uk", "text"), ("us", "int"), ("per", "float8"), ("tg", "text"),
+_COLS = (*_INSERT_COLS, ("uk", "text"), ("us", "int"), ("per", "float8"), ("tg", "text"))
+_RAW = frozenset({"a", "uk"})  # always one value per job
+# the stored key: the job's, plus the bucket of the database clock for a period
+_KEY = (
+    "CASE WHEN {per} IS NULL THEN {uk}"
+    " ELSE {uk} || '@' || floor(extract(epoch FROM now()) / {per})::bigint END"
+)
+_PICKED = ", ".join(
+    f"u.{n}" if n in _RAW else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in _COLS
 )
 INSERT_UNIQUE = (
-    "WITH t AS (SELECT u.*,"
-    " coalesce(to_timestamp(u.ra), now() + u.d * interval '1 second') AS r,"
-    " CASE WHEN u.per IS NULL THEN u.uk"
-    " ELSE u.uk || '@' || floor(extract(epoch FROM now()) / u.per)::bigint END AS key"
-    f" FROM unnest({', '.join(f'%b::{t}[]' for _, t in _COLS)}) WITH ORDINALITY"
-    f" AS u({', '.join(n for n, _ in _COLS)}, ord)),"
-    " ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
+    "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
     " max_attempts, timeout, backoff, rate_key, unique_key, unique_states, tags)"
     " SELECT t.q, t.k, CASE WHEN t.rk IS NOT NULL THEN 'pending'"
     " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
     " t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk, t.key, t.us,"
     " coalesce(t.tg::text[], '{}')"
-    f" FROM t ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING"
+    " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second') AS r,"
+    f" {_KEY.format(per='t.per', uk='t.uk')} AS key"
+    f" FROM (SELECT {_PICKED} FROM unnest({', '.join(f'%b::{t}[]' for _, t in _COLS)})"
+    f" AS u({', '.join(n for n, _ in _COLS)})) AS t) AS t"
+    f" ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING"
     " RETURNING id, unique_key, queue, state, run_at)"
     f"{notify_from('ins')}"
-    " SELECT t.ord, ins.id, CASE WHEN ins.id IS NULL THEN (SELECT o.id FROM kiln_jobs o"
-    f" WHERE o.unique_key = t.key AND {holds_key('o')} LIMIT 1) END"
-    " FROM t LEFT JOIN ins ON ins.unique_key = t.key"
-    " WHERE (SELECT count(*) FROM kiln_notify) >= 0"
+    " SELECT id, unique_key, true FROM ins WHERE (SELECT count(*) FROM kiln_notify) >= 0"
+    " UNION ALL SELECT o.id, o.unique_key, false FROM kiln_jobs o"
+    " WHERE (SELECT count(*) FROM ins) < %b::int AND o.unique_key IN ("
+    f"SELECT {_KEY.format(per='x.per', uk='x.uk')}"
+    " FROM unnest(%b::text[], %b::float8[]) AS x(uk, per))"
+    f" AND {holds_key('o')}"
 )
 ROUNDS = 5  # a key whose holder keeps finishing between our insert and read: give up
 
 
-def _params(jobs: Sequence[NewJob]) -> list[list[Any]]:
-    cols: list[list[Any]] = [[] for _ in _COLS]
-    for job in jobs:
-        values = (
-            job.queue, job.kind, dumps(job.args), dumps(job.metadata) if job.metadata else "{}",
-            job.priority, None if job.run_at is None else epoch(job.run_at),
-            float(max(job.delay, 0.0)), job.max_attempts, job.timeout,
-            None if job.backoff is None else dumps(job.backoff), job.rate_key,
-            job.unique_key, job.unique_states, job.unique_period, text_array(job.tags),
-        )
-        for col, value in zip(cols, values, strict=True):
-            col.append(value)
-    return cols
+def _params(jobs: Sequence[NewJob]) -> list[Any]:
+    """The statement's parameters: a scalar per shared column, then the arrays."""
+    keys = [j.unique_key for j in jobs]
+    periods = [j.unique_period for j in jobs]
+    cols = [*_columns(jobs), keys, [j.unique_states for j in jobs], periods,
+            [text_array(j.tags) for j in jobs]]
+    scalars: list[Any] = []
+    arrays: list[Any] = []
+    for (name, _), col in zip(_COLS, cols, strict=True):
+        if name in _RAW:
+            arrays.append(col)
+            continue
+        first = col[0]
+        if col.count(first) == len(col):  # one type per column (see _jobs._columns)
+            scalars.append(first)
+            arrays.append([])
+        else:
+            scalars.append(None)
+            arrays.append(col)
+    return [*scalars, *arrays, len(jobs), keys, periods]
 
 
 def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
@@ -75,15 +98,18 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
         # later rounds: on their own (a transaction of the first is committed already)
         ins = Stmt(INSERT_UNIQUE, tuple(_params(batch)), prepare=True)
         out: list[Rows] = yield Step((*pre, ins), last=_round == 0)
+        found: dict[str, EnqueueResult] = {}
+        for job_id, stored_key, inserted in out[-1]:
+            key = stored_key.split("@", 1)[0]  # without a period's bucket
+            if inserted or key not in found:  # ours wins over a holder seen finishing
+                found[key] = EnqueueResult(job_id, inserted)
         missing = []
-        for ordinal, new_id, held_by in out[-1]:  # in any order: placed by ordinal
-            index = todo[ordinal - 1]
-            if new_id is not None:
-                results[index] = EnqueueResult(new_id, True)
-            elif held_by is not None:
-                results[index] = EnqueueResult(held_by, False)
-            else:
+        for index in todo:
+            result = found.get(jobs[index].unique_key or "")
+            if result is None:
                 missing.append(index)
+            else:
+                results[index] = result
         if not missing:
             return [r for r in results if r is not None]
         todo = missing

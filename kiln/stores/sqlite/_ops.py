@@ -27,6 +27,7 @@ from kiln._job import (
 from kiln.stores import _migrations
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
+    args_text,
     attempt_delta,
     dumps,
     epoch,
@@ -210,7 +211,101 @@ def _unmet(conn: sqlite3.Connection, deps: Sequence[int]) -> bool:
     return row is not None
 
 
+INSERT_MANY = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
+    " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states,"
+    " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+KEYS_PER_READ = 500  # bound variables per read of the keys' holders
+
+
+def _batchable(job: NewJob) -> bool:
+    return not job.depends_on and job.rate_limit is None
+
+
+def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
+    """Jobs without dependencies or rate limits to declare, plain or unique, in one
+    executemany, then one read of the unique keys' holders. The caller's transaction
+    holds the write lock from the first row to the commit and ids are AUTOINCREMENT:
+    the rows this call inserts take the ids after the highest one so far, in order, and
+    a key's holder with such an id is ours."""
+    now = time.time()
+    meta_last: dict[str, Any] | None = None
+    meta_text = "{}"
+    rows = []
+    keys: list[str | None] = []
+    for job in jobs:
+        run_at = run_at_of(job, now)
+        metadata = job.metadata
+        if metadata != meta_last:  # a batch's jobs mostly share theirs: encoded once
+            meta_text, meta_last = dumps(metadata), metadata
+        key = unique_key_at(job, now)
+        keys.append(key)
+        rows.append((
+            job.queue, job.kind, first_state(job, run_at, now, False).value, args_text(job),
+            meta_text, job.priority, run_at, job.max_attempts, job.timeout,
+            None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
+            key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
+        ))
+    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kiln_jobs'").fetchone()
+    top = conn.execute("SELECT max(id) FROM kiln_jobs").fetchone()
+    first_new = max(int(seq[0]) if seq else 0, int(top[0] or 0)) + 1
+    conn.executemany(INSERT_MANY, rows)
+    if all(key is None for key in keys):  # nothing skipped: the ids run up to the last
+        last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+        return list(range(last - len(jobs) + 1, last + 1))
+    # the new rows, in insertion order (a skipped row may still have taken an id); a
+    # unique job whose key is not the next new row's was skipped: a holder has its key
+    new_rows = conn.execute(
+        "SELECT id, unique_key FROM kiln_jobs WHERE id >= ? ORDER BY id", (first_new,)
+    ).fetchall()
+    position = 0
+    ids: list[int] = []
+    seen: dict[str, int] = {}
+    skipped: dict[int, str] = {}  # index in jobs -> key held by an older job
+    for index, key in enumerate(keys):
+        if key is not None and key in seen:  # a later job of a key this batch has
+            ids.append(EnqueueResult(seen[key], False))
+            continue
+        row = new_rows[position] if position < len(new_rows) else None
+        if row is not None and row[1] == key:
+            position += 1
+            job_id = int(row[0])
+            if key is None:
+                ids.append(job_id)
+                continue
+            seen[key] = job_id
+            ids.append(EnqueueResult(job_id, True))
+        elif key is None:  # pragma: no cover - the write lock rules it out
+            raise RuntimeError("kiln: a batch insert's ids are not the ones expected")
+        else:
+            skipped[index] = key
+            ids.append(0)  # placed below
+    if position != len(new_rows):  # pragma: no cover - as above
+        raise RuntimeError("kiln: a batch insert wrote rows it cannot account for")
+    if skipped:
+        holders = _holders(conn, sorted(set(skipped.values())))
+        for index, key in skipped.items():
+            ids[index] = EnqueueResult(holders[key], False)
+    return ids
+
+
+def _holders(conn: sqlite3.Connection, keys: list[str]) -> dict[str, int]:
+    """The id of the job that holds each key (after our insert, every key has one)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(keys), KEYS_PER_READ):
+        part = keys[start:start + KEYS_PER_READ]
+        rows = conn.execute(
+            f"SELECT unique_key, id FROM kiln_jobs WHERE unique_key IN"
+            f" ({','.join('?' * len(part))}) AND {COUNTED}", part,
+        )
+        found.update((key, int(job_id)) for key, job_id in rows)
+    return found
+
+
 def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
+    if len(jobs) > 1 and conn.in_transaction and all(_batchable(j) for j in jobs):
+        return _insert_batch(conn, jobs)
     now = time.time()
     ids: list[int] = []
     for job in jobs:
@@ -225,7 +320,7 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
             " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
-                job.queue, job.kind, state.value, dumps(job.args), dumps(job.metadata),
+                job.queue, job.kind, state.value, args_text(job), dumps(job.metadata),
                 job.priority, run_at, job.max_attempts, job.timeout,
                 None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
                 key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
