@@ -34,6 +34,9 @@ async def test_a_rare_time_range_uses_the_brin_index(pg_url: str, store: Store) 
         await store.job_insert_many(jobs[start:start + 5000])
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ANALYZE kiln_jobs")
+        options = conn.execute("SELECT reloptions FROM pg_class WHERE relname ="
+                               " 'kiln_jobs_created'").fetchone()
+        assert options is not None and "autosummarize=on" in options[0]
         stmt = list_stmt(JobFilter(created_before=datetime(2000, 1, 1, tzinfo=UTC)), 51,
                          None, None)
         plan = json.dumps(conn.execute("EXPLAIN (FORMAT JSON) " + stmt.sql,
