@@ -3,11 +3,12 @@ HTTP client that speaks to the ASGI app in-process (httpx ASGITransport)."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -15,8 +16,12 @@ from starlette.applications import Starlette
 
 from kiln import Client
 from kiln._job import AttemptError, JobResult, Outcome
-from kiln.stores import Store
+from kiln.stores import Store, store_from_url
 from kiln.web import create_app
+from tests.web.live import CHROMIUM_ARGS, LiveDashboard, chromium_or_skip
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser
 
 TOKEN = "test-token-0123456789abcdef"
 BASE_URL = "http://127.0.0.1"  # a name the dashboard answers to: it refuses other Hosts
@@ -98,3 +103,41 @@ async def fail_jobs(
     applied = await client.store.job_results_apply(results)
     assert applied.applied == n
     return ids
+
+
+# the browser tests' fixtures ------------------------------------------------------------
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Headless Chromium: Debian's package, driven by Playwright."""
+    from playwright.async_api import async_playwright
+
+    path = chromium_or_skip()
+    async with async_playwright() as p:
+        b = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+@pytest.fixture
+async def admin(store_url: str) -> AsyncIterator[Client]:
+    """A Client of its own on a migrated store, for the test to seed and check."""
+    store = store_from_url(store_url)
+    await store.open()
+    await store.migrate()
+    try:
+        yield Client(store)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def live(store_url: str, admin: Client) -> AsyncIterator[LiveDashboard]:
+    """The dashboard served by uvicorn on a free loopback port, behind TOKEN."""
+    dashboard = LiveDashboard(store_url, token=TOKEN)
+    await asyncio.to_thread(dashboard.start)
+    try:
+        yield dashboard
+    finally:
+        await asyncio.to_thread(dashboard.stop)

@@ -22,7 +22,7 @@ from playwright.async_api import Browser, Page, expect
 from kiln import Client
 from tests.web.conftest import fail_jobs
 from tests.web.live import LiveDashboard
-from tests.web.test_browser import _sign_in, admin, browser  # noqa: F401 (fixtures)
+from tests.web.test_browser import _sign_in
 
 REFRESH = 0.4  # seconds between auto-refreshes
 
@@ -49,7 +49,7 @@ def _rename_jobs_table(url: str, old: str, new: str) -> None:
 
 
 @pytest.fixture
-async def live_fast(store_url: str, admin: Client) -> AsyncIterator[LiveDashboard]:  # noqa: F811
+async def live_fast(store_url: str, admin: Client) -> AsyncIterator[LiveDashboard]:
     from tests.web.conftest import TOKEN
 
     dashboard = LiveDashboard(store_url, token=TOKEN, count_ttl=0.2, refresh_interval=REFRESH)
@@ -74,7 +74,7 @@ async def _not_live(page: Page, reason: str) -> None:
 
 
 async def test_refresh_failure_shows_a_banner(
-    browser: Browser, live_fast: LiveDashboard, admin: Client, store_url: str,  # noqa: F811
+    browser: Browser, live_fast: LiveDashboard, admin: Client, store_url: str,
 ) -> None:
     await fail_jobs(admin, 2)
     page = await browser.new_page(viewport={"width": 1100, "height": 800})

@@ -5,51 +5,16 @@ confirmation dialog, and the worker obeys."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
-from playwright.async_api import Browser, Dialog, Page, async_playwright, expect
+from playwright.async_api import Browser, Dialog, Page, expect
 
 import kiln
 from kiln import Client, JobState
-from kiln.stores import store_from_url
 from tests.web.conftest import TOKEN
-from tests.web.live import CHROMIUM_ARGS, LiveDashboard, chromium_or_skip
+from tests.web.live import LiveDashboard
 
 FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
                          dead_after=6, leader_ttl=1)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    path = chromium_or_skip()
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
-@pytest.fixture
-async def admin(store_url: str) -> AsyncIterator[Client]:
-    store = store_from_url(store_url)
-    await store.open()
-    await store.migrate()
-    try:
-        yield Client(store)
-    finally:
-        await store.close()
-
-
-@pytest.fixture
-async def live(store_url: str, admin: Client) -> AsyncIterator[LiveDashboard]:
-    dashboard = LiveDashboard(store_url, token=TOKEN)
-    await asyncio.to_thread(dashboard.start)
-    try:
-        yield dashboard
-    finally:
-        await asyncio.to_thread(dashboard.stop)
 
 
 async def _until(check: object, timeout: float = 10.0) -> None:

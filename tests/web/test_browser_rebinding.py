@@ -22,9 +22,6 @@ from playwright.async_api import Browser, Page, Route, async_playwright
 from kiln import Client
 from tests.web.conftest import fail_jobs
 from tests.web.live import CHROMIUM_ARGS, LiveDashboard, chromium_or_skip
-from tests.web.test_browser import admin
-
-__all__ = ["admin"]  # the fixture: a migrated store's Client, shared with test_browser
 
 NAMES = "MAP rebind.test 127.0.0.1, MAP evil.test 127.0.0.1"
 # the attack must reach loopback as a normal page would, not be stopped by Chromium's
