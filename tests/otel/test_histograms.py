@@ -17,7 +17,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 
 import kiln
 import kilnotel
-from kiln import ClaimQueried, JobClaimed, JobFinished, JobsAdmitted, Outcome
+from kiln import ClaimQueried, JobCancelled, JobClaimed, JobFinished, JobsAdmitted, Outcome
 from kiln._job import JobRow, JobState
 from kilnotel import names as n
 from kilnotel._histograms import CARDINALITY_LIMIT, BucketHistogram, SdkHistogram
@@ -47,6 +47,7 @@ def _events() -> list[kiln.Event]:
         outcome = (Outcome.COMPLETED, Outcome.RETRY, Outcome.FAILED)[i % 3]
         events.append(JobFinished(job=row, outcome=outcome, duration=value / 3))
         events.append(ClaimQueried(queue=row.queue, duration=value / 1000, claimed=1))
+        events.append(JobCancelled(job=row, latency=value / 7, stuck=i == 4))
     events.append(JobsAdmitted(key="k", queue="limited", kind="limited", delays=(0.2, 0.4, 99.0)))
     return events
 
