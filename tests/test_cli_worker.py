@@ -174,7 +174,8 @@ def test_worker_runs_jobs_serves_health_and_stops_on_sigterm(
     assert body["healthy"] is True and body["reasons"] == []
     status, stats = get(f"{health}/stats")
     assert status == 200 and stats["completed"] == len(ids) and stats["state"] == "running"
-    assert stats["queues"] == {"default": {"concurrency": 4, "running": 0, "stuck": 0}}
+    assert stats["queues"] == {"default": {"concurrency": 4, "paused": False, "running": 0,
+                                             "stuck": 0}}
     assert get(f"{health}/nope")[0] == 404
 
     servers = json.loads(ok(run_cli("--database-url", url, "servers", "--json")))
