@@ -627,15 +627,22 @@ def list_stmt(
 ) -> Stmt:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
+    cond, order = keyset(cond, params, before_id, after_id)
+    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
+    return Stmt(sql, (*params, limit))
+
+
+def keyset(
+    cond: str, params: list[Any], before_id: int | None, after_id: int | None
+) -> tuple[str, str]:
+    """``cond`` narrowed to the page after the cursor (params extended), and the order."""
     if before_id is not None:
         cond += " AND id < %s"
         params.append(before_id)
     if after_id is not None:
         cond += " AND id > %s"
         params.append(after_id)
-    order = "ASC" if after_id is not None else "DESC"
-    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
-    return Stmt(sql, (*params, limit))
+    return cond, "ASC" if after_id is not None else "DESC"
 
 
 def tagged_list_stmts(
@@ -655,13 +662,7 @@ def tagged_list_stmts(
     plain = dataclasses.replace(f, tags=(), metadata={}, args={})
     base, base_params = where(plain)
     tagged, tag_params = tag_clauses(f)
-    if before_id is not None:
-        base += " AND id < %s"
-        base_params.append(before_id)
-    if after_id is not None:
-        base += " AND id > %s"
-        base_params.append(after_id)
-    order = "ASC" if after_id is not None else "DESC"
+    base, order = keyset(base, base_params, before_id, after_id)
     probe = (
         f"SELECT {JOB_COLS} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
         f" LIMIT {PROBE_WINDOW}) AS recent WHERE {' AND '.join(tagged)}"
