@@ -44,8 +44,8 @@ async def test_a_cancel_from_a_third_process_stops_handlers_on_both_workers(
 ) -> None:
     c = cluster
     spec, bus = _notifications(c, notify)
-    a = await c.start("a", {"hold": 1}, spec=spec, **CONFIG)
-    b = await c.start("b", {"hold": 1}, spec=spec, **CONFIG)
+    a, b = await asyncio.gather(c.start("a", {"hold": 1}, spec=spec, **CONFIG),
+                                c.start("b", {"hold": 1}, spec=spec, **CONFIG))
     client = Client(c.store, bus=bus)
     try:
         ids = [await client.enqueue("hold", {}, queue="hold"),

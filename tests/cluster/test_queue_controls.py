@@ -48,8 +48,7 @@ def _peak_after(c: Cluster, pid: int, since: float) -> int:
 
 async def test_both_servers_stop_claiming_once_a_pause_is_confirmed(cluster: Cluster) -> None:
     c = cluster
-    a = await c.start("a", {"work": 2})
-    b = await c.start("b", {"work": 2})
+    a, b = await asyncio.gather(c.start("a", {"work": 2}), c.start("b", {"work": 2}))
     client = Client(c.store)
     stop = asyncio.Event()
 
@@ -104,8 +103,7 @@ async def test_both_servers_stop_claiming_once_a_pause_is_confirmed(cluster: Clu
 
 async def test_concurrency_changes_hold_on_both_servers(cluster: Cluster, tmp_path: Path) -> None:
     c = cluster
-    a = await c.start("a", {"work": 3})
-    b = await c.start("b", {"work": 3})
+    a, b = await asyncio.gather(c.start("a", {"work": 3}), c.start("b", {"work": 3}))
     client = Client(c.store)
     gate = tmp_path / "go"
     long = [await client.enqueue("work", {"until": str(gate)}, queue="work")

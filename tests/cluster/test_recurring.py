@@ -33,8 +33,8 @@ FIRST_PASS_LAG = 0.1  # seconds from taking the lease to the scheduler's first p
 async def test_every_slot_once_across_servers_and_leader_changes(cluster: Cluster) -> None:
     c = cluster
     schedules = [{"name": "every-second", "kind": "tick", "every": 1.0}]
-    for label in ("a", "b", "c"):
-        await c.start(label, {"ticks": 2}, schedules=schedules, leader_ttl=TTL)
+    await asyncio.gather(*(c.start(label, {"ticks": 2}, schedules=schedules, leader_ttl=TTL)
+                           for label in ("a", "b", "c")))
     first = await c.leader()
     await asyncio.sleep(4)
     killed_at = first.kill()

@@ -7,6 +7,7 @@ and within one more heartbeat_interval (plus the claim's poll and a little slack
 
 from __future__ import annotations
 
+import asyncio
 import collections
 
 import kiln
@@ -38,8 +39,7 @@ async def test_killed_worker_jobs_run_again_within_dead_after(cluster: Cluster) 
     c = cluster
     leader = await c.start("leader", {"other": 1})
     await c.leader()
-    a = await c.start("a", {"work": 2})
-    b = await c.start("b", {"work": 2})
+    a, b = await asyncio.gather(c.start("a", {"work": 2}), c.start("b", {"work": 2}))
     ids = [await enqueue(c, "work", {"seconds": 2.0}) for _ in range(4)]
 
     def a_started_two() -> bool:
@@ -121,7 +121,7 @@ async def test_job_that_kills_its_process_twice_waits_its_backoff(cluster: Clust
     c = cluster
     await c.start("leader", {"other": 1})
     await c.leader()
-    workers = [await c.start(f"w{i}", {"crash": 1}) for i in range(3)]
+    workers = await asyncio.gather(*(c.start(f"w{i}", {"crash": 1}) for i in range(3)))
     backoff = 2.0
     job_id = await enqueue(c, "crash", {"die_attempts": 2}, backoff=kiln.Constant(backoff),
                            max_attempts=5)
