@@ -50,7 +50,7 @@ class Spec:
     faults: tuple[str, ...] = ("kill", "term", "stop", "cut", "db_outage")
     settle_timeout: float = 40.0
     db: Restartable | None = None  # what a db_restart restarts
-    first: str | None = None  # the first fault's type, instead of a random one
+    first: str | None = None  # the first fault's type, instead of one drawn from the seed
 
     @property
     def backend(self) -> str:
@@ -132,17 +132,18 @@ class Chaos:
             return leader
         return self.rng.choice(free)
 
-    def inject(self, kind: str | None = None) -> None:
+    def inject(self, kind: str | None = None) -> bool:
+        """Start one fault (of type ``kind``, or drawn); False if none could start now."""
         types = self.spec.faults
         kind = kind or self.rng.choices(types, [WEIGHTS[t] for t in types])[0]
         if kind in NETWORK and self.net_busy:
-            return
+            return False
         if kind in ("db_outage", "db_restart"):
             self._background(self._network(kind, None))
-            return
+            return True
         target = self._target()
         if target is None:
-            return
+            return False
         if kind == "kill":
             self._background(self.cluster.kill(target))
         elif kind == "term":
@@ -150,11 +151,12 @@ class Chaos:
             self._background(self.cluster.term(target, grace))
         elif kind == "stop":
             if any(w.busy for w in self.cluster.alive()):
-                return
+                return False
             seconds = CONFIG["dead_after"] + self.rng.uniform(0.5, 1.5)
             self._background(self.cluster.stop(target, seconds))
         else:
             self._background(self._network("cut", target))
+        return True
 
     async def _network(self, kind: str, target: Worker | None) -> None:
         self.net_busy = True
@@ -175,13 +177,25 @@ class Chaos:
         finally:
             self.net_busy = False
 
+    def tour(self) -> list[str]:
+        """Every fault type once, in an order drawn from the seed (``first`` first)."""
+        rest = [t for t in self.spec.faults if t != self.spec.first]
+        return ([self.spec.first] if self.spec.first else []) + self.rng.sample(rest, len(rest))
+
     async def storm(self) -> None:
+        """Faults for ``duration`` seconds: the tour first (at each tick, the first of its
+        faults that can start now; it runs on past the window until done, so that every
+        run has every type, for at most another ``duration``), then faults drawn at random."""
         end = time.monotonic() + self.spec.duration
-        first = self.spec.first
-        while time.monotonic() < end:
+        tour = self.tour()
+        while time.monotonic() < end or (tour and time.monotonic() < end + self.spec.duration):
             await asyncio.sleep(self.rng.uniform(0.3, 1.2))
-            self.inject(first)
-            first = None
+            if not tour:
+                self.inject()
+                continue
+            started = next((t for t in tour if self.inject(t)), None)
+            if started is not None:
+                tour.remove(started)
         while self.tasks:
             await asyncio.wait(list(self.tasks))
 

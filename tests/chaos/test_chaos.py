@@ -1,11 +1,12 @@
-"""The chaos suite, CI form: three seeds per database, about half a minute each.
+"""The chaos suite, CI form: two seeds per database, about 25 seconds each.
 
 Real worker processes on an isolated database take SIGKILL and SIGTERM (the leader
 too), SIGSTOP past dead_after, network cuts of one worker and outages of the database
 (PostgreSQL and MariaDB, through loopback proxies), then the queue settles and every
-job is accounted for (tests/chaos/ledger.py). Real restarts of the database run on a
-private server the test starts (tests/chaos/dbserver.py): the shared servers on
-5432/3306 serve every other test running on the machine. The long form is
+job is accounted for (tests/chaos/ledger.py). Every run has every fault type of its
+database at least once (the harness's tour), whatever the seed. Real restarts of the
+database run on a private server the test starts (tests/chaos/dbserver.py): the shared
+servers on 5432/3306 serve every other test running on the machine. The long form is
 ``python -m bench.chaos``. Seeds: KILN_CHAOS_SEEDS="7 8 9" replays others.
 """
 
@@ -23,7 +24,12 @@ from tests.chaos.dbserver import available, private_server
 from tests.chaos.harness import Spec, faults_for, run
 from tests.plugins import databases
 
-SEEDS = [int(s) for s in os.environ.get("KILN_CHAOS_SEEDS", "1 2 3").split()]
+# Two seeds, not three: every run now tours every fault type and check() fails on a
+# missing one (a seed used to miss some: seed 1's real-restart run had no SIGSTOP and
+# no cut), so two runs per store still kill, terminate, stop and cut on every store;
+# the long form (bench/chaos.py) is where many interleavings are drawn
+# (docs/reliability.md: what the CI form catches).
+SEEDS = [int(s) for s in os.environ.get("KILN_CHAOS_SEEDS", "1 2").split()]
 
 
 @pytest.mark.chaos
@@ -61,5 +67,6 @@ def check(spec: Spec, result: dict[str, Any]) -> None:
     print(json.dumps(result))
     assert result["jobs"] == spec.jobs
     assert result["executions"] >= result["jobs"]
-    assert sum(result["faults"].values()) > 0, "no fault was injected"
+    missing = set(spec.faults) - set(result["faults"])
+    assert not missing, f"fault types never injected: {sorted(missing)}"
     assert not result["violations"], "\n".join(result["violations"])
