@@ -29,6 +29,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from kiln import Event, Fenced, Job, JobFinished, JobRow, NewJob, Outcome
 from kilnotel import _names as n
+from kilnotel._attempt_spans import AttemptSpan, SpanFactory
 from kilnotel._span_attributes import SpanAttributes
 
 log = logging.getLogger("kilnotel.tracing")
@@ -75,6 +76,7 @@ class Tracing:
         # when nothing traced their enqueue, and extracting then is wasted work
         self._fields = frozenset(propagate.get_global_textmap().fields)
         self._attributes = SpanAttributes(tracer)
+        self._factory = SpanFactory(tracer)  # attempt spans without the SDK's Span
         self.enabled = True
 
     # producer -----------------------------------------------------------------------
@@ -155,7 +157,7 @@ class Tracing:
         except Exception:  # a broken tracer or processor must not fail the attempt
             log.warning("kilnotel: could not start a process span", exc_info=True)
             return await call_next()
-        if span.is_recording():  # an unsampled span has nothing to end or record
+        if type(span) is AttemptSpan or span.is_recording():  # unsampled: nothing to end
             self._open[(row.id, row.attempt)] = span
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -167,28 +169,33 @@ class Tracing:
         metadata = row.metadata
         producer = None
         links = None
+        link = None
         if metadata and not self._fields.isdisjoint(metadata):
             producer = _extract(metadata)
             span_context = trace.get_current_span(producer).get_span_context()
-            if not self._parent and span_context.is_valid:
-                links = [Link(span_context)]
+            if span_context.is_valid:
+                link = span_context
+                if not self._parent:
+                    links = [Link(span_context)]
         queue, kind = row.queue, row.kind
         name = self._names.get(queue) or self._name(queue)
         base = self._attrs.get((queue, kind)) or self._base(queue, kind)
-        # after sampling (see _span_attributes), an unsampled attempt builds none
-        late = self._attributes.after_sampling
-        span = self._tracer.start_span(
-            name,
-            # link mode: a root, never a child of the context the server runs in
-            context=producer if self._parent and producer is not None else _ROOT,
-            kind=SpanKind.CONSUMER,
-            links=links,
-            attributes=None if late else {
-                **base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt},
-        )
-        if late and span.is_recording():
-            self._attributes.write(span, {
-                **base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt})
+        # link mode: a root, never a child of the context the server runs in
+        context = producer if self._parent and producer is not None else _ROOT
+        attributes = {**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt}
+        if self._factory.usable():
+            parent = link if self._parent else None
+            span: Span = self._factory.start(
+                name, context, parent, None if self._parent else link, attributes)
+        else:
+            # after sampling (see _span_attributes), an unsampled attempt builds none
+            late = self._attributes.after_sampling
+            span = self._tracer.start_span(
+                name, context=context, kind=SpanKind.CONSUMER, links=links,
+                attributes=None if late else attributes,
+            )
+            if late and span.is_recording():
+                self._attributes.write(span, attributes)
         if row.rescues:
             # the previous attempt was lost with its server and rescued by the leader
             span.add_event(n.EVENT_RESCUED, {n.SPAN_RESCUES: row.rescues})
@@ -227,12 +234,19 @@ class Tracing:
         self._abandon(f"fenced: {e.reason}")
 
     def _finish(self, e: JobFinished) -> None:
-        span = self._open.pop((e.job.id, e.job.attempt), None)
+        span: Span | None = self._open.pop((e.job.id, e.job.attempt), None)
         if span is None:
             return
         outcome = e.outcome
-        self._attributes.write(span, {n.SPAN_OUTCOME: outcome.value})
         name = _OUTCOME_EVENTS.get(outcome)
+        if type(span) is AttemptSpan:
+            if name is None and outcome not in _ERROR_OUTCOMES and span.end_untouched(
+                    n.SPAN_OUTCOME, outcome.value):
+                return  # completed, and nothing else touched the span: ended cheaply
+            span = span.sdk()
+            if span is None:
+                return
+        self._attributes.write(span, {n.SPAN_OUTCOME: outcome.value})
         if name is not None:
             attrs = {n.SPAN_RETRY_IN: e.retry_in} if e.retry_in is not None else None
             span.add_event(name, attrs)
@@ -247,7 +261,10 @@ class Tracing:
     def _abandon(self, reason: str) -> None:
         """A fenced server cancels its jobs without results: end their spans here."""
         spans, self._open = self._open, {}
-        for span in spans.values():
+        for open_span in spans.values():
+            span = open_span.sdk() if type(open_span) is AttemptSpan else open_span
+            if span is None:
+                continue
             span.set_attribute(n.ERROR_TYPE, "fenced")
             span.set_status(Status(StatusCode.ERROR, reason))
             span.end()
