@@ -10,6 +10,8 @@ attempt's outcome. The consumer span links to the producer context by default, a
 the messaging conventions advise, and is then always the root of a trace of its own
 (never a child of whatever context the server runs in); ``trace_parent="parent"``
 makes it a child of the producer instead. A failed attempt carries ``error.type``.
+Where the tracer allows it, the span is an ``AttemptSpan`` (``_attempt_spans``), which
+becomes an SDK span only when something other than a plain completion needs one.
 
 An insert of several jobs at once (``enqueue_many``) is one ``send {queue}`` span with
 ``messaging.batch.message_count`` and the jobs' ids, as the conventions describe a
