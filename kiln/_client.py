@@ -417,13 +417,7 @@ class Client:
         return n
 
     async def _audit(self, actor: str, action: str, n: int, f: JobFilter) -> None:
-        detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None, {})}
-        detail["states"] = [s.value for s in f.states]
-        detail["ids"] = builtins.list(f.ids)[:100]
-        if f.finished_before is not None:
-            detail["finished_before"] = f.finished_before.isoformat()
-        detail["at"] = time.time()
-        await self.store.audit_record(actor, action, n, detail)
+        await self.store.audit_record(actor, action, n, audit_detail(f))
 
     async def counts(self) -> builtins.list[StateCount]:
         return await self.store.job_counts()
@@ -451,6 +445,17 @@ class Client:
     async def queues(self) -> builtins.list[_queues.QueueState]:
         """Every known queue: paused or not, concurrency per server, jobs by state."""
         return await _queues.states(self.store)
+
+
+def audit_detail(f: JobFilter) -> dict[str, Any]:
+    """What an audit entry of an admin action over ``f`` records of the filter."""
+    detail = {k: val for k, val in dataclasses.asdict(f).items() if val not in ((), None, {})}
+    detail["states"] = [s.value for s in f.states]
+    detail["ids"] = builtins.list(f.ids)[:100]
+    if f.finished_before is not None:
+        detail["finished_before"] = f.finished_before.isoformat()
+    detail["at"] = time.time()
+    return detail
 
 
 def _one(index: int, fin: EnqueueFinisher) -> BatchFinisher:

@@ -68,6 +68,11 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON Lines (no newline inside it)."""
+    return json.dumps(value, separators=(",", ":"), default=str) + "\n"
+
+
 def printable(text: str) -> str:
     """``text`` with every character a terminal would act on or hide (ESC of ANSI escapes,
     other controls, bidi overrides, zero-width characters) written as a Python escape."""

@@ -14,18 +14,21 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from kiln._bulk import BATCH
 from kiln._bus_redis import RedisBus
 from kiln._cancelling import CancelResult
 from kiln._client import Client, filter_of
 from kiln._errors import KilnError
 from kiln._job import JobFilter, JobState
 from kiln._tags import parse_pair
+from kiln.cli import _bulk
 from kiln.cli import _output as out
 from kiln.cli._database import opened, url_of
 from kiln.cli._parser import Parser, UsageError
 from kiln.stores._protocol import DEAD_AFTER
 
 STATES = [s.value for s in JobState]
+PAGE = 500  # jobs read per page by ``list --all``
 
 
 class NotFoundError(KilnError):
@@ -38,7 +41,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("list", parents=[common], help="list jobs, newest first")
     _filter_flags(p)
-    p.add_argument("--limit", type=int, default=50, help="at most this many (1-1000)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="at most this many (1-1000, default 50)")
+    p.add_argument("--before", type=int, default=None, metavar="ID",
+                   help="only jobs older than this id: the next page after the last id shown")
+    p.add_argument("--all", action="store_true",
+                   help="every matching job, newest first, as JSON lines (one object a"
+                   " line), read page by page in constant memory")
+    p.add_argument("--page-size", type=int, default=PAGE, metavar="N",
+                   help=f"jobs read per page with --all (1-1000, default {PAGE})")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run_list)
 
@@ -63,6 +74,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="heartbeat silence after which a server counts as dead, so a job cancelled"
         " while running on it may run again (your ServerConfig.dead_after; default 60)",
     )
+    _batch_flag(p)
     p.set_defaults(func=run_requeue)
 
     p = sub.add_parser(
@@ -81,6 +93,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--redis-channel", default="kiln", metavar="NAME",
                    help="the RedisBus channel of your workers (default kiln)")
+    _batch_flag(p)
     p.set_defaults(func=run_cancel)
 
     p = sub.add_parser("delete", parents=[common], help="delete jobs (by id or filter)")
@@ -88,7 +101,16 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     _filter_flags(p)
     p.add_argument("--max-id", type=int, default=None, metavar="ID",
                    help="only jobs with an id up to this one (bind to what you looked at)")
+    _batch_flag(p)
     p.set_defaults(func=run_admin, action="delete")
+
+
+def _batch_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--batch-size", type=int, default=BATCH, metavar="N",
+        help=f"with a filter: jobs changed per transaction (1-1000, default {BATCH});"
+        " progress goes to stderr",
+    )
 
 
 def _filter_flags(parser: argparse.ArgumentParser) -> None:
@@ -137,19 +159,48 @@ def _actor() -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     job_filter = _filter(args)
-    rows = asyncio.run(_list(url_of(args), job_filter, args.limit))
+    if args.all:
+        if args.limit is not None or args.json:
+            raise UsageError("kiln jobs list: --all prints every match as JSON lines;"
+                             " leave out --limit and --json")
+        _check_size("--page-size", args.page_size)
+        asyncio.run(_stream(url_of(args), job_filter, args.page_size, args.before))
+        return 0
+    limit = 50 if args.limit is None else args.limit
+    rows = asyncio.run(_list(url_of(args), job_filter, limit, args.before))
     if args.json:
         out.print_json([out.job_json(r) for r in rows])
     elif rows:
         print(out.table(out.JOB_HEADERS, [out.job_line(r) for r in rows]))
+        if len(rows) == limit:
+            print(f"next page: --before {rows[-1].id}", file=sys.stderr)
     else:
         print("no jobs")
     return 0
 
 
-async def _list(url: str, job_filter: JobFilter, limit: int) -> list[Any]:
+def _check_size(flag: str, value: int) -> None:
+    if not 1 <= value <= 1000:
+        raise UsageError(f"kiln jobs: {flag} must be between 1 and 1000, got {value}")
+
+
+async def _list(url: str, job_filter: JobFilter, limit: int, before: int | None) -> list[Any]:
     async with opened(url) as store:
-        return await Client(store).list(job_filter, limit=limit)
+        return await Client(store).list(job_filter, limit=limit, before_id=before)
+
+
+async def _stream(url: str, job_filter: JobFilter, page: int, before: int | None) -> None:
+    """Every match, newest first, one page in memory at a time: each page is written
+    (and flushed) before the next one is read, keyed on the last id written."""
+    async with opened(url) as store:
+        client = Client(store)
+        while True:
+            rows = await client.list(job_filter, limit=page, before_id=before)
+            sys.stdout.writelines(out.json_line(out.job_json(r)) for r in rows)
+            sys.stdout.flush()
+            if len(rows) < page:
+                return
+            before = rows[-1].id
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -173,12 +224,26 @@ def run_requeue(args: argparse.Namespace) -> int:
         raise UsageError("kiln jobs requeue: give job ids, or --state (e.g. --state failed)")
     job_filter = _filter(args, ids=args.ids, max_id=args.max_id,
                          finished_before=args.finished_before)
+    if not args.ids:
+        return _batched(args, "requeue", job_filter)
     count = asyncio.run(_admin(url_of(args), "requeue", job_filter, args.dead_after))
     print(f"requeued {count} job{'s' * (count != 1)}")
-    if args.ids and count < len(set(args.ids)):
+    if count < len(set(args.ids)):
         print(f"{len(set(args.ids)) - count} not requeued: missing, running, awaiting or"
               " pending, or cancelled while running on a server that is alive (that"
               " attempt may still be running; requeue once it ended)", file=sys.stderr)
+    return 0
+
+
+def _batched(args: argparse.Namespace, action: str, job_filter: JobFilter) -> int:
+    """A filter's action in batches of --batch-size, with its progress on stderr."""
+    _check_size("--batch-size", args.batch_size)
+    done = asyncio.run(_bulk.run_bulk(
+        url_of(args), action, job_filter, actor=_actor(), batch_size=args.batch_size,
+        dead_after=getattr(args, "dead_after", DEAD_AFTER),
+        redis=getattr(args, "redis", None), channel=getattr(args, "redis_channel", "kiln"),
+    ))
+    print(_bulk.summary(action, done.done))
     return 0
 
 
@@ -189,6 +254,8 @@ def run_cancel(args: argparse.Namespace) -> int:
                          " (--state, --queue, --kind, --tag, --meta, --arg)")
     ids = list(dict.fromkeys(args.ids))
     job_filter = _filter(args, ids=ids, max_id=args.max_id)
+    if not ids:
+        return _batched(args, "cancel", job_filter)
     result = asyncio.run(_cancel(url_of(args), job_filter, args.redis, args.redis_channel))
     print(f"cancelled {int(result)} job{'s' * (result != 1)}")
     if result.finished:
@@ -223,6 +290,8 @@ def run_admin(args: argparse.Namespace) -> int:
         raise UsageError(f"kiln jobs {args.action}: give job ids (ID ...), or a filter"
                          " (--state, --queue, --kind, --tag, --meta, --arg)")
     job_filter = _filter(args, ids=args.ids, max_id=args.max_id)
+    if not args.ids:
+        return _batched(args, args.action, job_filter)
     count = asyncio.run(_admin(url_of(args), args.action, job_filter))
     verb = {"delete": "deleted"}[args.action]
     print(f"{verb} {count} job{'s' * (count != 1)}")
