@@ -5,8 +5,9 @@ Owns ``Bulk`` and ``Progress``. A run is bound when it begins (``bound``): to th
 job that matches then, and, when every state it selects is a finished one, to the jobs
 that finished by then, so it touches what was counted and no more; a confirmation page
 or a script passes those bounds back to act on exactly what it showed. Batches walk the
-matching ids oldest first with the stores' keyset listing; each batch is one store call
-(one transaction) over its ids that still match, then one audit entry with its count.
+matching ids newest first with the stores' keyset listing (so that of two jobs of one
+unique key the newest goes back, as in one requeue); each batch is one store call (one
+transaction) over its ids that still match, then one audit entry with its count.
 An interruption leaves every batch either applied whole or not at all, and a run again
 with the same bounds finishes the rest. Writes no SQL: store methods only.
 """
@@ -97,9 +98,10 @@ class Bulk:
     async def run(self, on_progress: ProgressCallback | None = None) -> Progress:
         """Apply every batch; ``on_progress`` after each one and at the end. An error
         propagates with the batches before it applied (``progress`` says how many)."""
-        cursor = 0
+        assert self.filter.max_id is not None
+        cursor = self.filter.max_id + 1
         while True:
-            page = await self.client.list(self.filter, limit=self.batch_size, after_id=cursor)
+            page = await self.client.list(self.filter, limit=self.batch_size, before_id=cursor)
             if not page:
                 break
             ids = tuple(row.id for row in page)
@@ -133,5 +135,5 @@ class Bulk:
         """One entry per batch, after its commit: the run, the batch, its id range."""
         detail = audit_detail(self.filter)
         detail.update(run=self.run_id, batch=self.progress.batches + 1,
-                      total=self.progress.total, first_id=ids[0], last_id=ids[-1])
+                      total=self.progress.total, first_id=min(ids), last_id=max(ids))
         await self.client.store.audit_record(self.actor, self.action, n, detail)
