@@ -27,6 +27,7 @@ from kiln._tags import check_filter
 from kiln.stores._protocol import DEAD_AFTER
 
 ACTIONS = ("requeue", "cancel", "delete")
+VERBS = {"requeue": "requeued", "cancel": "cancelled", "delete": "deleted"}
 BATCH = 1000  # jobs per batch (and per transaction); at most 1000, the listing's limit
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TextIO
 
-from kiln._bulk import Bulk, Progress
+from kiln._bulk import VERBS, Bulk, Progress
 from kiln._bus_redis import RedisBus
 from kiln._client import Client
 from kiln._job import JobFilter
@@ -21,7 +21,6 @@ from kiln.cli._database import opened
 
 BAR = 30  # characters of the progress bar
 EVERY = 1.0  # seconds between two plain progress lines (the first and the last always)
-VERBS = {"requeue": "requeued", "cancel": "cancelled", "delete": "deleted"}
 
 
 class ProgressDisplay:

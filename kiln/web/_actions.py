@@ -3,7 +3,9 @@ a filter (after a confirmation page that shows how many, and binds the action to
 
 Owns the state-changing handlers. Each one checks the CSRF token, makes exactly one
 Client call (which writes the audit entry: who, what, how many, when) and redirects
-(303) to a page that says what happened. Read-only mode never reaches them.
+(303) to a page that says what happened; an "all matching" action instead starts a
+batched run (kiln._bulk: an audit entry per batch), and redirects to its progress page
+when it takes longer than ``Dashboard.bulk_wait``. Read-only mode never reaches them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from kiln import _bulk
 from kiln._client import Client
 from kiln._job import JobFilter, JobState
 from kiln.web import _audit, _jobs, _params
@@ -107,11 +110,8 @@ async def bound_now(client: Client, f: JobFilter) -> JobFilter:
     A confirmation page shows the count of this filter and posts its bounds back, so
     the action does what the page showed: jobs that match only later are left alone.
     """
-    as_of = await client.store.now()
-    timed = bool(f.states) and all(s in FINISHED for s in f.states)
-    bounded = dataclasses.replace(f, finished_before=as_of if timed else None)
-    newest = await client.list(bounded, limit=1)
-    return dataclasses.replace(bounded, max_id=newest[0].id if newest else 0)
+    return await _bulk.bound(client, dataclasses.replace(f, max_id=None,
+                                                         finished_before=None))
 
 
 def bound_from(form: Mapping[str, str], f: JobFilter) -> JobFilter:
@@ -161,14 +161,43 @@ async def all_confirm(request: Request) -> Response:
 
 
 async def all_apply(request: Request) -> Response:
-    """One server-side action on the jobs the confirmation page showed."""
+    """The jobs the confirmation page showed, in batches (kiln._bulk)."""
     dashboard: Dashboard = request.app.state.kiln
     action = str(request.path_params["action"])
     form = await dashboard.form(request)
     fields = _fields(form)
     query, f = _all_query(action, fields)
-    n = await _apply(dashboard, request, action, bound_from(fields, f))
-    return dashboard.redirect(request, "/jobs", query.query(before=None, done=action, n=n))
+    return await _run_all(dashboard, request, action, query, bound_from(fields, f))
+
+
+async def _run_all(dashboard: Dashboard, request: Request, action: str, query: JobQuery,
+                   bound: JobFilter) -> Response:
+    """Start the batched run of ``action`` over ``bound``; wait ``bulk_wait`` for it: a run
+    done by then redirects to the listing, a longer one (or a failed one) to its page."""
+    client: Client = await dashboard.source.client()
+    bulk = _bulk.Bulk(client, action, bound, await client.count(bound),
+                      actor=actor_of(request), batch_size=dashboard.bulk_batch,
+                      dead_after=dashboard.dead_after)
+    run = dashboard.bulk_runs.start(bulk, query, after=dashboard.source.invalidate)
+    if await run.wait(dashboard.bulk_wait) and run.error is None:
+        await dashboard.source.counts.get()  # the listing shows the change at once
+        n = run.bulk.progress.done
+        return dashboard.redirect(request, "/jobs", query.query(before=None, done=action, n=n))
+    return dashboard.redirect(request, f"/jobs/all/runs/{bulk.run_id}")
+
+
+async def bulk_progress(request: Request) -> Response:
+    """How far a batched run is; refreshes itself while it runs."""
+    dashboard: Dashboard = request.app.state.kiln
+    run = dashboard.bulk_runs.get(str(request.path_params["run_id"]))
+    p = run.bulk.progress
+    running = not run.task.done()
+    return dashboard.render(
+        request, "bulk_progress.html", title=f"{p.action.capitalize()} all matching",
+        nav="jobs", refresh=running, p=p, running=running, error=run.error,
+        verb=VERBS[p.action], q=run.query, bound=run.bulk.filter, fields=run.query.fields(),
+        run_batch=run.bulk.batch_size,
+    )
 
 
 async def requeue_all_confirm(request: Request) -> Response:
@@ -187,10 +216,10 @@ async def requeue_all_confirm(request: Request) -> Response:
 
 
 async def requeue_all(request: Request) -> Response:
-    """One server-side requeue of the failed jobs the confirmation page showed."""
+    """The failed jobs the confirmation page showed, in batches (as all_apply)."""
     dashboard: Dashboard = request.app.state.kiln
     form = await dashboard.form(request)
     fields = _fields(form)
     query = _failed_query(fields)
-    n = await _apply(dashboard, request, "requeue", bound_from(fields, query.filter()))
-    return dashboard.redirect(request, "/jobs", query.query(before=None, done="requeue", n=n))
+    return await _run_all(dashboard, request, "requeue", query,
+                          bound_from(fields, query.filter()))

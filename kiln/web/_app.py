@@ -145,6 +145,7 @@ def _routes() -> list[Route | Mount]:
         Route("/jobs/requeue-all", _actions.requeue_all_confirm, name="requeue_all"),
         Route("/jobs/requeue-all", _actions.requeue_all, methods=["POST"]),
         Route("/jobs/bulk", _actions.bulk, methods=["POST"]),
+        Route("/jobs/all/runs/{run_id}", _actions.bulk_progress, name="bulk_progress"),
         Route("/jobs/all/{action}", _actions.all_confirm, name="all_confirm"),
         Route("/jobs/all/{action}", _actions.all_apply, methods=["POST"]),
         Route("/jobs/goto", _jobs.goto, name="goto"),

@@ -20,9 +20,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from kiln._bulk import BATCH
 from kiln._job import JobState
 from kiln._version import VERSION
 from kiln.web._auth import ANONYMOUS, Auth, Identity
+from kiln.web._bulk_runs import BulkRuns
 from kiln.web._csrf import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, Csrf
 from kiln.web._hosts import AllowedHosts
 from kiln.web._sessions import Sessions
@@ -130,6 +132,11 @@ class Dashboard:
     throttle: Throttle = dataclasses.field(default_factory=Throttle)
     sessions: Sessions = dataclasses.field(init=False)
     refresh_interval: float = 5.0  # seconds between auto-refreshes of live pages
+    # "all matching" actions: jobs per batch, and how long a confirmation waits for its
+    # run before it redirects to the run's progress page instead (kiln.web._bulk_runs)
+    bulk_batch: int = BATCH
+    bulk_wait: float = 2.0
+    bulk_runs: BulkRuns = dataclasses.field(default_factory=BulkRuns)
     env: jinja2.Environment = dataclasses.field(default_factory=environment)
 
     def __post_init__(self) -> None:
