@@ -5,9 +5,10 @@ Owns ``Bulk`` and ``Progress``. A run is bound when it begins (``bound``): to th
 job that matches then, and, when every state it selects is a finished one, to the jobs
 that finished by then, so it touches what was counted and no more; a confirmation page
 or a script passes those bounds back to act on exactly what it showed. Batches walk the
-matching ids newest first with the stores' keyset listing (so that of two jobs of one
-unique key the newest goes back, as in one requeue); each batch is one store call (one
-transaction) over its ids that still match, then one audit entry with its count.
+matching ids newest first (so that of two jobs of one unique key the newest goes back,
+as in one requeue) with the stores' keyset listing of ids, ``job_ids``, which reads no
+row's columns; each batch is one store call (one transaction) over its ids that still
+match, then one audit entry with its count.
 An interruption leaves every batch either applied whole or not at all, and a run again
 with the same bounds finishes the rest. Writes no SQL: store methods only.
 """
@@ -102,16 +103,15 @@ class Bulk:
         assert self.filter.max_id is not None
         cursor = self.filter.max_id + 1
         while True:
-            page = await self.client.list(self.filter, limit=self.batch_size, before_id=cursor)
-            if not page:
+            ids = tuple(await self.client.store.job_ids(self.filter, self.batch_size, cursor))
+            if not ids:
                 break
-            ids = tuple(row.id for row in page)
             done = await self._apply(dataclasses.replace(self.filter, ids=ids))
             await self._audit(done, ids)
             p = self.progress
             self.progress = dataclasses.replace(
                 p, done=p.done + done, seen=p.seen + len(ids), batches=p.batches + 1)
-            cursor = ids[-1]
+            cursor = ids[-1]  # newest first: the smallest id of the batch
             if on_progress is not None:
                 on_progress(self.progress)
             if len(ids) < self.batch_size:

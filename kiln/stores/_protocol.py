@@ -166,6 +166,12 @@ class Store(Protocol):
     ) -> list[JobRow]:
         """Jobs matching ``filter``, newest first below ``before_id``; or, given
         ``after_id``, oldest first above it (keyset pages either way)."""
+    async def job_ids(
+        self, filter: JobFilter, limit: int, before_id: int | None = None
+    ) -> list[int]:
+        """The ids of ``job_list(filter, limit, before_id)``, newest first, without
+        reading the rows (the pages of a bulk action, kiln._bulk)."""
+        ...
     async def job_count(self, filter: JobFilter) -> int: ...
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         """Back to the queue with a full retry budget; returns how many. A job cancelled

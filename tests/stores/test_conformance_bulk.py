@@ -85,6 +85,17 @@ async def test_requeue_in_batches_touches_what_was_counted(store: Store) -> None
     assert entries[0].detail["max_id"] == max(ids)
 
 
+async def test_job_ids_pages_as_job_list_does(store: Store) -> None:
+    ids = await insert(store, *[job(args={"i": i}, tags=("t",) if i % 2 else ())
+                                for i in range(9)])
+    for f in (JobFilter(queue="q"), JobFilter(tags=("t",)), JobFilter(args={"i": 3}),
+              JobFilter(states=(JobState.AVAILABLE,), max_id=ids[6])):
+        for before in (None, ids[5], ids[0]):
+            listed = [r.id for r in await store.job_list(f, 3, before_id=before)]
+            assert await store.job_ids(f, 3, before) == listed, (f, before)
+    assert await store.job_ids(JobFilter(queue="q"), 100) == sorted(ids, reverse=True)
+
+
 async def test_cancel_and_delete_in_batches(store: Store) -> None:
     waiting = await insert(store, *[job(args={"i": i}) for i in range(9)])
     client = Client(store)

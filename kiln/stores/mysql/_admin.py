@@ -134,6 +134,19 @@ def list_jobs(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
 ) -> Plan[list[JobRow]]:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
+    rows = yield from _listed(f, limit, before_id, after_id, JOB_COLS)
+    return [row_to_job(r) for r in rows]
+
+
+def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]:
+    """The ids of ``list_jobs``' page, without reading the rows' columns."""
+    rows = yield from _listed(f, limit, before_id, None, "id")
+    return [int(r[0]) for r in rows]
+
+
+def _listed(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None, cols: str
+) -> Plan[list[Any]]:
     cond, params = where(f)
     if before_id is not None:
         cond += " AND id < %s"
@@ -142,9 +155,9 @@ def list_jobs(
         cond += " AND id > %s"
         params.append(after_id)
     order = "ASC" if after_id is not None else "DESC"
-    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
+    sql = f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
     out = yield one(sql, *params, limit)
-    return [row_to_job(r) for r in out[0].rows]
+    return list(out[0].rows)
 
 
 def count(f: JobFilter) -> Plan[int]:

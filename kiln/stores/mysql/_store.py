@@ -400,6 +400,11 @@ class MySQLStore:
         return await self._read("job_list",
                                 _admin.list_jobs(filter, limit, before_id, after_id))
 
+    async def job_ids(
+        self, filter: JobFilter, limit: int, before_id: int | None = None
+    ) -> list[int]:
+        return await self._read("job_ids", _admin.list_ids(filter, limit, before_id))
+
     async def job_count(self, filter: JobFilter) -> int:
         return await self._read("job_count", _admin.count(filter))
 

@@ -623,12 +623,13 @@ PROBE_WINDOW = 5000  # newest rows a tag / metadata listing looks at first
 
 
 def list_stmt(
-    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+    cols: str = JOB_COLS,
 ) -> Stmt:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
     cond, params = where(f)
     cond, order = keyset(cond, params, before_id, after_id)
-    sql = f"SELECT {JOB_COLS} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
+    sql = f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
     return Stmt(sql, (*params, limit))
 
 
@@ -646,7 +647,8 @@ def keyset(
 
 
 def tagged_list_stmts(
-    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+    cols: str = JOB_COLS,
 ) -> tuple[Stmt, Stmt]:
     """A listing filtered by tags or metadata (and maybe args), in two statements: the
     planner cannot tell a common tag from a rare one (a tag outside its sample is
@@ -664,11 +666,11 @@ def tagged_list_stmts(
     tagged, tag_params = tag_clauses(f)
     base, order = keyset(base, base_params, before_id, after_id)
     probe = (
-        f"SELECT {JOB_COLS} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
+        f"SELECT {cols} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
         f" LIMIT {PROBE_WINDOW}) AS recent WHERE {' AND '.join(tagged)}"
         f" ORDER BY id {order} LIMIT %s"
     )
-    full = list_stmt(f, limit, before_id, after_id)
+    full = list_stmt(f, limit, before_id, after_id, cols)
     rare = full.sql.replace(f"ORDER BY id {order} LIMIT %s", f"ORDER BY id + 0 {order} LIMIT %s")
     return Stmt(probe, (*base_params, *tag_params, limit)), Stmt(rare, full.params)
 
@@ -676,15 +678,27 @@ def tagged_list_stmts(
 def list_jobs(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
 ) -> Plan[list[JobRow]]:
+    rows = yield from _listed(f, limit, before_id, after_id, JOB_COLS)
+    return [row_to_job(r) for r in rows]
+
+
+def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]:
+    """The ids of ``list_jobs``' page, without reading the rows' columns."""
+    rows = yield from _listed(f, limit, before_id, None, "id")
+    return [int(r[0]) for r in rows]
+
+
+def _listed(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None, cols: str
+) -> Plan[list[Any]]:
     if f.tags or f.metadata:  # indexed; an args filter alone has no index to turn to
-        probe, rare = tagged_list_stmts(f, limit, before_id, after_id)
+        probe, rare = tagged_list_stmts(f, limit, before_id, after_id, cols)
         rows = (yield one(probe.sql, *probe.params))[0]
         if len(rows) < limit:
             rows = (yield one(rare.sql, *rare.params))[0]
-        return [row_to_job(r) for r in rows]
-    stmt = list_stmt(f, limit, before_id, after_id)
-    rows = (yield one(stmt.sql, *stmt.params))[0]
-    return [row_to_job(r) for r in rows]
+        return list(rows)
+    stmt = list_stmt(f, limit, before_id, after_id, cols)
+    return list((yield one(stmt.sql, *stmt.params))[0])
 
 
 def count_stmt(f: JobFilter) -> Stmt:

@@ -262,6 +262,11 @@ class PostgresStore:
         return await self._run("job_list",
                                lambda: _jobs.list_jobs(filter, limit, before_id, after_id))
 
+    async def job_ids(
+        self, filter: JobFilter, limit: int, before_id: int | None = None
+    ) -> list[int]:
+        return await self._run("job_ids", lambda: _jobs.list_ids(filter, limit, before_id))
+
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda: _jobs.count(filter))
 

@@ -550,6 +550,20 @@ def list_jobs(
     after_id: int | None = None,
 ) -> list[JobRow]:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
+    return [row_to_job(r) for r in _listed(conn, f, limit, before_id, after_id, "*")]
+
+
+def list_ids(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None
+) -> list[int]:
+    """The ids of ``list_jobs``' page, without reading the rows' columns."""
+    return [int(r[0]) for r in _listed(conn, f, limit, before_id, None, "id")]
+
+
+def _listed(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
+    after_id: int | None, cols: str,
+) -> list[Any]:
     where, params = _where(f)
     if before_id is not None:
         where += " AND id < ?"
@@ -558,10 +572,10 @@ def list_jobs(
         where += " AND id > ?"
         params.append(after_id)
     order = "ASC" if after_id is not None else "DESC"
-    rows = conn.execute(
-        f"SELECT * FROM kiln_jobs WHERE {where} ORDER BY id {order} LIMIT ?", [*params, limit]
+    return conn.execute(
+        f"SELECT {cols} FROM kiln_jobs WHERE {where} ORDER BY id {order} LIMIT ?",
+        [*params, limit],
     ).fetchall()
-    return [row_to_job(r) for r in rows]
 
 
 def count(conn: sqlite3.Connection, f: JobFilter) -> int:

@@ -275,6 +275,11 @@ class SQLiteStore:
             "job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id, after_id)
         )
 
+    async def job_ids(
+        self, filter: JobFilter, limit: int, before_id: int | None = None
+    ) -> list[int]:
+        return await self._run("job_ids", lambda c: _ops.list_ids(c, filter, limit, before_id))
+
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda c: _ops.count(c, filter))
 
