@@ -3,7 +3,9 @@ the dashboard's "Requeue all matching" run, kiln._bulk) beside one requeue state
 over all of them (``Client.requeue``), on PostgreSQL.
 
 Each run fills a fresh table with ``--jobs`` failed jobs (args of a realistic size, an
-error with a traceback), then requeues them one way; the two ways alternate, run by run.
+error with a traceback) and ANALYZEs it, as autovacuum would after such a fill (without
+statistics the planner sorts every failed job for each page), then requeues them one
+way; the two ways alternate, run by run.
 The longest transaction of the batched way is the slowest batch's store call
 (``jobs_requeue``: one transaction); of the single way, the whole call. Prints one JSON
 object per run, then a summary with medians and the median of per-run ratios.
@@ -21,7 +23,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.bench_drain import drop_database, fresh_database
+from bench.bench_drain import drop_database, fresh_database, pg_execute
 from kiln._bulk import Bulk
 from kiln._client import Client
 from kiln._job import AttemptError, JobFilter, JobResult, JobState, NewJob, Outcome
@@ -71,6 +73,7 @@ async def one_run(way: str, jobs: int, batch: int) -> dict[str, Any]:
     try:
         await store.migrate()
         await fill(store, jobs)
+        pg_execute("ANALYZE kiln_jobs", url)  # as autovacuum would after such a fill
         calls: list[float] = []
         timed_requeue(store, calls)
         client = Client(store)
