@@ -58,6 +58,9 @@ def test_list_pages_with_before(url: str) -> None:
     assert text.stderr.strip() == f"next page: --before {ids[5]}"
     last = run_cli(*base, "--before", str(ids[5]))
     assert last.stderr == ""  # a short page is the last one
+    rest = ok(run_cli("--database-url", url, "jobs", "list", "--all", "--before", str(ids[2]),
+                      "--page-size", "2"))
+    assert [json.loads(line)["id"] for line in rest.splitlines()] == ids[3:]  # resumed
 
 
 class _Lines(io.StringIO):
