@@ -43,6 +43,7 @@ from kiln.stores._rows import (
     unique_key_at,
 )
 from kiln.stores.sqlite._rates import rate_limit_declare
+from kiln.stores.sqlite._runs import Run, insert_runs
 
 T = TypeVar("T")
 
@@ -212,9 +213,9 @@ def _unmet(conn: sqlite3.Connection, deps: Sequence[int]) -> bool:
 
 
 INSERT_MANY = (
-    "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
-    " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states,"
-    " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "INSERT INTO kiln_jobs (queue, kind, state, metadata, priority, run_at, max_attempts,"
+    " timeout, backoff, created_at, rate_key, tags, args, unique_key, unique_states)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 KEYS_PER_READ = 500  # bound variables per read of the keys' holders
 
@@ -224,36 +225,51 @@ def _batchable(job: NewJob) -> bool:
 
 
 def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
-    """Jobs without dependencies or rate limits to declare, plain or unique, in one
-    executemany, then one read of the unique keys' holders. The caller's transaction
-    holds the write lock from the first row to the commit and ids are AUTOINCREMENT:
-    the rows this call inserts take the ids after the highest one so far, in order, and
-    a key's holder with such an id is ours."""
+    """Jobs without dependencies or rate limits to declare: plain ones as runs of shared
+    columns (kiln.stores.sqlite._runs); with unique jobs among them, one executemany,
+    then one read of the unique keys' holders. The caller's transaction holds the write
+    lock from the first row to the commit and ids are AUTOINCREMENT: the rows this call
+    inserts take the ids after the highest one so far, in order, and a key's holder with
+    such an id is ours."""
     now = time.time()
     meta_last: dict[str, Any] | None = None
     meta_text = "{}"
-    rows = []
+    runs: list[Run] = []
+    texts: list[str] = []
+    last: tuple[Any, ...] = ()
     keys: list[str | None] = []
     for job in jobs:
         run_at = run_at_of(job, now)
         metadata = job.metadata
         if metadata != meta_last:  # a batch's jobs mostly share theirs: encoded once
             meta_text, meta_last = dumps(metadata), metadata
-        key = unique_key_at(job, now)
-        keys.append(key)
-        rows.append((
-            job.queue, job.kind, first_state(job, run_at, now, False).value, args_text(job),
-            meta_text, job.priority, run_at, job.max_attempts, job.timeout,
+        keys.append(unique_key_at(job, now))
+        values = (
+            job.queue, job.kind, first_state(job, run_at, now, False)._value_, meta_text,
+            job.priority, run_at, job.max_attempts, job.timeout,
             None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
-            key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
-        ))
+            dumps(list(job.tags)) if job.tags else None,
+        )
+        if values != last:  # a new run: consecutive jobs mostly share these
+            last, texts = values, []
+            runs.append((values, texts))
+        texts.append(args_text(job))
+    if all(key is None for key in keys):
+        return insert_runs(conn, runs)
+    rows = [(*values, text) for values, run in runs for text in run]
+    return _insert_unique(conn, [
+        (*row, key, job.unique_states) for row, key, job in zip(rows, keys, jobs, strict=True)
+    ], keys)
+
+
+def _insert_unique(
+    conn: sqlite3.Connection, rows: list[tuple[Any, ...]], keys: list[str | None]
+) -> list[int]:
+    """``rows`` (INSERT_MANY's values) in one executemany; ``keys``: each row's key."""
     seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kiln_jobs'").fetchone()
     top = conn.execute("SELECT max(id) FROM kiln_jobs").fetchone()
     first_new = max(int(seq[0]) if seq else 0, int(top[0] or 0)) + 1
     conn.executemany(INSERT_MANY, rows)
-    if all(key is None for key in keys):  # nothing skipped: the ids run up to the last
-        last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
-        return list(range(last - len(jobs) + 1, last + 1))
     # the new rows, in insertion order (a skipped row may still have taken an id); a
     # unique job whose key is not the next new row's was skipped: a holder has its key
     new_rows = conn.execute(
