@@ -13,10 +13,14 @@ the calls' arguments, encoding, the insert, the commit):
   ``json.dumps(args).encode()``) and procrastinate (``defer`` / ``defer_async``,
   ``batch_defer`` / ``batch_defer_async``), from their own virtualenv
   (``--peers-python``; ``bash bench/peers/setup.sh /tmp/kiln-peers``);
-- SQLite: ``sqlite_executemany``, the limit: the same rows into kiln's own table
-  (same schema, indexes and pragmas) with one plain ``executemany`` and a commit per
-  batch (one ``execute`` and a commit per single job);
-- MariaDB / MySQL: kiln only;
+- SQLite: ``sqlite_executemany``, the limit the issue set: the same rows into kiln's own
+  table (same schema, indexes and pragmas) with one plain ``executemany`` and a commit
+  per batch (one ``execute`` and a commit per single job); ``sqlite_json_each``, what
+  SQLite does with the statement kiln's batch insert uses, by hand: the same rows as
+  one ``INSERT ... SELECT`` over ``json_each`` of the args texts and a commit per batch;
+- MariaDB / MySQL: ``mysql_executemany``: the same rows with asyncmy's (kiln's
+  driver's) plain ``executemany`` (which sends one multi-row INSERT) and a commit per
+  batch, one ``execute`` and a commit per single job;
 - ``--baseline DIR``: ``kiln_baseline``, kiln imported from another checkout (say
   main before a change), in the same run.
 
@@ -151,7 +155,15 @@ SQLITE_INSERT = (
 )
 
 
-def sqlite_worker(url: str, single: int, jobs: int) -> None:
+SQLITE_JSON_EACH = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
+    " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states)"
+    " SELECT ?, ?, 'available', value, '{}', 0, ?, 25, NULL, NULL, ?, NULL, NULL, 0"
+    " FROM json_each(?)"
+)
+
+
+def sqlite_worker(url: str, single: int, jobs: int, json_each: bool = False) -> None:
     from kiln.stores.sqlite._store import connect
 
     kiln.App(url).migrate()  # kiln's schema and indexes
@@ -167,7 +179,12 @@ def sqlite_worker(url: str, single: int, jobs: int) -> None:
     def insert_many(chunk: list[dict[str, Any]]) -> None:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(SQLITE_INSERT, [("bench", KIND, json.dumps(a), now, now) for a in chunk])
+        if json_each:  # one statement: the args texts as a JSON array of strings
+            texts = json.dumps([json.dumps(a) for a in chunk])
+            conn.execute(SQLITE_JSON_EACH, ("bench", KIND, now, now, texts))
+        else:
+            conn.executemany(SQLITE_INSERT,
+                             [("bench", KIND, json.dumps(a), now, now) for a in chunk])
         conn.execute("COMMIT")
 
     for i in range(10):
@@ -181,6 +198,50 @@ def sqlite_worker(url: str, single: int, jobs: int) -> None:
             for chunk in chunks(args[:jobs], size):
                 insert_many(chunk)
     conn.close()
+
+
+# ------------------------------------------ MariaDB / MySQL: a plain executemany
+MYSQL_INSERT = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, priority, run_at,"
+    " max_attempts, timeout, backoff, errors, created_at, rate_key, tags) VALUES"
+    " (%s, %s, 'available', %s, '{}', '{}', 0, UTC_TIMESTAMP(6), 25, NULL, NULL, '[]',"
+    " UTC_TIMESTAMP(6), NULL, NULL)"
+)
+
+
+def mysql_worker(url: str, single: int, jobs: int) -> None:
+    import asyncmy
+
+    kiln.App(url).migrate()  # kiln's schema and indexes
+    p = urlsplit(url)
+    args = [{"n": i} for i in range(max(single, jobs))]
+
+    async def run() -> None:
+        conn = await asyncmy.connect(host=p.hostname, port=p.port or 3306,
+                                     user=p.username or "root", password=p.password or "",
+                                     database=p.path[1:], autocommit=False)
+        async with conn.cursor() as cur:
+            async def insert_one(a: dict[str, Any]) -> None:
+                await cur.execute(MYSQL_INSERT, ("bench", KIND, json.dumps(a)))
+                await conn.commit()
+
+            async def insert_many(chunk: list[dict[str, Any]]) -> None:
+                await cur.executemany(MYSQL_INSERT, [("bench", KIND, json.dumps(a)) for a in chunk])
+                await conn.commit()
+
+            for i in range(10):
+                await insert_one({"n": -i})
+            with Timer("enqueue", 1, single):
+                for a in args[:single]:
+                    await insert_one(a)
+            for size in BATCHES:
+                await insert_many(args[:size])
+                with Timer("enqueue_many", size, jobs):
+                    for chunk in chunks(args[:jobs], size):
+                        await insert_many(chunk)
+        conn.close()
+
+    asyncio.run(run())
 
 
 SINGLE = 2_000
@@ -488,7 +549,9 @@ PEERS = {"pgqueuer": PGQUEUER, "procrastinate": PROCRASTINATE}
 def systems(store: str, peers_python: str, baseline: str | None) -> list[str]:
     names = ["kiln", "kiln_otel", *(["kiln_baseline"] if baseline else [])]
     if store == "sqlite":
-        names.append("sqlite_executemany")
+        names.extend(("sqlite_executemany", "sqlite_json_each"))
+    if store == "mysql":
+        names.append("mysql_executemany")
     if store == "postgres":
         if Path(peers_python).exists():
             names.extend(PEERS)
@@ -502,7 +565,8 @@ def command(name: str, url: str, peers_python: str, single: int, jobs: int) -> l
     if name in PEERS:
         return [peers_python, "-c", textwrap.dedent(PEERS[name]), url, str(single),
                 str(jobs), *(str(b) for b in BATCHES)]
-    worker = {"sqlite_executemany": "sqlite", "kiln_baseline": "kiln"}.get(name, name)
+    worker = {"sqlite_executemany": "sqlite", "mysql_executemany": "mysql",
+              "kiln_baseline": "kiln"}.get(name, name)
     return [sys.executable, __file__, "--worker", worker, url, "--single", str(single),
             "--jobs", str(jobs)]
 
@@ -601,8 +665,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         system, url = args.worker
-        if system == "sqlite":
-            sqlite_worker(url, args.single, args.jobs)
+        if system in ("sqlite", "sqlite_json_each"):
+            sqlite_worker(url, args.single, args.jobs, json_each=system == "sqlite_json_each")
+        elif system == "mysql":
+            mysql_worker(url, args.single, args.jobs)
         else:
             kiln_worker(url, args.single, args.jobs, otel=system == "kiln_otel")
         return
