@@ -1,11 +1,13 @@
 """PostgreSQL: inserting unique jobs (kiln.Unique) against the partial unique index.
 
-One statement inserts a batch with ON CONFLICT DO NOTHING, returns the id and key of
-every job it inserted and, only when it did not insert them all, the id and key of
-the jobs that hold the others' keys: a batch costs one round trip whatever its
-duplicates, and the results are placed by key here (no join or sort in the
-statement). The holders are read with the statement's snapshot, which does not see
-the rows it inserts itself, so what it finds holds a key we did not take. A duplicate
+One statement inserts a batch with ON CONFLICT DO NOTHING and returns the id of every
+job it inserted; only when it did not insert them all, it also returns their keys and
+the id and key of the jobs that hold the others' keys: a batch costs one round trip
+whatever its duplicates. All inserted, the ids in ascending order are the jobs' in
+input order (as for a plain insert); otherwise the results are placed by key here (no
+join or sort in the statement). The holders are read with the statement's snapshot,
+which does not see the rows it inserts itself, so what it finds holds a key we did not
+take. A duplicate
 committed after that snapshot was taken is skipped by the insert but invisible to the
 read: those few are looked up again (or inserted, if that job left its counted states
 meanwhile) in a next round. Columns whose value every job of the batch shares are sent
@@ -55,7 +57,10 @@ INSERT_UNIQUE = (
     f" ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING"
     " RETURNING id, unique_key, queue, state, run_at)"
     f"{notify_from('ins')}"
-    " SELECT id, unique_key, true FROM ins WHERE (SELECT count(*) FROM kiln_notify) >= 0"
+    # the inserted rows' keys only when some were not inserted: all inserted, their
+    # ids in ascending order are the jobs' in input order (as the plain insert's)
+    " SELECT id, CASE WHEN (SELECT count(*) FROM ins) < %b::int THEN unique_key END, true"
+    " FROM ins WHERE (SELECT count(*) FROM kiln_notify) >= 0"
     " UNION ALL SELECT o.id, o.unique_key, false FROM kiln_jobs o"
     " WHERE (SELECT count(*) FROM ins) < %b::int AND o.unique_key IN ("
     f"SELECT {_KEY.format(per='x.per', uk='x.uk')}"
@@ -84,7 +89,7 @@ def _params(jobs: Sequence[NewJob]) -> list[Any]:
         else:
             scalars.append(None)
             arrays.append(col)
-    return [*scalars, *arrays, len(jobs), keys, periods]
+    return [*scalars, *arrays, len(jobs), len(jobs), keys, periods]
 
 
 def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
@@ -98,8 +103,14 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
         # later rounds: on their own (a transaction of the first is committed already)
         ins = Stmt(INSERT_UNIQUE, tuple(_params(batch)), prepare=True)
         out: list[Rows] = yield Step((*pre, ins), last=_round == 0)
+        rows = out[-1]
+        if len(rows) == len(batch) and rows[0][1] is None:  # all inserted, no key sent
+            new = int.__new__  # an inserted job's result: the class's inserted=True
+            for index, job_id in zip(todo, sorted(r[0] for r in rows), strict=True):
+                results[index] = new(EnqueueResult, job_id)
+            return [r for r in results if r is not None]
         found: dict[str, EnqueueResult] = {}
-        for job_id, stored_key, inserted in out[-1]:
+        for job_id, stored_key, inserted in rows:
             key = stored_key.split("@", 1)[0]  # without a period's bucket
             if inserted or key not in found:  # ours wins over a holder seen finishing
                 found[key] = EnqueueResult(job_id, inserted)
