@@ -14,6 +14,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from json.encoder import encode_basestring
 from typing import Any
 
 from kiln._errors import ConfigError, ValidationError
@@ -83,6 +84,8 @@ class Unique:
             fixed = self.key_of(kind, queue, None)
             return lambda args: fixed
         head = encode([kind, self.period])[:-1] + ","
+        if len(self.by) == 1 and self.by[0].startswith("args."):
+            return _one_arg_keyer(self, kind, queue, head)
         parts = [_part_text(part, queue) for part in self.by]
 
         def key(args: Any) -> str:
@@ -116,6 +119,27 @@ def _part(part: str, queue: str, args: Any) -> JSON:
             f"unique by {part}: the job's args have no top-level key {name!r}"
         )
     return [part, args[name]]
+
+
+def _one_arg_keyer(unique: Unique, kind: str, queue: str, head: str) -> Callable[[Any], str]:
+    """``keyer`` of the common ``by=("args.NAME",)``: one concatenation and one hash a
+    job; a str value is encoded by the function the JSON encoder itself calls for it."""
+    part = unique.by[0]
+    name = part[5:]
+    prefix = head + encode([part])[:-1] + ","
+    sha256 = hashlib.sha256
+
+    def key(args: Any) -> str:
+        if args.__class__ is not dict or name not in args:
+            return unique.key_of(kind, queue, args)  # its ValidationError naming the key
+        value = args[name]
+        try:
+            text = encode_basestring(value) if value.__class__ is str else encode(value)
+        except (TypeError, ValueError, RecursionError):
+            return unique.key_of(kind, queue, args)  # its slower path, or its error
+        return sha256((prefix + text + "]]").encode()).hexdigest()[:40]
+
+    return key
 
 
 def _part_text(part: str, queue: str) -> Callable[[Any], str]:

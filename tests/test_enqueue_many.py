@@ -167,3 +167,32 @@ def test_sqlite_batch_in_the_callers_transaction(tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM kiln_jobs").fetchone()[0] == 1
     conn.close()
     app.close()
+
+
+KEYED_ARGS: list[Any] = [
+    {"n": "plain"}, {"n": 'é"\\\u2028\n'}, {"n": 7}, {"n": 10**30}, {"n": 2.5},
+    {"n": True}, {"n": None}, {"n": [1, {"a": "ü"}]}, {"n": {"z": 1, "a": 2}}, {"n": ""},
+]
+
+
+@pytest.mark.parametrize("unique", [
+    kiln.Unique(by=("args.n",)), kiln.Unique(by=("args.n",), period=60),
+    kiln.Unique(by=("args.n", "queue")), kiln.Unique(), kiln.Unique(key="k"),
+], ids=["arg", "arg-period", "arg-queue", "args", "key"])
+@pytest.mark.parametrize("args", KEYED_ARGS)
+def test_the_batch_keyer_gives_key_of_keys(unique: kiln.Unique, args: Any) -> None:
+    assert unique.keyer("k", "q")(args) == unique.key_of("k", "q", args)
+
+
+def test_keys_of_stored_jobs_do_not_change() -> None:
+    """A new key for the same job would let a duplicate of a stored job in."""
+    by_n = kiln.Unique(by=("args.n",))
+    assert by_n.keyer("k", "q")({"n": 'é"x'}) == "9cbf86745b65a7303b26b94c64b20780566a2690"
+    per = kiln.Unique(by=("args.n",), period=60)
+    assert per.keyer("k", "q")({"n": 3}) == "a3f75a92f720c56e135923a57da7419a344343f6"
+
+
+@pytest.mark.parametrize("args", [{}, {"m": 1}, [], None, "n", [1, 2]])
+def test_the_batch_keyer_refuses_args_without_the_key(args: Any) -> None:
+    with pytest.raises(kiln.ValidationError, match="args have no top-level key 'n'"):
+        kiln.Unique(by=("args.n",)).keyer("k", "q")(args)

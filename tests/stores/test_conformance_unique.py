@@ -144,3 +144,20 @@ async def test_a_requeue_of_two_finished_jobs_of_one_key_puts_back_the_newest(
     assert new is not None and new.state is JobState.AVAILABLE
     [dup] = await store.job_insert_many([uniq({"tenant": 9})])
     assert flags([dup]) == [(ids[1], False)]
+
+
+async def test_each_result_is_its_own_jobs_id(store: Store) -> None:
+    """All inserted or some skipped, the ids come back in the batch's order (stores
+    place them by position when nothing was skipped, by key otherwise)."""
+    plain = build_job("k", {"tenant": "plain"}, None, queue="q")
+    [held] = await store.job_insert_many([uniq({"tenant": 5})])
+    for batch in (
+        [uniq({"tenant": n}) for n in range(20)],  # all new
+        [uniq({"tenant": n}) for n in range(20, 30)] + [plain, uniq({"tenant": 5})],
+    ):
+        results = await store.job_insert_many(batch)
+        assert len(results) == len(batch)
+        for job, job_id in zip(batch, results, strict=True):
+            row = await store.job_get(int(job_id))
+            assert row is not None and row.args == job.args
+    assert flags([results[-1]]) == [(int(held), False)]

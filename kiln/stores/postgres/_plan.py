@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -35,6 +35,11 @@ class Stmt:
     params: Sequence[Any] = ()
     prepare: bool | None = None  # True for hot statements: prepared on first use
     binary: bool = False  # rows in binary format (cheaper timestamps on both sides)
+    # instead of params, for %(name)b placeholders (one value referenced more than once)
+    named: Mapping[str, Any] | None = None
+
+    def args(self) -> Sequence[Any] | Mapping[str, Any] | None:
+        return self.named if self.named is not None else self.params or None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,13 +139,13 @@ async def _exec_async(
     counter.value += len(stmts)
     if len(stmts) == 1:
         cur = conn.cursor(row_factory=tuple_row, binary=stmts[0].binary)
-        await cur.execute(stmts[0].sql, stmts[0].params or None, prepare=stmts[0].prepare)
+        await cur.execute(stmts[0].sql, stmts[0].args(), prepare=stmts[0].prepare)
         return [await cur.fetchall() if cur.description else []]
     cursors = []
     async with conn.pipeline():
         for s in stmts:
             cur = conn.cursor(row_factory=tuple_row, binary=s.binary)
-            await cur.execute(s.sql, s.params or None, prepare=s.prepare)
+            await cur.execute(s.sql, s.args(), prepare=s.prepare)
             cursors.append(cur)
     return [await c.fetchall() if c.description else [] for c in cursors]
 
@@ -177,7 +182,7 @@ def _exec_sync(
     results: list[Rows] = []
     for s in stmts:  # a caller's connection may not want pipeline mode; keep it plain
         cur = conn.cursor(row_factory=tuple_row, binary=s.binary)
-        cur.execute(s.sql, s.params or None, prepare=s.prepare)
+        cur.execute(s.sql, s.args(), prepare=s.prepare)
         results.append(cur.fetchall() if cur.description else [])
     return results
 

@@ -1,16 +1,17 @@
 """PostgreSQL: inserting unique jobs (kiln.Unique) against the partial unique index.
 
-One statement inserts a batch with ON CONFLICT DO NOTHING, returns the id and key of
-every job it inserted and, only when it did not insert them all, the id and key of
-the jobs that hold the others' keys: a batch costs one round trip whatever its
-duplicates, and the results are placed by key here (no join or sort in the
-statement). The holders are read with the statement's snapshot, which does not see
-the rows it inserts itself, so what it finds holds a key we did not take. A duplicate
-committed after that snapshot was taken is skipped by the insert but invisible to the
-read: those few are looked up again (or inserted, if that job left its counted states
-meanwhile) in a next round. Columns whose value every job of the batch shares are sent
-once, as the plain insert does. Owns these statements only; the batch arrives
-deduplicated by key (see _rows).
+One statement inserts a batch with ON CONFLICT DO NOTHING and returns the id of every
+job it inserted; only when it did not insert them all, it also returns their keys and
+the id and key of the jobs that hold the others' keys: a batch costs one round trip
+whatever its duplicates. All inserted, the ids in ascending order are the jobs' in
+input order (as for a plain insert); otherwise the results are placed by key here (no
+join or sort in the statement). The holders are read with the statement's snapshot,
+which does not see the rows it inserts itself, so what it finds holds a key we did not
+take. A duplicate committed after that snapshot was taken is skipped by the insert but
+invisible to the read: those few are looked up again (or inserted, if that job left its
+counted states meanwhile) in a next round. Columns whose value every job of the batch
+shares are sent once, as the plain insert does, and the keys once for both parts. Owns
+these statements only; the batch arrives deduplicated by key (see _rows).
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ _KEY = (
     " ELSE {uk} || '@' || floor(extract(epoch FROM now()) / {per})::bigint END"
 )
 _PICKED = ", ".join(
-    f"u.{n}" if n in _RAW else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in _COLS
+    f"u.{n}" if n in _RAW else f"coalesce(u.{n}, %(s_{n})b::{t}) AS {n}" for n, t in _COLS
 )
+# named parameters: the holders' read takes the keys and periods the insert was sent
+# (one parameter each, referenced twice), not a second copy of them
 INSERT_UNIQUE = (
     "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
     " max_attempts, timeout, backoff, rate_key, unique_key, unique_states, tags)"
@@ -50,41 +53,40 @@ INSERT_UNIQUE = (
     " coalesce(t.tg::text[], '{}')"
     " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second') AS r,"
     f" {_KEY.format(per='t.per', uk='t.uk')} AS key"
-    f" FROM (SELECT {_PICKED} FROM unnest({', '.join(f'%b::{t}[]' for _, t in _COLS)})"
+    f" FROM (SELECT {_PICKED} FROM unnest({', '.join(f'%(a_{n})b::{t}[]' for n, t in _COLS)})"
     f" AS u({', '.join(n for n, _ in _COLS)})) AS t) AS t"
     f" ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING"
     " RETURNING id, unique_key, queue, state, run_at)"
     f"{notify_from('ins')}"
-    " SELECT id, unique_key, true FROM ins WHERE (SELECT count(*) FROM kiln_notify) >= 0"
+    # the inserted rows' keys only when some were not inserted: all inserted, their
+    # ids in ascending order are the jobs' in input order (as the plain insert's)
+    " SELECT id, CASE WHEN (SELECT count(*) FROM ins) < %(n)b::int THEN unique_key END, true"
+    " FROM ins WHERE (SELECT count(*) FROM kiln_notify) >= 0"
     " UNION ALL SELECT o.id, o.unique_key, false FROM kiln_jobs o"
-    " WHERE (SELECT count(*) FROM ins) < %b::int AND o.unique_key IN ("
-    f"SELECT {_KEY.format(per='x.per', uk='x.uk')}"
-    " FROM unnest(%b::text[], %b::float8[]) AS x(uk, per))"
+    " WHERE (SELECT count(*) FROM ins) < %(n)b::int AND o.unique_key IN ("
+    f"SELECT {_KEY.format(per='coalesce(x.per, %(s_per)b::float8)', uk='x.uk')}"
+    " FROM unnest(%(a_uk)b::text[], %(a_per)b::float8[]) AS x(uk, per))"
     f" AND {holds_key('o')}"
 )
 ROUNDS = 5  # a key whose holder keeps finishing between our insert and read: give up
 
 
-def _params(jobs: Sequence[NewJob]) -> list[Any]:
-    """The statement's parameters: a scalar per shared column, then the arrays."""
-    keys = [j.unique_key for j in jobs]
-    periods = [j.unique_period for j in jobs]
-    cols = [*_columns(jobs), keys, [j.unique_states for j in jobs], periods,
-            [text_array(j.tags) for j in jobs]]
-    scalars: list[Any] = []
-    arrays: list[Any] = []
+def _params(jobs: Sequence[NewJob]) -> dict[str, Any]:
+    """The statement's parameters: per column, its scalar when every job shares its
+    value (and an empty array), else its array."""
+    cols = [*_columns(jobs), [j.unique_key for j in jobs], [j.unique_states for j in jobs],
+            [j.unique_period for j in jobs], [text_array(j.tags) for j in jobs]]
+    params: dict[str, Any] = {"n": len(jobs)}
     for (name, _), col in zip(_COLS, cols, strict=True):
-        if name in _RAW:
-            arrays.append(col)
-            continue
         first = col[0]
-        if col.count(first) == len(col):  # one type per column (see _jobs._columns)
-            scalars.append(first)
-            arrays.append([])
+        if name in _RAW or col.count(first) != len(col):  # one type per column (_columns)
+            params[f"a_{name}"] = col
+            if name not in _RAW:
+                params[f"s_{name}"] = None
         else:
-            scalars.append(None)
-            arrays.append(col)
-    return [*scalars, *arrays, len(jobs), keys, periods]
+            params[f"s_{name}"] = first
+            params[f"a_{name}"] = []
+    return params
 
 
 def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
@@ -96,10 +98,16 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[EnqueueResult]]:
         batch = [jobs[i] for i in todo]
         pre = [rate_limit_stmt(limits)] if limits and _round == 0 else []
         # later rounds: on their own (a transaction of the first is committed already)
-        ins = Stmt(INSERT_UNIQUE, tuple(_params(batch)), prepare=True)
+        ins = Stmt(INSERT_UNIQUE, named=_params(batch), prepare=True)
         out: list[Rows] = yield Step((*pre, ins), last=_round == 0)
+        rows = out[-1]
+        if len(rows) == len(batch) and rows[0][1] is None:  # all inserted, no key sent
+            new = int.__new__  # an inserted job's result: the class's inserted=True
+            for index, job_id in zip(todo, sorted(r[0] for r in rows), strict=True):
+                results[index] = new(EnqueueResult, job_id)
+            return [r for r in results if r is not None]
         found: dict[str, EnqueueResult] = {}
-        for job_id, stored_key, inserted in out[-1]:
+        for job_id, stored_key, inserted in rows:
             key = stored_key.split("@", 1)[0]  # without a period's bucket
             if inserted or key not in found:  # ours wins over a holder seen finishing
                 found[key] = EnqueueResult(job_id, inserted)

@@ -227,7 +227,8 @@ def _batchable(job: NewJob) -> bool:
 def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
     """Jobs without dependencies or rate limits to declare: plain ones as runs of shared
     columns (kiln.stores.sqlite._runs); with unique jobs among them, one executemany,
-    then one read of the unique keys' holders. The caller's transaction holds the write
+    and, when it skipped some, one read of the new rows and of the skipped keys' holders
+    (nothing skipped, the ids follow: no read). The caller's transaction holds the write
     lock from the first row to the commit and ids are AUTOINCREMENT: the rows this call
     inserts take the ids after the highest one so far, in order, and a key's holder with
     such an id is ours."""
@@ -269,7 +270,8 @@ def _insert_unique(
     seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kiln_jobs'").fetchone()
     top = conn.execute("SELECT max(id) FROM kiln_jobs").fetchone()
     first_new = max(int(seq[0]) if seq else 0, int(top[0] or 0)) + 1
-    conn.executemany(INSERT_MANY, rows)
+    if conn.executemany(INSERT_MANY, rows).rowcount == len(rows):
+        return _all_inserted(conn, keys)
     # the new rows, in insertion order (a skipped row may still have taken an id); a
     # unique job whose key is not the next new row's was skipped: a holder has its key
     new_rows = conn.execute(
@@ -304,6 +306,17 @@ def _insert_unique(
         for index, key in skipped.items():
             ids[index] = EnqueueResult(holders[key], False)
     return ids
+
+
+def _all_inserted(conn: sqlite3.Connection, keys: list[str | None]) -> list[int]:
+    """Nothing skipped: the ids run, in order, up to the last one inserted (no read of
+    the new rows); a unique job's is an EnqueueResult."""
+    last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    ids = range(last - len(keys) + 1, last + 1)
+    if all(key is None for key in keys):
+        return list(ids)
+    new = int.__new__  # an inserted unique job's result: the class's inserted=True
+    return [i if key is None else new(EnqueueResult, i) for i, key in zip(ids, keys, strict=True)]
 
 
 def _holders(conn: sqlite3.Connection, keys: list[str]) -> dict[str, int]:
