@@ -6,7 +6,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from kiln._job import JobState, NewJob
+from kiln._job import JobFilter, JobState, NewJob
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, state_of
 
@@ -38,6 +38,24 @@ async def test_insert_unicode_and_nested_args_round_trip(store: Store) -> None:
     [job_id] = await insert(store, job(args=args))
     row = await store.job_get(job_id)
     assert row is not None and row.args == args
+
+
+# JSON values that look like the empty ones, or are plain strings: PostgreSQL once read
+# '"{}"' back as {} and failed on '"hello"' outside the claim (its driver decoded jsonb
+# and the row decoder decoded again)
+AMBIGUOUS_ARGS: list[Any] = ["hello", "{}", "[]", "null", "", 5, 2.5, True, None, [], {}]
+
+
+async def test_args_of_every_json_type_round_trip_on_every_read(store: Store) -> None:
+    ids = await store.job_insert_many([job(args=a, metadata={"m": "{}"}) for a in AMBIGUOUS_ARGS])
+    for job_id, args in zip(ids, AMBIGUOUS_ARGS, strict=True):
+        row = await store.job_get(job_id)
+        assert row is not None and row.args == args and type(row.args) is type(args), (args, row)
+        assert row.metadata == {"m": "{}"}
+    listed = {r.id: r.args for r in await store.job_list(JobFilter(), limit=50)}
+    assert [listed[i] for i in ids] == AMBIGUOUS_ARGS
+    claimed = {r.id: r.args for r in await claim(store, limit=50)}
+    assert [claimed[i] for i in ids] == AMBIGUOUS_ARGS
 
 
 async def test_first_state_from_options(store: Store) -> None:

@@ -38,7 +38,6 @@ from kiln.stores._rows import (
     dumps,
     epoch,
     errors_from,
-    loads,
     next_state,
     readmitted,
     rescue_step,
@@ -50,8 +49,11 @@ COLUMNS = (
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
     "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
 )
-JOB_COLS = ", ".join(COLUMNS)
-J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
+# JSON columns are read as text and decoded by row_to_job, on every path: a driver-
+# decoded value would be ambiguous (args that are the JSON string "{}" would read as {})
+_JSON_COLS = ("args", "params", "metadata", "backoff", "errors")
+JOB_COLS = ", ".join(f"{c}::text" if c in _JSON_COLS else c for c in COLUMNS)
+J_COLS = ", ".join(f"j.{c}::text" if c in _JSON_COLS else f"j.{c}" for c in COLUMNS)
 RELEASE_CAP = 10_000  # scheduled jobs released per call; the next call takes the rest
 
 
@@ -76,18 +78,16 @@ NOTIFIED = "(SELECT count(*) FROM kiln_notify) >= 0"
 _STATES = {s.value: s for s in JobState}
 _EMPTY = {"{}", "[]", "null"}  # most params, metadata and errors: no decode needed
 # the claim's columns: JSON as text, decoded only when not empty
-CLAIM_COLS = ", ".join(
-    f"{c}::text" if c in ("args", "params", "metadata", "backoff", "errors") else c
-    for c in COLUMNS
-)
+CLAIM_COLS = JOB_COLS
 
 
-def _json(value: Any) -> Any:
-    if value.__class__ is str:
-        if value in _EMPTY:
-            return {} if value == "{}" else [] if value == "[]" else None
-        return json.loads(value)
-    return loads(value)
+def _json(value: str | None) -> Any:
+    """A JSON column read as text (JOB_COLS); the common empty values without a decode."""
+    if value is None:
+        return None
+    if value in _EMPTY:
+        return {} if value == "{}" else [] if value == "[]" else None
+    return json.loads(value)
 
 
 def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRow:
