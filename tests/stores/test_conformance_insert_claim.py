@@ -182,7 +182,8 @@ async def test_now_is_the_database_clock(store: Store) -> None:
 async def test_batch_in_runs_gives_each_id_its_own_job(store: Store) -> None:
     """Runs of jobs that share every column but their args, broken by a job that
     differs in one column: every id gets its own job's args and columns, in order."""
-    values: list[Any] = ["text", "{}", ["text"], {"s": 'a "quoted" \\ back\nslash\t\x01'}, ["Zoë ☃ \u2028"],
+    values: list[Any] = ["text", "{}", ["text"], {"s": 'a "quoted" \\ back\nslash\t\x01'},
+                         ["Zoë ☃ \u2028"],
                          7, 2**70, 1.5e-7, None, True, False, [], {}, [1, [2, {"x": None}]],
                          {"é": {"ü": [0.1]}}]
     batch = [job(args={"i": i}) for i in range(150)]
