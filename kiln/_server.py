@@ -346,8 +346,8 @@ class Server:
     async def _shutdown(self) -> None:
         self._state = "stopping"
         log.info("server %s shutting down", self.id)
-        for pool in self._pools.values():
-            await pool.stop_claiming()
+        # every pool at once: each may wait up to its claim_timeout for a claim in flight
+        await asyncio.gather(*(pool.stop_claiming() for pool in self._pools.values()))
         for service in reversed(self._services):
             await service.stop()
         tasks = [t for p in self._pools.values() for t in p.running]
