@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -50,10 +51,8 @@ async def test_a_task_that_ignores_every_cancel_is_left_behind(
 
     async def body() -> None:
         while not release.is_set():
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await release.wait()
-            except asyncio.CancelledError:
-                pass
 
     task = asyncio.create_task(body(), name="stubborn")
     await asyncio.sleep(0)
