@@ -48,6 +48,7 @@ from kiln._events import (
 )
 from kiln._job import AttemptError, JobResult, Outcome
 from kiln._sanitise import capped, sanitised, writable
+from kiln._service import stop_task
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.completer")
@@ -198,9 +199,8 @@ class Completer:
                     await asyncio.sleep(0.005)
         self._stopping = True
         task, self._task = self._task, None
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        with contextlib.suppress(Exception):
+            await stop_task(task)
         if self._buffer:
             log.warning("%d results could not be written; their jobs will be rescued",
                         len(self._buffer))

@@ -10,6 +10,7 @@ the server rejoins under a new registration (a new server id).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -20,7 +21,7 @@ from kiln._config import ServerConfig, seconds
 from kiln._errors import KilnError
 from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
 from kiln._job import ServerInfo
-from kiln._service import LoopService
+from kiln._service import LoopService, stop_task
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.heartbeat")
@@ -52,6 +53,7 @@ class Heartbeater(LoopService):
         self.fenced: str | None = None
         self.ok_count = 0
         self.failed_count = 0
+        self._beat_task: asyncio.Task[bool] | None = None
 
     @property
     def server_id(self) -> str:
@@ -113,6 +115,14 @@ class Heartbeater(LoopService):
         self._events.emit(Fenced(server_id=self.server_id, reason=reason))
         await self._on_fence(reason)
 
+    async def stop(self) -> None:
+        """Stop the loop and the beat it may be waiting for: a beat left running could
+        rejoin after the server closed its store, and open it again (a leaked pool)."""
+        await super().stop()
+        beat, self._beat_task = self._beat_task, None
+        with contextlib.suppress(Exception):
+            await stop_task(beat)
+
     async def _loop(self) -> None:
         interval = seconds(self._config.heartbeat_interval)
         check = min(interval / 4, 0.25)
@@ -122,7 +132,7 @@ class Heartbeater(LoopService):
             if self.fenced is None and self.age > self._config.fence_after:
                 await self._fence(f"no heartbeat confirmed for {self.age:.1f}s")
             if time.monotonic() >= next_beat:
-                beat = asyncio.ensure_future(self._beat())
+                beat = self._beat_task = asyncio.ensure_future(self._beat())
                 next_beat = time.monotonic() + interval
                 while not beat.done():  # keep watching the fence while the beat hangs
                     await asyncio.wait({beat}, timeout=check)

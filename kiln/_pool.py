@@ -48,6 +48,7 @@ from kiln._events import (
 from kiln._executor import Executor
 from kiln._job import JobResult, JobRow, Outcome
 from kiln._lingering import Lingering
+from kiln._service import stop_task
 from kiln.stores import Store
 from kiln.stores._protocol import ClaimWatch
 
@@ -177,12 +178,13 @@ class Pool:
                 self._loop(), name=f"kiln-pool-{self.queue}"
             )
 
-    async def stop_claiming(self, claim_timeout: float = 5.0) -> None:
+    async def stop_claiming(self, claim_timeout: float = 2.0) -> None:
         """Stop claiming; hand back the claimed jobs that have not started.
 
         A claim in flight is let finish (up to ``claim_timeout``): cancelling it after
         the database committed would strand its jobs as running under this server
-        until a rescue."""
+        until a rescue, which is what becomes of them when the database does not answer
+        within ``claim_timeout`` (then it cannot take the hand-back either)."""
         self._claiming = False
         task, self._task = self._task, None
         if task is not None:
@@ -191,9 +193,7 @@ class Pool:
                 self._slot.set()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), claim_timeout)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)
         ready, self._ready = list(self._ready), collections.deque()
         self._hand_back(ready)
 

@@ -41,7 +41,7 @@ from kiln._kinds import Kind
 from kiln._pool import Pool
 from kiln._reconciler import Reconciler
 from kiln._releaser import Releaser
-from kiln._service import Service
+from kiln._service import Service, stop_task
 from kiln._threads import ThreadPool
 from kiln._version import VERSION
 from kiln.stores import Store
@@ -346,8 +346,8 @@ class Server:
     async def _shutdown(self) -> None:
         self._state = "stopping"
         log.info("server %s shutting down", self.id)
-        for pool in self._pools.values():
-            await pool.stop_claiming()
+        # every pool at once: each may wait up to its claim_timeout for a claim in flight
+        await asyncio.gather(*(pool.stop_claiming() for pool in self._pools.values()))
         for service in reversed(self._services):
             await service.stop()
         tasks = [t for p in self._pools.values() for t in p.running]
@@ -403,9 +403,11 @@ class Server:
         )
 
     async def _close(self) -> None:
+        # waited for (bounded), not just cancelled: one still running after the store
+        # closed would open it again, and nothing would close that
         for task in (self._fencing, self._republish):
-            if task is not None:
-                task.cancel()
+            with contextlib.suppress(Exception):
+                await stop_task(task)
         if self.bus is not None:
             with contextlib.suppress(Exception):
                 await self.bus.unsubscribe(self._on_notification)
@@ -531,6 +533,10 @@ class Server:
         for pool in self._pools.values():
             pool.server_id = new_id
             pool.wake()
+        if self._state not in ("new", "running"):
+            return  # stopping: the declarations go with the registration
+        if self._republish is not None:  # an earlier rejoin's: this one supersedes it
+            self._republish.cancel()
         # declarations published under the old id no longer count as a live server's
         self._republish = asyncio.get_running_loop().create_task(
             self._publish_again(), name="kiln-kinds-publish"

@@ -139,3 +139,52 @@ async def test_leader_services_keep_the_lifecycle_contract(store: Store) -> None
         await service.start()  # idempotent
         await service.stop()
         await service.stop()
+
+
+class GatedStore:
+    """server_heartbeat and server_register wait for ``gate`` (cancellably)."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.registered: list[str] = []
+        self.waiting = 0
+
+    async def server_register(self, info: ServerInfo) -> None:
+        self.waiting += 1
+        await self.gate.wait()
+        self.registered.append(info.id)
+
+    async def server_heartbeat(self, server_id: str) -> bool:
+        self.waiting += 1
+        await self.gate.wait()
+        return True
+
+
+async def test_a_stopped_heartbeat_leaves_no_beat_behind() -> None:
+    """Found as a leaked connection pool (tests/cluster/test_stalled_checkpoint.py): the
+    heartbeat's stop cancelled its loop but not the beat it waited for, which went on to
+    rejoin after the server had closed its store, and so opened it again."""
+    store, events = GatedStore(), EventHub()
+    config = kiln.ServerConfig(heartbeat_interval=0.1, kill_grace=0.1, dead_after=6)
+    rejoined: list[str] = []
+
+    async def on_fence(reason: str) -> None:
+        return None
+
+    info = ServerInfo(id="first", host="h", pid=1, queues={"q": 1}, kinds=["k"],
+                      version="t", started_at=datetime.now(UTC))
+    beat = Heartbeater(store, info, config, events, on_fence, rejoined.append)  # type: ignore[arg-type]
+    await beat.register()
+    store.gate.clear()
+    await beat.start()
+    try:
+        await wait_until(lambda: beat.fenced, 2)
+        waiting = store.waiting
+        await wait_until(lambda: store.waiting > waiting, 2)  # a beat out: the rejoin
+    finally:
+        await beat.stop()
+    store.gate.set()
+    for _ in range(20):  # a beat left running would now register and rejoin
+        await asyncio.sleep(0)
+    assert store.registered == ["first"] and rejoined == []

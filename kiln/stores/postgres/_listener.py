@@ -22,6 +22,7 @@ import psycopg
 from psycopg import pq
 
 from kiln._bus import STATE
+from kiln._service import stop_task
 from kiln.stores._protocol import NotifyCallback
 from kiln.stores.postgres._claimer import Broken, Claimer
 from kiln.stores.postgres._plan import Counter
@@ -64,10 +65,7 @@ class Listener:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)  # bounded: a connect to a silent server may not end at once
         self._up = False
 
     async def _run(self) -> None:

@@ -57,6 +57,7 @@ from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, trans
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.postgres"
 _RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+_CLOSE_WAIT = 1.0  # seconds close() waits for the pool's workers (psycopg_pool: 5)
 
 
 class PostgresStore:
@@ -122,7 +123,9 @@ class PostgresStore:
         await self._listener.stop()
         pool, self._pool = self._pool, None
         if pool is not None:
-            await pool.close()
+            # its workers may be connecting to a silent server (connect_timeout): past
+            # this, psycopg_pool leaves them to end on their own rather than wait
+            await pool.close(timeout=_CLOSE_WAIT)
         with self._sync_lock:
             conn, self._sync_conn = self._sync_conn, None
         if conn is not None:
