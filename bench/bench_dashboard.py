@@ -225,6 +225,10 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]
             store.job_counts_by_kind, rounds)
         results["store: job_finished_series(3600, 60)"] = await _time_call(
             lambda: store.job_finished_series(3600.0, 60.0), rounds)
+        results["store: queue_completed_series(3600, 60)"] = await _time_call(
+            lambda: store.queue_completed_series(3600.0, 60.0), rounds)
+        results["store: queue_running_counts"] = await _time_call(
+            store.queue_running_counts, rounds)
         await source.close()
         await refreshing.state.kiln.source.close()
     return results
@@ -249,7 +253,8 @@ async def _time_action(http: httpx.AsyncClient, rounds: int) -> dict[str, Any]:
 
 async def _settle(app: Any) -> None:
     source = app.state.kiln.source
-    for cached in (source.counts, source.throughput, source.oldest):
+    for cached in (source.counts, source.throughput, source.oldest, source.running,
+                   source.queue_series):
         task = cached._refresh
         if task is not None:
             await asyncio.wait([task], timeout=10)

@@ -215,6 +215,14 @@ class Store(Protocol):
         """(bucket, state, jobs) of the jobs that finished (completed, failed, cancelled)
         in the last ``since_seconds``, by the database clock; bucket 0 is the latest
         ``bucket_seconds``, 1 the one before, and so on. Buckets without jobs are absent."""
+    async def queue_completed_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[str, int, int]]:
+        """(queue, bucket, jobs) of the jobs completed in the last ``since_seconds``,
+        bucketed as ``job_finished_series`` does: one GROUP BY for every queue."""
+    async def queue_running_counts(self) -> list[tuple[str, str, int]]:
+        """(queue, server_id, jobs) of the running jobs: one GROUP BY over the running
+        jobs' index ("" for a running job without a server)."""
 
     # servers, leader, rescue, sweep, prune
     async def server_register(self, info: ServerInfo) -> None: ...

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from kiln._job import JobState
 from kiln.cli._output import job_json, server_json
-from kiln.web import _pages, _params
+from kiln.web import _pages, _params, _queues_page
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
 from kiln.web._timeline import timeline
@@ -29,7 +29,8 @@ ENDPOINTS = {
     "/api/jobs": "jobs, filtered and paged like /jobs (state, queue, kind, error, since,"
                  " until, order, before, after, limit)",
     "/api/jobs/{id}": "one job, with its timeline, dependencies and dependents",
-    "/api/queues": "every queue: counts by state, concurrency of live servers, oldest wait",
+    "/api/queues": "every queue: paused (since, by), counts by state, backlog, running vs"
+                   " limit per live server, completed per minute, oldest wait",
     "/api/servers": "registered servers, the leader, and the jobs each one runs now",
     "/api/kinds": "jobs by kind and state, and the declarations servers published",
     "/api/series": "completed, failed and cancelled jobs per minute over the last hour",
@@ -101,23 +102,30 @@ async def job(request: Request) -> Response:
 
 async def queues(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
-    source = dashboard.source
-    store = (await source.client()).store
-    counted, waited, servers = await asyncio.gather(
-        source.counts.snapshot(), source.oldest.snapshot(), store.server_list()
-    )
-    live = _pages.alive(servers, dashboard.dead_after)
-    names = sorted(set(counted.value.queues()) | {q for s in live for q in s.queues}
-                   | set(waited.value))
-    return _json({
-        "as_of": counted.as_of,
-        "queues": [{
-            "name": q,
-            "states": _counts_json(counted.value.by_state(q)),
-            "concurrency": sum(s.queues.get(q, 0) for s in live),
-            "oldest_available_seconds": waited.value.get(q),
-        } for q in names],
-    })
+    rows, _all, as_of = await _queues_page.read(dashboard)
+    return _json({"as_of": as_of["counts"], "as_of_figures": as_of,
+                  "queues": [_queue_json(v) for v in rows]})
+
+
+def _queue_json(v: _queues_page.QueueView) -> dict[str, Any]:
+    pause = v.pause
+    return {
+        "name": v.name,
+        "paused": pause is not None,
+        "paused_since": pause.paused_at.isoformat() if pause else None,
+        "paused_by": pause.paused_by if pause else None,
+        "paused_as": pause.queue if pause else None,  # the queue, or "*" for all
+        "states": _counts_json(v.states),
+        "backlog": v.backlog,
+        "running": v.running,
+        "limit": v.limit,
+        "concurrency": v.limit,  # the sum of the live servers' limits, as before
+        "running_on_dead_servers": v.running_elsewhere,
+        "servers": [{"id": s.server_id, "running": s.running, "limit": s.limit,
+                     "configured": s.configured, "limit_from": s.source} for s in v.shares],
+        "completed_per_minute": list(v.completed),
+        "oldest_available_seconds": v.oldest,
+    }
 
 
 async def servers(request: Request) -> Response:

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 from kiln._app import App
 from kiln._client import Client
 from kiln._errors import ConfigError, StoreError, ValidationError
-from kiln.web import _actions, _api, _jobs, _login, _pages, _queue_actions
+from kiln.web import _actions, _api, _jobs, _login, _pages, _queue_actions, _queues_page
 from kiln.web._auth import Auth
 from kiln.web._csrf import Csrf
 from kiln.web._dashboard import HERE, Dashboard
@@ -151,7 +151,7 @@ def _routes() -> list[Route | Mount]:
         Route("/jobs/goto", _jobs.goto, name="goto"),
         Route("/jobs/{job_id}", _jobs.detail, name="job"),
         Route("/jobs/{job_id}/{action}", _actions.single, methods=["POST"]),
-        Route("/queues", _pages.queues, name="queues"),
+        Route("/queues", _queues_page.queues, name="queues"),
         Route("/kinds", _pages.kinds, name="kinds"),
         Route("/queues/control", _queue_actions.control, methods=["POST"]),
         Route("/servers", _pages.servers, name="servers"),

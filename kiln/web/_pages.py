@@ -1,5 +1,5 @@
-"""The pages: overview, queues, servers, recurring jobs, rate limits, audit log (the
-queues page's controls post to kiln.web._queue_actions).
+"""The pages: overview, servers, kinds, recurring jobs, rate limits, audit log (the
+queues page, the control room, is kiln.web._queues_page).
 
 Owns what they read and how health is judged. Aggregates come from the Source's
 caches; the small tables (servers, leader, rate limits, audit) are read per request.
@@ -16,9 +16,8 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln._controls import ALL, effective
 from kiln._job import JobFilter, JobRow, JobState, PublishedKind, ServerInfo
-from kiln.web import _charts, _params, _queue_actions
+from kiln.web import _charts, _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._series import BUCKET, FINISHED, POINTS, SPAN, Series
 from kiln.web._source import Counts
@@ -96,31 +95,6 @@ def charts(series: Series, as_of: float) -> dict[str, Markup]:
     drawn["backlog"] = _charts.line("available", series.backlog, as_of - SPAN, as_of,
                                     "backlog")
     return drawn
-
-
-async def queues(request: Request) -> Response:
-    dashboard: Dashboard = request.app.state.kiln
-    source = dashboard.source
-    store = (await source.client()).store
-    counted = await source.counts.snapshot()
-    counts = counted.value
-    live = alive(await store.server_list(), dashboard.dead_after)
-    waited = await source.oldest.snapshot()
-    oldest = waited.value
-    controls = await store.queue_controls()
-    names = sorted(set(counts.queues()) | {q for s in live for q in s.queues} | set(oldest)
-                   | {p.queue for p in controls.pauses if p.queue != ALL})
-    by_server = {s.id: s.queues for s in live}
-    per_server = {q: effective(controls, by_server, q) for q in names}
-    concurrency = {q: sum(per_server[q].values()) for q in names}
-    return dashboard.render(
-        request, "queues.html", title="Queues", nav="queues", names=names,
-        table={q: counts.by_state(q) for q in names}, concurrency=concurrency, oldest=oldest,
-        per_server=per_server, pauses={q: controls.pause_of(q) for q in names},
-        paused_all=controls.pause_of(ALL), servers=live,
-        flash=_queue_actions.flash_of(request.query_params),
-        refresh=True, as_of={"counts": counted.as_of, "oldest": waited.as_of},
-    )
 
 
 async def running_now(

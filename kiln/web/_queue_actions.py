@@ -3,8 +3,10 @@
 Owns the one state-changing handler of the queues page. It checks the CSRF token,
 makes exactly one Client call (pause_queue, resume_queue or set_concurrency, whose
 store write carries the audit entry: who, what, when) and redirects (303) back to the
-queues page, which says what happened. The buttons ask for a confirmation in the
-browser first (data-confirm). Read-only mode never reaches it (the Guard).
+queues page, which says what happened. Bad input (an unknown queue or server, a
+concurrency out of range) writes nothing and shows the queues page again with the
+error above the table (400). The buttons ask for a confirmation in the browser first
+(data-confirm). Read-only mode never reaches it (the Guard).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kiln._errors import ValidationError
+from kiln.web import _queues_page
 from kiln.web._actions import actor_of
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import BadRequest
@@ -40,28 +43,21 @@ async def control(request: Request) -> Response:
     action, queue = fields.get("action", ""), fields.get("queue", "")
     if action not in ACTIONS:
         raise BadRequest(f"unknown action {action[:40]!r}: use pause, resume or concurrency")
-    client = await dashboard.source.client()
-    actor = actor_of(request)
-    if action == "pause":
-        n = int(await client.pause_queue(queue, actor=actor))
-    elif action == "resume":
-        n = await client.resume_queue(queue, actor=actor)
-    else:
-        server = fields.get("server") or None
-        await client.set_concurrency(queue, _concurrency(fields), server=server, actor=actor)
-        n = 1
+    try:
+        n = await _apply(request, dashboard, action, queue, fields)
+    except ValidationError as exc:
+        return await _queues_page.render(request, error=str(exc), status=400)
     return dashboard.redirect(request, "/queues", f"done={action}&n={n}")
 
 
-def flash_of(params: Mapping[str, str]) -> str | None:
-    """What the last control did (fixed wording, nothing echoed from the request)."""
-    done, n = params.get("done"), params.get("n")
-    if done == "pause":
-        return "Paused: its servers claim nothing more; running jobs finish." if n == "1" \
-            else "Already paused: nothing changed."
-    if done == "resume":
-        return "Resumed: its servers claim again." if n not in (None, "0") \
-            else "Not paused: nothing changed."
-    if done == "concurrency":
-        return "Concurrency changed: every server applies it within one notification."
-    return None
+async def _apply(request: Request, dashboard: Dashboard, action: str, queue: str,
+                 fields: Mapping[str, str]) -> int:
+    client = await dashboard.source.client()
+    actor = actor_of(request)
+    if action == "pause":
+        return int(await client.pause_queue(queue, actor=actor))
+    if action == "resume":
+        return await client.resume_queue(queue, actor=actor)
+    server = fields.get("server") or None
+    await client.set_concurrency(queue, _concurrency(fields), server=server, actor=actor)
+    return 1

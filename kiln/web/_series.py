@@ -1,7 +1,8 @@
 """Series: what the dashboard's charts draw, over the last hour, minute by minute.
 
 Completed, failed and cancelled jobs per minute come from the database (one GROUP BY
-over the finished-jobs index, cached like the other aggregates). The backlog (jobs
+over the finished-jobs index, cached like the other aggregates), and so do the
+completed jobs per minute of each queue (the queues page's sparklines). The backlog (jobs
 available now, waiting for a worker) has no history in the database, so the Source
 samples it each time it refreshes the counts: the chart covers the time this
 dashboard process has been looked at, and says so. Pure data and its JSON; no I/O.
@@ -44,6 +45,15 @@ class Series:
             "finished": {s: list(v) for s, v in self.finished.items()},
             "backlog": [{"at": t, "available": n} for t, n in self.backlog],
         }
+
+
+def per_queue(rows: list[tuple[str, int, int]]) -> dict[str, tuple[int, ...]]:
+    """(queue, bucket, jobs) rows as POINTS counts per queue, oldest first."""
+    out: dict[str, list[int]] = {}
+    for queue, ago, n in rows:
+        if 0 <= ago < POINTS:
+            out.setdefault(queue, [0] * POINTS)[POINTS - 1 - ago] += n
+    return {q: tuple(v) for q, v in out.items()}
 
 
 class BacklogSamples:

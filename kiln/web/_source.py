@@ -1,8 +1,9 @@
 """Source: the dashboard's only way to the data, through kiln's Client and store admin calls.
 
 Owns opening (and closing) the client, and the short-lived caches that keep the
-expensive aggregates cheap with a million jobs: the per-state counts (one GROUP BY)
-and the throughput of the last hour are fetched at most once per ``ttl`` seconds, by
+expensive aggregates cheap with a million jobs: the per-state counts (one GROUP BY),
+the throughput of the last hour, the series the charts draw and the running jobs per
+queue and server are fetched at most once per ``ttl`` seconds, by
 one request at a time; others get the previous value meanwhile. Never writes SQL.
 """
 
@@ -21,7 +22,7 @@ from kiln._client import Client
 from kiln._cron import Recurring
 from kiln._job import JobState, StateCount
 from kiln.stores import store_from_url
-from kiln.web._series import BUCKET, SPAN, BacklogSamples, Series
+from kiln.web._series import BUCKET, SPAN, BacklogSamples, Series, per_queue
 
 T = TypeVar("T")
 KIND_COUNTS_TTL = 6  # times the ttl of the other aggregates
@@ -140,6 +141,8 @@ class Source:
         self.throughput = Cached(ttl, self._fetch_throughput)
         self.oldest = Cached(ttl, self._fetch_oldest)
         self.series = Cached(ttl, self._fetch_series)
+        self.queue_series = Cached(ttl, self._fetch_queue_series)  # completed per queue
+        self.running = Cached(ttl, self._fetch_running)  # (queue, server, running jobs)
         # a GROUP BY over every job that no index serves: refreshed less often
         self.kind_counts = Cached(ttl * KIND_COUNTS_TTL, self._fetch_kind_counts)
         self.backlog = BacklogSamples()
@@ -178,7 +181,7 @@ class Source:
     async def close(self) -> None:
         """Close the store the dashboard opened itself (an App's or a Client's stay open)."""
         for cached in (self.counts, self.throughput, self.oldest, self.series,
-                       self.kind_counts):
+                       self.queue_series, self.running, self.kind_counts):
             cached.cancel()
         owned, self._owned = self._owned, None
         if owned is not None:
@@ -199,6 +202,13 @@ class Source:
         store = (await self.client()).store
         rows = await store.job_finished_series(SPAN, BUCKET)
         return Series.of(rows, self.backlog.snapshot())
+
+    async def _fetch_queue_series(self) -> dict[str, tuple[int, ...]]:
+        store = (await self.client()).store
+        return per_queue(await store.queue_completed_series(SPAN, BUCKET))
+
+    async def _fetch_running(self) -> tuple[tuple[str, str, int], ...]:
+        return tuple(await (await self.client()).store.queue_running_counts())
 
     async def _fetch_kind_counts(self) -> dict[str, dict[JobState, int]]:
         store = (await self.client()).store

@@ -3,6 +3,8 @@
 ``job_counts_by_kind`` counts every job by kind and state; ``job_finished_series``
 puts finished jobs into buckets back from the database's now (bucket 0 the latest),
 and leaves out what finished before the span or has not finished.
+``queue_completed_series`` does the same for completed jobs, by queue, and
+``queue_running_counts`` counts running jobs by queue and server (the queues page).
 """
 
 from __future__ import annotations
@@ -34,6 +36,32 @@ async def test_finished_series_buckets_back_from_now(store: Store) -> None:
     assert all(isinstance(b, int) for b, _s, _n in series)
     assert await store.job_finished_series(0.0, 60.0) == []  # a span that holds nothing
 
+
+
+async def test_completed_series_by_queue(store: Store) -> None:
+    await insert(store, *[job() for _ in range(4)], *[job(queue="other") for _ in range(2)])
+    rows = await claim(store, limit=4)
+    outcomes = [Outcome.COMPLETED] * 3 + [Outcome.FAILED]
+    await store.job_results_apply(
+        [result(r, o, error="boom" if o is Outcome.FAILED else None)
+         for r, o in zip(rows, outcomes, strict=True)]
+    )
+    others = await claim(store, limit=2, queue="other")
+    await store.job_results_apply([result(others[0])])  # the other stays running
+    series = await store.queue_completed_series(3600.0, 60.0)
+    assert sorted(series) == [("other", 0, 1), ("q", 0, 3)]  # failed ones are not counted
+    assert all(isinstance(b, int) and isinstance(n, int) for _q, b, n in series)
+    assert await store.queue_completed_series(0.0, 60.0) == []
+
+
+async def test_running_counts_by_queue_and_server(store: Store) -> None:
+    await insert(store, *[job() for _ in range(5)], job(queue="other"), job(queue="idle"))
+    await claim(store, limit=2, server="s1")
+    done = await claim(store, limit=2, server="s2")
+    await claim(store, limit=1, queue="other", server="s2")
+    await store.job_results_apply([result(done[0])])
+    counts = sorted(await store.queue_running_counts())
+    assert counts == [("other", "s2", 1), ("q", "s1", 2), ("q", "s2", 1)]
 
 async def test_time_range_and_oldest_first_paging(store: Store) -> None:
     from datetime import timedelta

@@ -63,8 +63,14 @@ async def test_concurrency_for_every_server_and_for_one(http: httpx.AsyncClient,
         "queue": "mail", "action": "concurrency", "concurrency": "1", "server": "srv-2"})
     controls = await client.store.queue_controls()
     assert controls.limit_of("mail", "srv-1", 4) == 2 and controls.limit_of("mail", "srv-2", 4) == 1
-    page = await http.get("/queues")
-    assert 'title="srv-1=2 srv-2=1 "' in page.text and ">3</td>" in page.text
+    page = (await http.get("/queues")).text
+    assert '<span class="running-limit">0 / 3</span>' in page
+    assert '<span class="override-count">1 server override</span>' in page
+    assert re.search(r'data-server="srv-1" data-running="0" data-limit="2"'
+                     r' data-source="fleet">srv-1: 0 / 2 <em>set fleet-wide</em>', page)
+    assert re.search(r'data-server="srv-2" data-running="0" data-limit="1"'
+                     r' data-source="server">srv-2: 0 / 1 <em>set for this server</em>'
+                     r' \(started with 4\)', page)
 
 
 async def test_bad_input_is_refused_and_writes_nothing(http: httpx.AsyncClient,
@@ -91,3 +97,58 @@ async def test_bad_input_is_refused_and_writes_nothing(http: httpx.AsyncClient,
     assert controls.pauses == () and controls.limits == ()
     # the refused forgery is audited as such; no control was
     assert not [e for e in await client.store.audit_list() if e.action.startswith("queue_")]
+
+
+async def test_bad_input_is_shown_on_the_queues_page(http: httpx.AsyncClient,
+                                                    client: Client) -> None:
+    await _serve(client)
+    response = await post_form(http, "/queues", "/queues/control", {
+        "queue": "mail", "action": "concurrency", "concurrency": "<b>7</b>"})
+    assert response.status_code == 400
+    assert '<h1>Queues</h1>' in response.text and 'id="control-error"' in response.text
+    assert "concurrency must be a whole number, got &#39;&lt;b&gt;7&lt;/b&gt;&#39;" \
+        in response.text  # escaped: the page never echoes markup
+    assert 'data-refresh=' not in response.text  # the error stays on screen
+    assert 'tr data-queue="mail"' in response.text  # the controls, to try again
+
+
+async def test_backlog_running_and_throughput_per_queue(http: httpx.AsyncClient,
+                                                        client: Client) -> None:
+    from kiln._job import JobResult, Outcome
+
+    await _serve(client, "srv-1")
+    await _serve(client, "srv-2", queue="other")
+    for i in range(6):
+        await client.enqueue("email.send", {"i": i}, queue="mail")
+    await client.enqueue("email.send", {"later": True}, queue="mail", delay=3600)
+    done = await client.store.job_claim("mail", ["email.send"], 3, "srv-1")
+    await client.store.job_results_apply([
+        JobResult(job_id=r.id, server_id="srv-1", attempt=r.attempt,
+                  outcome=Outcome.COMPLETED) for r in done[:2]])
+    await client.store.job_claim("mail", ["email.send"], 1, "gone")  # a dead server's
+    await client.pause_queue("mail", actor="ops")
+    await client.set_concurrency("mail", 2, server="srv-1", actor="ops")
+    page = (await http.get("/queues")).text
+    assert 'data-available="2" data-scheduled="1">' in page  # 6 - 3 - 1 claimed; 1 later
+    assert '<span class="running-limit">1 / 2</span>' in page  # srv-1 runs 1 of 2
+    assert "1 running on servers not alive" in page
+    spark = re.search(r'<tr data-queue="mail">.*?data-values="([0-9,]+)"', page, re.S)
+    assert spark is not None
+    points = [int(v) for v in spark.group(1).split(",")]
+    assert len(points) == 60 and sum(points) == 2 and sum(points[-2:]) == 2
+    api = {q["name"]: q for q in (await http.get("/api/queues")).json()["queues"]}
+    mail, other = api["mail"], api["other"]
+    assert mail["paused"] is True and mail["paused_by"] == "ops"
+    assert mail["paused_as"] == "mail" and mail["paused_since"]
+    assert (mail["backlog"], mail["running"], mail["limit"]) == (3, 1, 2)
+    assert mail["running_on_dead_servers"] == 1
+    assert mail["servers"] == [{"id": "srv-1", "running": 1, "limit": 2, "configured": 4,
+                                "limit_from": "server"}]
+    assert sum(mail["completed_per_minute"]) == 2
+    assert other["paused"] is False and other["paused_since"] is None
+    assert other["paused_by"] is None
+    assert (other["running"], other["limit"], other["servers"][0]["limit_from"]) == \
+        (0, 4, "configured")
+    await client.pause_queue("*", actor="ops")
+    api = {q["name"]: q for q in (await http.get("/api/queues")).json()["queues"]}
+    assert api["other"]["paused"] is True and api["other"]["paused_as"] == "*"

@@ -305,6 +305,22 @@ def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, in
     return [(max(int(r[0]), 0), r[1], int(r[2])) for r in out[0].rows]
 
 
+def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
+    out = yield one(
+        f"SELECT queue, FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b,"
+        " COUNT(*) FROM kiln_jobs WHERE state = 'completed'"
+        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY queue, b",
+        micros(bucket), micros(since),
+    )
+    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in out[0].rows]
+
+
+def running_by_server() -> Plan[list[tuple[str, str, int]]]:
+    out = yield one("SELECT queue, COALESCE(server_id, ''), COUNT(*) FROM kiln_jobs"
+                    " WHERE state = 'running' GROUP BY queue, server_id")
+    return [(r[0], r[1], int(r[2])) for r in out[0].rows]
+
+
 def throughput(since: float) -> Plan[dict[str, int]]:
     out = yield one(
         "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"

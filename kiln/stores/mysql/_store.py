@@ -453,6 +453,17 @@ class MySQLStore:
         return await self._read("job_finished_series",
                                 _admin.finished_series(since_seconds, bucket_seconds))
 
+    async def queue_completed_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[str, int, int]]:
+        return await self._read(
+            "queue_completed_series",
+            _admin.completed_series_by_queue(since_seconds, bucket_seconds),
+        )
+
+    async def queue_running_counts(self) -> list[tuple[str, str, int]]:
+        return await self._read("queue_running_counts", _admin.running_by_server())
+
     # servers, leader, maintenance ------------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
         await self._write("server_register", lambda: _cluster.server_register(info))

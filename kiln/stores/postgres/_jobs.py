@@ -821,6 +821,23 @@ def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, in
     return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
 
 
+def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
+    sql = (
+        "SELECT queue, floor(extract(epoch FROM now() - finished_at) / %s)::int AS b,"
+        " count(*) FROM kiln_jobs WHERE state = 'completed'"
+        " AND finished_at >= now() - %s * interval '1 second' GROUP BY queue, b"
+    )
+    rows = (yield one(sql, bucket, since))[0]
+    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
+
+
+def running_by_server() -> Plan[list[tuple[str, str, int]]]:
+    sql = ("SELECT queue, coalesce(server_id, ''), count(*) FROM kiln_jobs"
+           " WHERE state = 'running' GROUP BY queue, server_id")
+    rows = (yield one(sql))[0]
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
 def like_escape(text: str) -> str:
     """Escape LIKE's wildcards (backslash is PostgreSQL's default escape)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

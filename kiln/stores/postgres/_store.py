@@ -318,6 +318,17 @@ class PostgresStore:
         return await self._run("job_finished_series",
                                lambda: _jobs.finished_series(since_seconds, bucket_seconds))
 
+    async def queue_completed_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[str, int, int]]:
+        return await self._run(
+            "queue_completed_series",
+            lambda: _jobs.completed_series_by_queue(since_seconds, bucket_seconds),
+        )
+
+    async def queue_running_counts(self) -> list[tuple[str, str, int]]:
+        return await self._run("queue_running_counts", _jobs.running_by_server)
+
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
         await self._run("server_register", lambda: _cluster.server_register(info))

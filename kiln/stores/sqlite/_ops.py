@@ -723,6 +723,26 @@ def finished_series(
     return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
 
 
+def completed_series_by_queue(
+    conn: sqlite3.Connection, since: float, bucket: float
+) -> list[tuple[str, int, int]]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT queue, CAST((? - finished_at) / ? AS INTEGER) AS b, COUNT(*) FROM kiln_jobs"
+        " WHERE state = 'completed' AND finished_at >= ? GROUP BY queue, b",
+        (now, bucket, now - since),
+    ).fetchall()
+    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
+
+
+def running_by_server(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    rows = conn.execute(
+        "SELECT queue, COALESCE(server_id, ''), COUNT(*) FROM kiln_jobs"
+        " WHERE state = 'running' GROUP BY queue, server_id"
+    ).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
 def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
     rows = conn.execute(
         "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"

@@ -334,6 +334,17 @@ class SQLiteStore:
             lambda c: _ops.finished_series(c, since_seconds, bucket_seconds),
         )
 
+    async def queue_completed_series(
+        self, since_seconds: float, bucket_seconds: float
+    ) -> list[tuple[str, int, int]]:
+        return await self._run(
+            "queue_completed_series",
+            lambda c: _ops.completed_series_by_queue(c, since_seconds, bucket_seconds),
+        )
+
+    async def queue_running_counts(self) -> list[tuple[str, str, int]]:
+        return await self._run("queue_running_counts", _ops.running_by_server)
+
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
         await self._run("server_register", lambda c: _ops.write(c, _cluster.server_register, info))
