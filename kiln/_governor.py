@@ -2,13 +2,9 @@
 
 Every server runs one. It reads the controls (kiln._controls) once before the pools
 start, so a new or restarted server obeys them from its first claim, then again on
-each controls notification (PostgreSQL's NOTIFY, or the Bus) and, without
-notifications, every max(poll_interval, UNNOTIFIED_FLOOR): a poll_interval under a
-second buys claim latency, and reading the controls that often would cost an idle
-server as much again as its claims (docs/idle-cost.md); a pause needs no read to
-hold, since the claim itself skips a paused queue. With notifications it reads again
-when the notifier reconnects (what was sent meanwhile is lost) and, as a safety net,
-every max(poll_interval, dead_after/4).
+each controls notification (PostgreSQL's NOTIFY, or the Bus) and every poll_interval
+without notifications. With them it reads again when the notifier reconnects (what was
+sent meanwhile is lost) and, as a safety net, every max(poll_interval, dead_after/4).
 A paused pool stops claiming and hands back the jobs it claimed ahead; its running
 jobs finish. A new concurrency holds at once: lowering it lets running jobs finish
 and only stops new claims; raising it claims at once. The claim itself skips a paused
@@ -28,7 +24,6 @@ from kiln._service import PeriodicService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.governor")
-UNNOTIFIED_FLOOR = 1.0  # seconds: the shortest interval between reads without notifications
 
 
 class Governor(PeriodicService):
@@ -45,7 +40,6 @@ class Governor(PeriodicService):
         notified: Callable[[], bool],
         on_resized: Callable[[], None] = lambda: None,
     ) -> None:
-        intervals = (max(intervals[0], UNNOTIFIED_FLOOR), intervals[1])
         super().__init__(intervals[0], events)
         self._store = store
         self._pools = pools
