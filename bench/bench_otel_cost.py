@@ -16,12 +16,20 @@ through a no-op tracer, SDK spans without and with the batch processor, sampling
     python -m bench.bench_otel_cost --jobs 20000 --concurrency 10 --runs 3
     python -m bench.bench_otel_cost --store sqlite
     python -m bench.bench_otel_cost --components --jobs 20000 --runs 5
+    python -m bench.bench_otel_cost --profile --jobs 5000 --runs 15
+
+``--profile`` runs no database either: kilnotel's tracing alone, per attempt (the
+middleware around a no-op handler and the attempt's JobFinished, every attempt traced
+through a BatchSpanProcessor, minus the same attempts with metrics only), the best of
+``--runs`` batches of ``--jobs`` attempts, the cyclic GC collections per 1,000 attempts,
+and a cProfile of the traced attempts: the functions taking the most of its time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import sys
@@ -43,7 +51,7 @@ EXTRA_MODES = ("metrics", "traces", "sampled")
 
 
 # --------------------------------------------------------------------------- worker
-def _tracer_provider(ratio: float = 1.0) -> Any:
+def _tracer_provider(ratio: float = 1.0, queue: int | None = None) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
@@ -59,7 +67,7 @@ def _tracer_provider(ratio: float = 1.0) -> Any:
     # every attempt: the SDK's default sampler, ParentBased(AlwaysOn)
     root = ALWAYS_ON if ratio >= 1.0 else TraceIdRatioBased(ratio)
     provider = TracerProvider(sampler=ParentBased(root))
-    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    provider.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=queue))
     return provider
 
 
@@ -162,7 +170,9 @@ COMPONENTS = (
 )
 
 
-def _component_server(meters: str, tracer: str) -> tuple[kiln.Server, Any]:
+def _component_server(
+    meters: str, tracer: str, queue: int | None = None
+) -> tuple[kiln.Server, Any]:
     """A server (never run) observed as described, and the middleware to call."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -180,7 +190,7 @@ def _component_server(meters: str, tracer: str) -> tuple[kiln.Server, Any]:
                      else MeterProvider(metric_readers=[InMemoryMetricReader()]))
     tracers: dict[str, Any] = {
         "noop": NoOpTracerProvider(), "bare": TracerProvider(),
-        "batch": _tracer_provider(1.0), "sampled": _tracer_provider(0.1),
+        "batch": _tracer_provider(1.0, queue), "sampled": _tracer_provider(0.1, queue),
     }
     observer = kilnotel.observe(server, provider, tracers.get(tracer), traces=tracer != "none",
                                 counts_ttl=86400.0)  # one (failing) count query per drive
@@ -254,6 +264,104 @@ def components(jobs: int, runs: int) -> dict[str, Any]:
     }
 
 
+# -------------------------------------------------------------------------- profile
+async def _attempts(server: kiln.Server, middleware: Any, rows: Sequence[Any]) -> None:
+    """One attempt after the other, as the executor runs them: the middleware (if any)
+    around the handler, then the attempt's JobFinished."""
+    from kiln._handle import Job
+
+    hub, loop = server.events, asyncio.get_running_loop()
+
+    async def writer(row: Any, name: str, value: Any) -> bool:
+        return True
+
+    for row in rows:
+        job = Job(row, writer, loop)
+        if middleware is None:
+            await _noop(job)
+        else:
+            await middleware(job, functools.partial(_noop, job))
+        hub.emit(kiln.JobFinished(job=row, outcome=kiln.Outcome.COMPLETED, duration=0.001))
+
+
+def _rows(jobs: int) -> list[Any]:
+    import datetime as dt
+
+    from kiln._job import JobRow, JobState
+
+    now = dt.datetime.now(dt.UTC)
+    return [JobRow(
+        id=i, queue="default", kind="noop", state=JobState.RUNNING, args={}, params={},
+        metadata={}, priority=0, run_at=now, attempt=1, max_attempts=25, timeout=None,
+        backoff=None, errors=[], created_at=now, admitted_at=None, attempted_at=now,
+        finished_at=None, server_id="s", rate_key=None, rescues=0,
+    ) for i in range(jobs)]
+
+
+def _cpu_per_attempt(server: kiln.Server, middleware: Any, rows: Sequence[Any]) -> float:
+    import time
+
+    cpu = time.process_time()
+    asyncio.run(_attempts(server, middleware, rows))
+    return (time.process_time() - cpu) / len(rows) * 1e6
+
+
+def _collections() -> int:
+    import gc
+
+    return sum(stat["collections"] for stat in gc.get_stats())
+
+
+def profile(jobs: int, runs: int, top: int = 25) -> dict[str, Any]:
+    """kilnotel's tracing alone per attempt (best of ``runs``), GC collections, and
+    the cProfile top list of the traced attempts."""
+    import cProfile
+    import io
+    import logging
+    import pstats
+
+    logging.getLogger("kilnotel.counts").setLevel(logging.ERROR)  # no database here
+    # attempts back to back give the export thread few chances at the GIL: a queue
+    # that holds them all, so that no span is dropped (appending costs the same)
+    traced, traced_mw = _component_server("prometheus", "batch", queue=jobs * 2)
+    metrics, _none = _component_server("prometheus", "none")
+    on: list[float] = []
+    off: list[float] = []
+    gcs: dict[str, list[float]] = {"traced": [], "metrics_only": []}
+    for _run in range(runs):
+        for label, server, middleware, times in (
+                ("traced", traced, traced_mw, on), ("metrics_only", metrics, None, off)):
+            rows = _rows(jobs)
+            before = _collections()
+            times.append(_cpu_per_attempt(server, middleware, rows))
+            gcs[label].append((_collections() - before) * 1000 / jobs)
+    profiler = cProfile.Profile()
+    rows = _rows(jobs)
+    profiler.enable()
+    asyncio.run(_attempts(traced, traced_mw, rows))
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    total = float(stats.total_tt)  # type: ignore[attr-defined]
+    listing = []
+    entries = stats.stats  # type: ignore[attr-defined]
+    for (file, line, func), (_cc, calls, tt, ct, _callers) in sorted(
+            entries.items(), key=lambda item: -item[1][2])[:top]:
+        where = file.split("site-packages/")[-1].removeprefix(str(Path.cwd()) + "/")
+        listing.append({"function": f"{where}:{line}({func})", "calls_per_attempt":
+                        round(calls / jobs, 2), "tottime_pct": round(100 * tt / total, 1),
+                        "cumtime_pct": round(100 * ct / total, 1)})
+    return {
+        "jobs": jobs, "runs": runs,
+        "tracing_us_per_attempt_best": round(min(on) - min(off), 2),
+        "tracing_us_per_attempt_median": round(statistics.median(on) - statistics.median(off), 2),
+        "metrics_only_us_per_attempt_best": round(min(off), 2),
+        "gc_collections_per_1000_attempts": {
+            label: round(statistics.median(counts), 2) for label, counts in gcs.items()},
+        "profile_top_by_own_time": listing,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -265,7 +373,12 @@ def main() -> None:
     parser.add_argument("--worker", nargs=3, metavar=("URL", "CONCURRENCY", "MODE"))
     parser.add_argument("--components", action="store_true",
                         help="no database: the µs per job each part of kilnotel adds")
+    parser.add_argument("--profile", action="store_true",
+                        help="no database: kilnotel's tracing alone per attempt, profiled")
     args = parser.parse_args()
+    if args.profile:
+        print(json.dumps(profile(args.jobs, args.runs), indent=2))
+        return
     if args.components:
         print(json.dumps(components(args.jobs, args.runs), indent=2))
         return

@@ -24,6 +24,7 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.samples import Exemplar
 
 from kilnotel._histograms import BucketHistogram
+from kilnotel._histograms import Exemplar as StoredExemplar
 from kilnotel._names import Metric
 
 _LABEL = re.compile(r"[^a-zA-Z0-9]+")  # the exporter's attribute-key sanitizing
@@ -32,6 +33,16 @@ _UNITS = {"s": "seconds"}  # the only unit kilnotel's histograms use
 
 def _label_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _exemplar(example: StoredExemplar) -> Exemplar:
+    """The OpenMetrics exemplar of a stored one: its ids as W3C hex, formatted here (on
+    the scraping thread) rather than on every traced observation."""
+    trace_id, span_id, value, timestamp = example
+    return Exemplar({
+        "trace_id": trace_id if isinstance(trace_id, str) else f"{trace_id:032x}",
+        "span_id": span_id if isinstance(span_id, str) else f"{span_id:016x}",
+    }, value, timestamp)
 
 
 class HistogramCollector:
@@ -95,6 +106,6 @@ class HistogramCollector:
                 cumulative += count
                 # exemplars appear only in the OpenMetrics exposition, as Prometheus asks it
                 buckets.append((bound, cumulative) if example is None
-                               else (bound, cumulative, Exemplar(*example)))
+                               else (bound, cumulative, _exemplar(example)))
             family.add_metric([labels.get(k, "") for k in label_names], buckets, total)
         return family

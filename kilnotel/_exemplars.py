@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kiln import JobRow
-from kilnotel._histograms import Histogram, TracedRecorder
+from kilnotel._histograms import Histogram, Id, TracedRecorder
 
-Ids = tuple[str, str]  # trace id, span id (hex)
+Ids = tuple[Id, Id]  # trace id, span id: ints from a span, hex text from metadata
 ExemplarOf = Callable[[JobRow], Ids | None]
 
 

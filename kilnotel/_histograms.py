@@ -33,9 +33,13 @@ from kilnotel._names import Metric
 
 Attrs = dict[str, Any]
 Recorder = Callable[[float], None]
-TracedRecorder = Callable[[float, str, str], None]  # value, trace id, span id (hex)
-# an exemplar: its labels, the observed value and the wall-clock time of the observation
-Exemplar = tuple[dict[str, str], float, float]
+# a trace or span id: an int from a span's context, hex text from a stored traceparent;
+# ints are written as hex only when the collector exposes them (at scrape time)
+Id = int | str
+TracedRecorder = Callable[[float, Id, Id], None]  # value, trace id, span id
+# an exemplar: trace id, span id, the observed value and the wall-clock time of the
+# observation (one flat tuple per traced observation; the collector makes its labels)
+Exemplar = tuple[Id, Id, float, float]
 
 # The SDK's default cardinality limit and overflow attribute set: past 2,000 attribute
 # sets, observations fold into one series, in both implementations alike.
@@ -60,13 +64,13 @@ class Buckets:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
-    def record_traced(self, value: float, trace_id: str, span_id: str) -> None:
+    def record_traced(self, value: float, trace_id: Id, span_id: Id) -> None:
         """``record``, keeping this observation as its bucket's exemplar (the latest
         traced one wins: a bucket links to a recent trace of its range)."""
         index = bisect_left(self.bounds, value)
         self.counts[index] += 1
         self.sum += value
-        self.exemplars[index] = ({"trace_id": trace_id, "span_id": span_id}, value, time.time())
+        self.exemplars[index] = (trace_id, span_id, value, time.time())
 
     def snapshot(self) -> tuple[list[int], float]:
         # a copy of the counts first: a record landing in between shows in the sum

@@ -218,15 +218,16 @@ class Tracing:
         }
         return attrs
 
-    def span_ids(self, row: JobRow) -> tuple[str, str] | None:
-        """The ids of the open, sampled ``process`` span of this attempt (exemplars)."""
+    def span_ids(self, row: JobRow) -> tuple[int, int] | None:
+        """The ids of the open, sampled ``process`` span of this attempt (exemplars; as
+        ints: the collector writes them as hex when /metrics is scraped)."""
         span = self._open.get((row.id, row.attempt))
         if span is None:
             return None
         context = span.get_span_context()
         if not context.trace_flags.sampled:
             return None
-        return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+        return context.trace_id, context.span_id
 
     def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
         """The events this tracer ends spans on, for observe()'s one subscriber."""

@@ -70,3 +70,23 @@ def test_only_sampled_well_formed_producer_contexts_are_exemplars() -> None:
 class _Row:
     def __init__(self, metadata: dict[str, object]) -> None:
         self.metadata = metadata
+
+
+def test_span_ids_are_written_as_w3c_hex_at_scrape_time() -> None:
+    """Spans' ids are kept as ints and written when /metrics is read: zero-padded to
+    32 and 16 hex digits, as the producer's stored text (which is kept as it is)."""
+    from prometheus_client import CollectorRegistry
+
+    from kilnotel import _names as n
+    from kilnotel._collector import HistogramCollector
+    from kilnotel._histograms import BucketHistogram
+
+    registry = CollectorRegistry()
+    histogram = BucketHistogram(n.JOB_DURATION)
+    HistogramCollector(registry, "kilnotel", "0").add(histogram)
+    record = histogram.traced(("default", "k"), {"kiln.queue": "default", "kiln.kind": "k"})
+    record(0.0001, 1, 0xAB)  # a span's ids: ints
+    record(1e9, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")  # stored text
+    found = [(m.group(4), m.group(3)) for m in EXEMPLAR.finditer(openmetrics(registry).decode())]
+    assert found == [("0" * 31 + "1", "0" * 14 + "ab"),
+                     ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")]
