@@ -19,6 +19,7 @@ from kiln._batch import encode_args
 from kiln._bus import CANCEL_PAYLOAD, Bus
 from kiln._cancelling import CancelResult, check_one, not_cancellable
 from kiln._catalog import KindCatalog
+from kiln._concurrency import stamp
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
 from kiln._job import (
@@ -109,6 +110,8 @@ def build_job(
         tags=tags,
     ))
     job.args_json = args_json
+    if spec is not None and spec.concurrency is not None:
+        stamp(job, spec.concurrency)
     return job
 
 
