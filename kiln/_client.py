@@ -111,6 +111,9 @@ def build_job(
     ))
     job.args_json = args_json
     if spec is not None and spec.concurrency is not None:
+        if job.unique_key is not None:
+            raise ValidationError(f"kind {kind!r} has a concurrency limit: it cannot be"
+                                  " enqueued unique (not supported yet)")
         stamp(job, spec.concurrency)
     return job
 

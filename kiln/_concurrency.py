@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kiln._errors import ConfigError, ValidationError
@@ -130,3 +130,27 @@ def stamp(job: Any, limit: Concurrency | Unpublished | None) -> None:
         )
     job.conc_key = limit.key_of(kind_group(job.kind), job.args)
     job.conc_max = limit.max
+
+
+def check_queue_limit(queue: str, limit: Any) -> Concurrency:
+    """A queue's limit: a Concurrency without a key (its jobs carry none)."""
+    from kiln._validate import check_name
+
+    check_name("queue", queue)
+    checked = check(limit, "queue concurrency")
+    if checked is None or checked.key is not None:
+        raise ConfigError("queue concurrency", limit,
+                          "a queue's limit is kiln.Concurrency(max=N), without a key")
+    return checked
+
+
+def limited_queues(
+    queues: Iterable[str], limits_on_kinds: bool, declared: Iterable[str]
+) -> set[str]:
+    """The queues a server claims through the limited claim: all of them when one of
+    its kinds has a limit (its jobs may go to any queue), else those with a queue limit
+    (``declared``: "queue:NAME" groups, this server's and the ones found in the store)."""
+    names = set(queues)
+    if limits_on_kinds:
+        return names
+    return {q for q in names if queue_group(q) in set(declared)}

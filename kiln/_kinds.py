@@ -138,7 +138,9 @@ def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
         from kiln._tags import check_tags
 
         options["tags"] = check_tags(options["tags"])
-    check_concurrency(options.get("concurrency"))
+    if check_concurrency(options.get("concurrency")) is not None and options.get("unique"):
+        raise ConfigError("concurrency", options["concurrency"],
+                          "a unique kind cannot have a concurrency limit (not supported yet)")
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
     return Kind(name=name, handler=handler, **options)

@@ -25,6 +25,7 @@ from kiln import _validate
 from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
 from kiln._canceller import Canceller
 from kiln._completer import Completer
+from kiln._concurrency import Concurrency, check_queue_limit, limited_queues, queue_group
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
 from kiln._controls import CONTROLS_PAYLOAD
@@ -65,8 +66,11 @@ class Server:
         middleware: Sequence[Middleware] = (),
         recurring: Sequence[Recurring] = (),
         events: EventHub | None = None,
+        queue_limits: Mapping[str, Concurrency] | None = None,
     ) -> None:
         self.config = config or ServerConfig()
+        # a queue's global limit (kiln.Concurrency), declared in the store at start
+        self.queue_limits = {q: check_queue_limit(q, c) for q, c in (queue_limits or {}).items()}
         if not queues:
             raise ConfigError("queues", dict(queues), "a server needs at least one queue")
         for name, concurrency in queues.items():
@@ -259,6 +263,7 @@ class Server:
         )
         await self._heartbeat.register()
         await self.publish_kinds()
+        limited = await self._limited_queues()
         ctx = self.context()
         from kiln import maintenance
 
@@ -274,6 +279,7 @@ class Server:
             self._pools[queue] = Pool(
                 queue, concurrency, sorted(self.kinds), self.store, executor, self._completer,
                 self.events, self.id, float(cfg.poll_interval), self._may_claim,
+                limited=queue in limited,
             )
         self._governor = self._governor_of(cfg)
         await self._first_controls(self._governor)
@@ -334,6 +340,15 @@ class Server:
             self.id, self.info.host, self.info.pid,
             [kind.declaration() for kind in self.kinds.values()],
         )
+
+    async def _limited_queues(self) -> set[str]:
+        """Declare this server's queue limits; the queues whose claims must count."""
+        declared = {queue_group(q): c.max for q, c in self.queue_limits.items()}
+        if declared:
+            await self.store.concurrency_declare(declared)
+        found = set(await self.store.concurrency_in_use())  # limits other servers declared
+        return limited_queues(self.queues, any(k.concurrency for k in self.kinds.values()),
+                              set(declared) | found)
 
     def context(self) -> ServerContext:
         return ServerContext(

@@ -14,7 +14,9 @@ frees its slot by that alone. Owns these statements only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import Any
 
 from kiln._concurrency import group_of, queue_group
 from kiln._job import JobRow
@@ -69,6 +71,15 @@ CLAIM_LIMITED = (
 )
 
 
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its %(name)s placeholders as %s, and the names in their order."""
+    names = tuple(re.findall(r"%\((\w+)\)s", sql))
+    return re.sub(r"%\((\w+)\)s", "%s", sql), names
+
+
+CLAIM_SQL, CLAIM_NAMES = _positional(CLAIM_LIMITED)
+
+
 def claim(
     queue: str, kinds: list[str], limit: int, server_id: str
 ) -> Plan[list[JobRow]]:
@@ -84,12 +95,13 @@ def claim(
     if limited_queue and not locked_queue:  # another server is claiming from it
         return []
     qmax = int(locked_queue[0][0]) if locked_queue else None
-    params = {
+    params: dict[str, Any] = {
         "keys": [r[0] for r in keys], "maxes": [int(r[1]) for r in keys],
         "ords": list(range(len(keys))), "q": queue, "kinds": kinds, "limit": limit,
         "qmax": qmax, "server": server_id,
     }
-    rows = (yield step(Stmt(CLAIM_LIMITED, params), last=True))[0]
+    stmt = Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True)
+    rows = (yield step(stmt, last=True))[0]
     return claimed(rows)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -32,7 +32,7 @@ Rows = list[Row]
 @dataclasses.dataclass(frozen=True, slots=True)
 class Stmt:
     sql: str
-    params: Sequence[Any] | Mapping[str, Any] = ()  # a mapping for %(name)s
+    params: Sequence[Any] = ()
     prepare: bool | None = None  # True for hot statements: prepared on first use
     binary: bool = False  # rows in binary format (cheaper timestamps on both sides)
 
