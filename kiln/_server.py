@@ -251,7 +251,8 @@ class Server:
         cfg = self.config
         self._threads = ThreadPool(cfg.sync_threads or sum(self.queues.values()))
         self._completer = Completer(
-            self.store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser
+            self.store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser,
+            on_applied=self._wake_limited,
         )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
@@ -452,6 +453,12 @@ class Server:
             for queue in released:
                 task = asyncio.ensure_future(self.bus.publish(queue))
                 task.add_done_callback(lambda t: t.exception())
+
+    def _wake_limited(self) -> None:
+        """Results were written: a limited pool may find a key's slot free now."""
+        for pool in self._pools.values():
+            if pool.limited:
+                pool.wake()
 
     def _arm_releaser(self, delay: float) -> None:
         if self._releaser is not None:
