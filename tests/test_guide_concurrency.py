@@ -104,7 +104,7 @@ def test_a_key_function_is_refused_to_a_producer_without_the_handler(store_url: 
     asyncio.run(_publish(workers.server()))
     producer = kiln.App(store_url)
     try:
-        with pytest.raises(kiln.ValidationError, match="'org.job'.*function"):
+        with pytest.raises(kiln.ValidationError, match=r"'org\.job'.*function"):
             producer.enqueue("org.job", {"org": 1})
         assert workers.enqueue("org.job", {"org": 1})  # the app holding it computes the key
     finally:
