@@ -304,10 +304,10 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
 
 # claim, results, checkpoints, release ------------------------------------------------
 # a job the plain claim may take: no concurrency key (those go through _concurrency,
-# under their key's lock), in a queue without a limit of its own; (conc_key IS NULL)
-# is a column of kiln_jobs_claim, so the limited jobs waiting in the queue are not read
+# under their key's lock), in a queue without a limit of its own; kiln_jobs_claim holds
+# the plain available jobs only, so the limited jobs waiting in the queue are not read
 PLAIN = (
-    "(conc_key IS NULL) AND NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
+    "conc_key IS NULL AND NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
     " WHERE c.conc_key = 'queue:' || kiln_jobs.queue)"
 )
 CLAIM = (
@@ -807,10 +807,19 @@ def dependents(job_id: int) -> Plan[list[int]]:
     return [int(r[0]) for r in rows]
 
 
+# the available jobs by queue, as two halves that each read one partial index: the
+# plain ones (kiln_jobs_claim) and the limited ones (kiln_jobs_conc_available)
+AVAILABLE_PARTS = (
+    "SELECT queue, {agg} AS n FROM kiln_jobs WHERE state = 'available' AND conc_key IS NULL"
+    " GROUP BY queue UNION ALL SELECT queue, {agg} FROM kiln_jobs WHERE state = 'available'"
+    " AND conc_key IS NOT NULL GROUP BY queue"
+)
+
+
 def state_counts() -> Plan[list[StateCount]]:
-    sql = (  # two halves, so each can use its partial index
-        "SELECT queue, 'available', count(*) FROM kiln_jobs WHERE state = 'available'"
-        " GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
+    sql = (  # in parts, so each can use its partial index (available: plain, limited)
+        f"SELECT queue, 'available', sum(n) FROM ({AVAILABLE_PARTS.format(agg='count(*)')})"
+        " AS a GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
         " WHERE state <> 'available' GROUP BY queue, state"
     )
     rows = (yield one(sql, prepare=True))[0]
@@ -819,8 +828,8 @@ def state_counts() -> Plan[list[StateCount]]:
 
 def oldest_available() -> Plan[dict[str, float]]:
     sql = (
-        "SELECT queue, greatest(extract(epoch FROM now() - min(run_at)), 0)::float8"
-        " FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+        "SELECT queue, greatest(extract(epoch FROM now() - min(n)), 0)::float8"
+        f" FROM ({AVAILABLE_PARTS.format(agg='min(run_at)')}) AS a GROUP BY queue"
     )
     rows = (yield one(sql, prepare=True))[0]
     return {r[0]: float(r[1]) for r in rows}
