@@ -209,7 +209,7 @@ class Pool:
         through in AHEAD_WAIT at the recent average duration, at most AHEAD_MAX x
         concurrency (none until a job has finished, or when jobs are slow)."""
         average = self._average
-        if average is None or self.limited:
+        if average is None:
             return 0
         if average <= 0:
             return AHEAD_MAX * self.concurrency

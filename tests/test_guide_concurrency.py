@@ -143,3 +143,30 @@ def test_a_queue_limit_has_no_key(store_url: str) -> None:
     with pytest.raises(kiln.ConfigError, match="without a key"):
         app.queue_concurrency("q", kiln.Concurrency(max=2, key="args.t"))
     app.close()
+
+
+def test_enqueue_many_keys_each_job_and_refuses_a_missing_key(store_url: str) -> None:
+    app = kiln.App(store_url)
+    app.migrate()
+
+    @app.job("t.job", concurrency=kiln.Concurrency(max=1, key="args.t"))
+    async def t_job(job: kiln.Job) -> None: ...
+
+    try:
+        with pytest.raises(kiln.ValidationError, match="args.t.*'t'"):
+            app.enqueue_many([("t.job", {"t": 1}), ("t.job", {"n": 2})])
+        ids = app.enqueue_many([("t.job", {"t": 1}), ("t.job", {"t": 2}), ("t.job", {"t": 1})])
+    finally:
+        app.close()
+    assert len(ids) == 3
+    asyncio.run(_claimed_one_per_tenant(store_url))
+
+
+async def _claimed_one_per_tenant(url: str) -> None:
+    store = kiln.stores.store_from_url(url)
+    try:
+        assert await kiln.Client(store).count(kiln.JobFilter(kind="t.job")) == 3  # none of the refused
+        rows = await store.job_claim("default", ["t.job"], 10, "s1", limited=True)
+        assert sorted(r.args["t"] for r in rows) == [1, 2]  # one per key: per-job keys
+    finally:
+        await store.close()

@@ -52,7 +52,7 @@ CLAIM_LIMITED = (
     "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
     "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
     "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
-    "  LIMIT greatest(f.free, 0) FOR UPDATE SKIP LOCKED) c),"
+    "  LIMIT least(greatest(f.free, 0), %(limit)s) FOR UPDATE SKIP LOCKED) c),"
     " pln AS (SELECT j.id, j.priority, j.run_at, -1 AS ord,"
     "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT id,"
     "  priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %(q)s"

@@ -59,7 +59,7 @@ def _candidates(
         rows = conn.execute(
             "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
             f" state = 'available' AND queue = ? AND kind IN ({marks})"
-            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, max(free, 0)],
+            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, min(max(free, 0), room)],
         ).fetchall()
         found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     plain = conn.execute(
