@@ -1,8 +1,9 @@
 """PostgreSQL plans for global concurrency limits (kiln._concurrency): the limited claim,
 the declaration of queue limits, and the running jobs by key group.
 
-The limited claim is one transaction of two statements. The first locks the rows of
-the keys whose jobs wait in the queue (``FOR UPDATE SKIP LOCKED``: a key another server
+The limited claim is one transaction of two statements, sent in one round trip. The
+first locks the rows of the keys whose jobs wait in the queue (``FOR UPDATE SKIP
+LOCKED``: a key another server
 is claiming is skipped, never waited on), least recently served first, and the row of
 the queue's own limit if it has one. The second runs with a snapshot taken after those
 locks were granted (READ COMMITTED): whatever the previous holder of a lock claimed is
@@ -21,30 +22,39 @@ from typing import Any
 from kiln._concurrency import group_of, queue_group
 from kiln._job import JobRow
 from kiln.stores.postgres._jobs import CLAIM_COLS, JOB_COLS, claimed
-from kiln.stores.postgres._plan import Plan, Stmt, one, step
+from kiln.stores.postgres._plan import Plan, Step, Stmt, one
 
 _UNPAUSED = (
     "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (%(q)s, '*'))"
 )
-# keys with a free slot (by this snapshot; the claim counts again after the lock) and
-# an available job in the queue, least recently served first
-LOCK_KEYS = (
-    "SELECT c.conc_key, c.max FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1"
-    " FROM kiln_jobs j WHERE j.conc_key = c.conc_key AND j.state = 'available'"
-    " AND j.queue = %s AND j.kind = ANY(%s::text[]))"
-    " AND (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
-    " AND r.state = 'running') < c.max"
-    " ORDER BY c.last_claimed_at, c.conc_key LIMIT %s FOR UPDATE OF c SKIP LOCKED"
-)
-QUEUE_LIMIT = "SELECT max FROM kiln_concurrency_keys WHERE conc_key = %s"
-LOCK_QUEUE = "SELECT max FROM kiln_concurrency_keys WHERE conc_key = %s FOR UPDATE SKIP LOCKED"
+# rows this transaction locked (and wrote, see LOCK): the new version is ours
+OURS = "xmin = pg_current_xact_id()::text::xid"
 
-# $keys, $ords in lock order; the plain jobs of the queue come in too (a limited queue's
-# plain jobs count against the queue's limit). Fairness: the first job of every key
-# before the second of any, then priority.
+# The first statement locks, and marks by a no-op update, the queue's row (if it has a
+# limit) and the keys with a free slot (by this snapshot; the claim counts again) and an
+# available job in the queue, least recently served first.
+LOCK = (
+    "WITH q AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT"
+    "  conc_key FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s"
+    "  FOR UPDATE SKIP LOCKED) RETURNING 1),"
+    " k AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT c.conc_key"
+    "  FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
+    "  WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = %(q)s"
+    "  AND j.kind = ANY(%(kinds)s::text[])) AND (SELECT count(*) FROM kiln_jobs r"
+    "  WHERE r.conc_key = c.conc_key AND r.state = 'running') < c.max"
+    "  ORDER BY c.last_claimed_at, c.conc_key LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED)"
+    "  RETURNING 1)"
+    " SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM k)"
+)
+
+# The second statement, sent in the same round trip, takes its snapshot after the first
+# one's locks were granted: the keys it locked (OURS), their running jobs counted now.
+# The plain jobs of the queue come in too (a limited queue's plain jobs count against
+# the queue's limit). Fairness: the first job of every key before the second of any,
+# then priority. A queue with a limit whose row another claim holds yields nothing.
 CLAIM_LIMITED = (
-    "WITH k AS (SELECT * FROM unnest(%(keys)s::text[], %(maxes)s::int[], %(ords)s::int[])"
-    " AS k(conc_key, max, ord)),"
+    "WITH k AS (SELECT conc_key, max, row_number() OVER (ORDER BY last_claimed_at,"
+    f"  conc_key) AS ord FROM kiln_concurrency_keys WHERE {OURS} AND conc_key <> %(qkey)s),"
     " f AS (SELECT k.*, k.max - (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = k.conc_key"
     "  AND r.state = 'running') AS free FROM k),"
     " lim AS (SELECT c.id, c.priority, c.run_at, f.ord,"
@@ -53,15 +63,19 @@ CLAIM_LIMITED = (
     "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
     "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
     "  LIMIT least(greatest(f.free, 0), %(limit)s) FOR UPDATE SKIP LOCKED) c),"
-    " pln AS (SELECT j.id, j.priority, j.run_at, -1 AS ord,"
+    " pln AS (SELECT j.id, j.priority, j.run_at, 0 AS ord,"
     "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT id,"
     "  priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %(q)s"
-    "  AND (conc_key IS NULL) AND kind = ANY(%(kinds)s::text[])"
+    "  AND conc_key IS NULL AND kind = ANY(%(kinds)s::text[])"
     "  ORDER BY priority, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) j),"
+    " qrow AS (SELECT max, xmin = pg_current_xact_id()::text::xid AS ours"
+    "  FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s),"
+    " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qrow) THEN %(limit)s::int"
+    "  WHEN (SELECT ours FROM qrow) THEN greatest(0, least(%(limit)s::int, (SELECT max FROM qrow)"
+    "  - (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %(q)s)))"
+    "  ELSE 0 END AS n),"
     " picked AS (SELECT id FROM (SELECT * FROM lim UNION ALL SELECT * FROM pln) x"
-    f" WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id"
-    " LIMIT least(%(limit)s::int, greatest(coalesce(%(qmax)s::int - (SELECT count(*)"
-    "  FROM kiln_jobs WHERE state = 'running' AND queue = %(q)s), %(limit)s::int), 0))),"
+    f"  WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
     "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
     f"  RETURNING {CLAIM_COLS}, conc_key AS ck),"
@@ -77,32 +91,26 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
     return re.sub(r"%\((\w+)\)s", "%s", sql), names
 
 
+LOCK_SQL, LOCK_NAMES = _positional(LOCK)
 CLAIM_SQL, CLAIM_NAMES = _positional(CLAIM_LIMITED)
 
 
 def claim(
     queue: str, kinds: list[str], limit: int, server_id: str
 ) -> Plan[list[JobRow]]:
-    """The claim of a pool whose queue may hold limited jobs (see module docstring)."""
+    """The claim of a pool whose queue may hold limited jobs (see module docstring):
+    one round trip, BEGIN, the lock, the claim and COMMIT sent together."""
     if not kinds or limit <= 0:
         return []
-    qkey = queue_group(queue)
-    out = yield step(
-        Stmt(QUEUE_LIMIT, (qkey,)), Stmt(LOCK_QUEUE, (qkey,)),
-        Stmt(LOCK_KEYS, (queue, kinds, limit)),
-    )
-    limited_queue, locked_queue, keys = out
-    if limited_queue and not locked_queue:  # another server is claiming from it
-        return []
-    qmax = int(locked_queue[0][0]) if locked_queue else None
     params: dict[str, Any] = {
-        "keys": [r[0] for r in keys], "maxes": [int(r[1]) for r in keys],
-        "ords": list(range(len(keys))), "q": queue, "kinds": kinds, "limit": limit,
-        "qmax": qmax, "server": server_id,
+        "qkey": queue_group(queue), "q": queue, "kinds": kinds, "limit": limit,
+        "server": server_id,
     }
-    stmt = Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True)
-    rows = (yield step(stmt, last=True))[0]
-    return claimed(rows)
+    out = yield Step((
+        Stmt(LOCK_SQL, tuple(params[n] for n in LOCK_NAMES), prepare=True),
+        Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True),
+    ), last=True)
+    return claimed(out[1])
 
 
 DECLARE = (
