@@ -7,7 +7,8 @@ read only what this cache holds. A refresh is one short task on the server's own
 event loop, started when the cache is older than ``ttl`` by the server's events
 (claims, heartbeats) or by a scrape; at most one runs at a time, so the database sees
 one counts query (plus one oldest-age, one kind-conflicts and one concurrency-in-use
-query) per ``ttl``, whatever the number of scrapes. It never writes and never touches the server's state.
+query) per ``ttl``, whatever the number of scrapes. It never writes and never touches
+the server's state.
 
 Counts are exported only while they can be trusted: while the server is alive and
 ``eligible`` (by default only the leader publishes database-wide gauges, so one worker
