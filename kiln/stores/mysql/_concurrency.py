@@ -46,7 +46,8 @@ def _read_stmts(
     queue: str, kinds: list[str], room: int, keys: list[tuple[str, int]], queue_max: bool
 ) -> tuple[Stmt, ...]:
     """After the locks: the queue's running jobs, each key's running jobs and its first
-    jobs (locked), and the queue's plain jobs (locked)."""
+    jobs (read without row locks: only the key's lock holder claims them, so only the
+    rows taken are written), and the queue's plain jobs (locked, skipping locked ones)."""
     kind_in = f"kind IN ({marks(len(kinds))})"
     stmts = [Stmt(
         "SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %s"
@@ -60,7 +61,7 @@ def _read_stmts(
             "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available'"
             f" AND conc_key = %s AND queue = %s AND {kind_in} AND {UNPAUSED}"
             " ORDER BY priority, run_at, id"
-            " LIMIT %s FOR UPDATE SKIP LOCKED", (key, queue, *kinds, min(most, room)),
+            " LIMIT %s", (key, queue, *kinds, min(most, room)),
         ))
     stmts.append(Stmt(
         "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %s"
@@ -102,8 +103,10 @@ def _take(ids: list[int], server_id: str) -> Plan[list[JobRow]]:
     m = marks(len(ids))
     out = yield step(
         Stmt(f"UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
-             f" attempted_at = {NOW}, server_id = %s WHERE id IN ({m})", (server_id, *ids)),
-        Stmt(f"SELECT {JOB_COLS}, conc_key FROM kiln_jobs WHERE id IN ({m})", ids),
+             f" attempted_at = {NOW}, server_id = %s WHERE id IN ({m}) AND state = 'available'",
+             (server_id, *ids)),
+        Stmt(f"SELECT {JOB_COLS}, conc_key FROM kiln_jobs WHERE id IN ({m})"
+             " AND state = 'running' AND server_id = %s", (*ids, server_id)),
     )
     rows = out[1].rows
     served = sorted({str(r[-1]) for r in rows if r[-1] is not None})

@@ -30,14 +30,15 @@ _UNPAUSED = (
 # rows this transaction locked (and wrote, see LOCK): the new version is ours
 OURS = "xmin = pg_current_xact_id()::text::xid"
 
-# The first statement locks, and marks by a no-op update, the queue's row (if it has a
-# limit) and the keys with a free slot (by this snapshot; the claim counts again) and an
-# available job in the queue, least recently served first.
+# The first statement locks and marks (by an update) the queue's row (if it has a limit)
+# and the keys with a free slot (by this snapshot; the claim counts again) and an
+# available job in the queue, least recently served first; those are served now.
 LOCK = (
     "WITH q AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT"
     "  conc_key FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s"
     "  FOR UPDATE SKIP LOCKED) RETURNING 1),"
-    " k AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT c.conc_key"
+    " k AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now() WHERE conc_key IN"
+    "  (SELECT c.conc_key"
     "  FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
     "  WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = %(q)s"
     "  AND j.kind = ANY(%(kinds)s::text[])) AND (SELECT count(*) FROM kiln_jobs r"
@@ -51,10 +52,13 @@ LOCK = (
 # one's locks were granted: the keys it locked (OURS), their running jobs counted now.
 # The plain jobs of the queue come in too (a limited queue's plain jobs count against
 # the queue's limit). Fairness: the first job of every key before the second of any,
-# then priority. A queue with a limit whose row another claim holds yields nothing.
+# then priority (which keys take part is the first statement's least recently served).
+# A queue with a limit whose row another claim holds yields nothing. A key's jobs are
+# read without row locks: only the holder of the key's lock claims them, so only the
+# rows taken are written (a cancel meanwhile: the update finds them no longer available).
 CLAIM_LIMITED = (
-    "WITH k AS (SELECT conc_key, max, row_number() OVER (ORDER BY last_claimed_at,"
-    f"  conc_key) AS ord FROM kiln_concurrency_keys WHERE {OURS} AND conc_key <> %(qkey)s),"
+    "WITH k AS (SELECT conc_key, max, row_number() OVER (ORDER BY conc_key) AS ord"
+    f"  FROM kiln_concurrency_keys WHERE {OURS} AND conc_key <> %(qkey)s),"
     " f AS (SELECT k.*, k.max - (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = k.conc_key"
     "  AND r.state = 'running') AS free FROM k),"
     " lim AS (SELECT c.id, c.priority, c.run_at, f.ord,"
@@ -62,7 +66,7 @@ CLAIM_LIMITED = (
     "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
     "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
     "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
-    "  LIMIT least(greatest(f.free, 0), %(limit)s) FOR UPDATE SKIP LOCKED) c),"
+    "  LIMIT least(greatest(f.free, 0), %(limit)s)) c),"
     " pln AS (SELECT j.id, j.priority, j.run_at, 0 AS ord,"
     "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT id,"
     "  priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %(q)s"
@@ -78,9 +82,8 @@ CLAIM_LIMITED = (
     f"  WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
     "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
-    f"  RETURNING {CLAIM_COLS}, conc_key AS ck),"
-    " served AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
-    "  WHERE conc_key IN (SELECT ck FROM upd WHERE ck IS NOT NULL))"
+    "  AND state = 'available'"
+    f"  RETURNING {CLAIM_COLS})"
     f" SELECT {JOB_COLS} FROM upd"
 )
 
