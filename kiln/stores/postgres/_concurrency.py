@@ -32,16 +32,18 @@ OURS = "xmin = pg_current_xact_id()::text::xid"
 
 # The first statement locks and marks (by an update) the queue's row (if it has a limit)
 # and the keys with a free slot (by this snapshot; the claim counts again) and an
-# available job in the queue, least recently served first; those are served now.
+# available job in the queue, least recently served first; those are served now. The
+# probe for an available job is a scalar subquery with LIMIT 1, one index probe per key:
+# as EXISTS, the planner turns it into a semi-join that reads the queue's whole backlog.
 LOCK = (
     "WITH q AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT"
     "  conc_key FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s"
     "  FOR UPDATE SKIP LOCKED) RETURNING 1),"
     " k AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now() WHERE conc_key IN"
     "  (SELECT c.conc_key"
-    "  FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
+    "  FROM kiln_concurrency_keys c WHERE (SELECT 1 FROM kiln_jobs j"
     "  WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = %(q)s"
-    "  AND j.kind = ANY(%(kinds)s::text[])) AND (SELECT count(*) FROM kiln_jobs r"
+    "  AND j.kind = ANY(%(kinds)s::text[]) LIMIT 1) = 1 AND (SELECT count(*) FROM kiln_jobs r"
     "  WHERE r.conc_key = c.conc_key AND r.state = 'running') < c.max"
     "  ORDER BY c.last_claimed_at, c.conc_key LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED)"
     "  RETURNING 1)"
