@@ -5,6 +5,7 @@ from kiln._bus import Bus, InProcessBus
 from kiln._bus_redis import RedisBus
 from kiln._cancelling import CancelResult
 from kiln._client import Client, filter_of
+from kiln._concurrency import Concurrency
 from kiln._config import ServerConfig
 from kiln._controls import UnknownQueueError
 from kiln._cron import Recurring
@@ -77,6 +78,7 @@ __all__ = [
     "ClaimQueried",
     "Client",
     "CompleterCrashed",
+    "Concurrency",
     "ConfigError",
     "Constant",
     "CronError",

@@ -18,6 +18,7 @@ from kiln._batch import build_all
 from kiln._bus import Bus
 from kiln._catalog import KindCatalog
 from kiln._client import Client, EnqueueHook
+from kiln._concurrency import Concurrency, check_queue_limit
 from kiln._config import ServerConfig
 from kiln._cron import Recurring
 from kiln._errors import ConfigError
@@ -54,6 +55,7 @@ class App:
         self.bus = bus
         self.known_kinds_only = known_kinds_only
         self.recurring: list[Recurring] = []
+        self.queue_limits: dict[str, Concurrency] = {}
         self.middleware: list[Middleware] = []
         self.events = EventHub()  # client-side events (enqueued)
         self.enqueue_hooks: list[EnqueueHook] = []
@@ -79,6 +81,12 @@ class App:
         spec = make_kind(kind, handler, **options)
         self.kinds[kind] = spec
         return spec
+
+    def queue_concurrency(self, queue: str, limit: Concurrency) -> None:
+        """Run at most ``limit.max`` jobs of ``queue`` at once across the whole fleet,
+        whoever enqueued them. Declared in the database when a server of this app
+        starts; every server claims the queue's jobs under that limit from then on."""
+        self.queue_limits[queue] = check_queue_limit(queue, limit)
 
     def schedule(
         self, name: str, kind: str, args: Any = None, *, cron: str | None = None,
@@ -190,4 +198,5 @@ class App:
         return Server(
             self.new_store(), self.kinds, queues, config, bus=self.bus,
             middleware=self.middleware, recurring=self.recurring, events=events,
+            queue_limits=self.queue_limits,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kiln._concurrency import stamp
 from kiln._errors import ValidationError
 from kiln._job import NewJob
 from kiln._json import encode as _encode
@@ -38,13 +39,14 @@ def encode_args(args: Any) -> str:
 class _Template:
     """The options every option-less job of one kind gets in this batch."""
 
-    __slots__ = ("job", "key", "mask", "period")
+    __slots__ = ("job", "key", "limit", "mask", "period")
 
     def __init__(self, client: Client, kind: str) -> None:
-        # built (and so validated) as a job with empty args and no unique key: the key
-        # depends on each job's args, so it is computed per job below
-        self.job = client.build(kind, {}, unique=None)
+        # built (and so validated) as a job with empty args and no unique or concurrency
+        # key: the keys depend on each job's args, so they are computed per job below
+        self.job = client.build(kind, {}, unique=None, limited=False)
         declared = client.declaration(kind)
+        self.limit = declared.concurrency if declared is not None else None
         unique: Unique | None = declared.unique if declared is not None else None
         self.key: Callable[[Any], str] | None = None
         self.mask, self.period = 0, None
@@ -64,6 +66,8 @@ class _Template:
             job.unique_key = self.key(args)
             job.unique_states = self.mask
             job.unique_period = self.period
+        if self.limit is not None:
+            stamp(job, self.limit)
         return job
 
 

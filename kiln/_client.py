@@ -19,6 +19,7 @@ from kiln._batch import encode_args
 from kiln._bus import CANCEL_PAYLOAD, Bus
 from kiln._cancelling import CancelResult, check_one, not_cancellable
 from kiln._catalog import KindCatalog
+from kiln._concurrency import stamp
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
 from kiln._job import (
@@ -53,7 +54,7 @@ OPTIONS = frozenset(
 
 def build_job(
     kind: str, args: Any, known: Mapping[str, Kind] | None,
-    declared: Kind | Declaration | None = None, **options: Any,
+    declared: Kind | Declaration | None = None, *, limited: bool = True, **options: Any,
 ) -> NewJob:
     """Validate and turn enqueue arguments into a NewJob; raise before anything is written.
 
@@ -109,6 +110,11 @@ def build_job(
         tags=tags,
     ))
     job.args_json = args_json
+    if limited and spec is not None and spec.concurrency is not None:
+        if job.unique_key is not None:
+            raise ValidationError(f"kind {kind!r} has a concurrency limit: it cannot be"
+                                  " enqueued unique (not supported yet)")
+        stamp(job, spec.concurrency)
     return job
 
 
@@ -240,13 +246,17 @@ class Client:
         ``hook.batch(jobs)``, whose finisher gets every id (or None) and the error."""
         self._hooks.append(hook)
 
-    def build(self, kind: str, args: Any = None, **options: Any) -> NewJob:
-        """A NewJob from what the catalog holds (call ``catalog.ensure`` first)."""
+    def build(
+        self, kind: str, args: Any = None, *, limited: bool = True, **options: Any
+    ) -> NewJob:
+        """A NewJob from what the catalog holds (call ``catalog.ensure`` first).
+        ``limited`` False: without its concurrency key (a template, kiln._batch)."""
         v.check_name("kind", kind)
         declared = self.catalog.get(kind)
         if declared is None and self.known_only and self.kinds:
             raise UnknownKindError(kind)
-        return build_job(kind, {} if args is None else args, None, declared, **options)
+        return build_job(kind, {} if args is None else args, None, declared, limited=limited,
+                         **options)
 
     def declaration(self, kind: str) -> Kind | Declaration | None:
         """The declaration ``kind`` resolves to here: local, published (cached), or None."""

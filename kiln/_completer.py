@@ -73,8 +73,10 @@ class Completer:
         events: EventHub,
         on_released: Callable[[dict[str, int]], None],
         on_scheduled: Callable[[float], None] = lambda delay: None,
+        on_applied: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
+        self._on_applied = on_applied  # results left running: slots of limited keys free
         self._config = config
         self._events = events
         self._on_released = on_released
@@ -303,6 +305,8 @@ class Completer:
             self._missed(missed)
         if released:
             self._on_released(released)
+        if applied:
+            self._on_applied()
         delays = [r.run_at_delay for r in part if r.run_at_delay > 0 and r.job_id in applied]
         if delays:  # retries and snoozes: the releaser must look when they are due
             self._on_scheduled(min(delays))

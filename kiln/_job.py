@@ -131,6 +131,10 @@ class NewJob:
     unique_states: int = 0
     unique_period: float | None = None
     tags: tuple[str, ...] = ()  # checked by kiln._tags; stored and indexed
+    # a global concurrency limit (kiln._concurrency): the key the claim counts running
+    # jobs by, and the most of them at once (declared in kiln_concurrency_keys)
+    conc_key: str | None = None
+    conc_max: int = 0
     # args as JSON text, when enqueue_many already encoded them (kiln._batch); the
     # stores send it as is. Set only by kiln; None: the store encodes ``args``.
     args_json: str | None = dataclasses.field(default=None, repr=False, compare=False)

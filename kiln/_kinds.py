@@ -9,6 +9,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kiln._concurrency import Concurrency, Unpublished
+from kiln._concurrency import check as check_concurrency
 from kiln._errors import ConfigError
 from kiln._job import JSON, KindDeclaration, RateLimit
 from kiln._retry import Backoff, as_backoff
@@ -34,6 +36,7 @@ class Kind:
     # on the worker only, so it is not part of the published declaration
     max_result_bytes: int | None = None
     tags: tuple[str, ...] = ()
+    concurrency: Concurrency | None = None
 
     @property
     def is_async(self) -> bool:
@@ -56,6 +59,8 @@ class Kind:
         }
         if self.tags:  # only when declared, so the digests of kinds without tags stay
             options["tags"] = list(self.tags)
+        if self.concurrency is not None:  # likewise
+            options["concurrency"] = self.concurrency.to_json()
         digest = hashlib.sha256(dumps(options).encode()).hexdigest()[:16]
         return KindDeclaration(kind=self.name, options=options, digest=digest)
 
@@ -74,6 +79,7 @@ class Declaration:
     unique: Unique | None = None
     digest: str = ""
     tags: tuple[str, ...] = ()
+    concurrency: Concurrency | Unpublished | None = None
 
     @classmethod
     def of(cls, published: KindDeclaration) -> Declaration:
@@ -83,6 +89,7 @@ class Declaration:
         rate = o.get("rate_limit")
         unique = o.get("unique")
         tags = o.get("tags")
+        limit = o.get("concurrency")
         return cls(
             name=published.kind, queue=o.get("queue") or "default",
             max_attempts=int(o.get("max_attempts") or 25), timeout=o.get("timeout"),
@@ -92,6 +99,7 @@ class Declaration:
             rate_key=o.get("rate_key"), digest=published.digest,
             unique=Unique.from_json(unique) if isinstance(unique, dict) else None,
             tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
+            concurrency=Concurrency.from_json(limit) if isinstance(limit, dict) else None,
         )
 
 
@@ -130,6 +138,9 @@ def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
         from kiln._tags import check_tags
 
         options["tags"] = check_tags(options["tags"])
+    if check_concurrency(options.get("concurrency")) is not None and options.get("unique"):
+        raise ConfigError("concurrency", options["concurrency"],
+                          "a unique kind cannot have a concurrency limit (not supported yet)")
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
     return Kind(name=name, handler=handler, **options)

@@ -85,8 +85,15 @@ class Pool:
         server_id: str,
         poll_interval: float,
         may_claim: Callable[[], bool],
+        *,
+        limited: bool = False,
     ) -> None:
         self.queue = queue
+        # the queue may hold jobs under a global concurrency limit (kiln._concurrency):
+        # they are claimed under their key's lock, never on a notification's watch (it
+        # claims plain jobs only), and never ahead of a free slot (a job held ahead
+        # would take one of the key's slots without running)
+        self.limited = limited
         self.concurrency = concurrency
         self._kinds = list(kinds)
         self._store = store
@@ -108,7 +115,7 @@ class Pool:
         self._claiming = False
         self._in_claim = False
         self._claim_began = 0.0  # monotonic, while _in_claim
-        self._arming = store.capabilities.claim_on_notify
+        self._arming = store.capabilities.claim_on_notify and not limited
         self._watch: ClaimWatch | None = None  # armed while the queue looks empty
         self._woken = False  # a local wake-up since the last claim
         self._claimed_as = server_id  # the id the claim in flight was made under
@@ -396,7 +403,12 @@ class Pool:
     async def _claim(self, limit: int) -> list[JobRow]:
         began = time.monotonic()
         self._claimed_as, self._taken, self._refused = self.server_id, [], False
-        jobs = await self._store.job_claim(self.queue, self._kinds, limit, self.server_id)
+        if self.limited:
+            jobs = await self._store.job_claim(
+                self.queue, self._kinds, limit, self.server_id, limited=True
+            )
+        else:
+            jobs = await self._store.job_claim(self.queue, self._kinds, limit, self.server_id)
         events = self._events
         if events.wants(ClaimQueried):
             events.emit(

@@ -25,6 +25,7 @@ from kiln import _validate
 from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
 from kiln._canceller import Canceller
 from kiln._completer import Completer
+from kiln._concurrency import Concurrency, check_queue_limit, limited_queues, queue_group
 from kiln._config import ServerConfig
 from kiln._context import ServerContext
 from kiln._controls import CONTROLS_PAYLOAD
@@ -65,8 +66,11 @@ class Server:
         middleware: Sequence[Middleware] = (),
         recurring: Sequence[Recurring] = (),
         events: EventHub | None = None,
+        queue_limits: Mapping[str, Concurrency] | None = None,
     ) -> None:
         self.config = config or ServerConfig()
+        # a queue's global limit (kiln.Concurrency), declared in the store at start
+        self.queue_limits = {q: check_queue_limit(q, c) for q, c in (queue_limits or {}).items()}
         if not queues:
             raise ConfigError("queues", dict(queues), "a server needs at least one queue")
         for name, concurrency in queues.items():
@@ -247,7 +251,8 @@ class Server:
         cfg = self.config
         self._threads = ThreadPool(cfg.sync_threads or sum(self.queues.values()))
         self._completer = Completer(
-            self.store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser
+            self.store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser,
+            on_applied=self._wake_limited,
         )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
@@ -259,6 +264,7 @@ class Server:
         )
         await self._heartbeat.register()
         await self.publish_kinds()
+        limited = await self._limited_queues()
         ctx = self.context()
         from kiln import maintenance
 
@@ -274,6 +280,7 @@ class Server:
             self._pools[queue] = Pool(
                 queue, concurrency, sorted(self.kinds), self.store, executor, self._completer,
                 self.events, self.id, float(cfg.poll_interval), self._may_claim,
+                limited=queue in limited,
             )
         self._governor = self._governor_of(cfg)
         await self._first_controls(self._governor)
@@ -334,6 +341,15 @@ class Server:
             self.id, self.info.host, self.info.pid,
             [kind.declaration() for kind in self.kinds.values()],
         )
+
+    async def _limited_queues(self) -> set[str]:
+        """Declare this server's queue limits; the queues whose claims must count."""
+        declared = {queue_group(q): c.max for q, c in self.queue_limits.items()}
+        if declared:
+            await self.store.concurrency_declare(declared)
+        found = set(await self.store.concurrency_in_use())  # limits other servers declared
+        return limited_queues(self.queues, any(k.concurrency for k in self.kinds.values()),
+                              set(declared) | found)
 
     def context(self) -> ServerContext:
         return ServerContext(
@@ -439,6 +455,12 @@ class Server:
             for queue in released:
                 task = asyncio.ensure_future(self.bus.publish(queue))
                 task.add_done_callback(lambda t: t.exception())
+
+    def _wake_limited(self) -> None:
+        """Results were written: a limited pool may find a key's slot free now."""
+        for pool in self._pools.values():
+            if pool.limited:
+                pool.wake()
 
     def _arm_releaser(self, delay: float) -> None:
         if self._releaser is not None:

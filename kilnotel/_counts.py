@@ -6,8 +6,9 @@ and the rule for refreshing them. Observable callbacks run on the exporter's thr
 read only what this cache holds. A refresh is one short task on the server's own
 event loop, started when the cache is older than ``ttl`` by the server's events
 (claims, heartbeats) or by a scrape; at most one runs at a time, so the database sees
-one counts query (plus one oldest-age and one kind-conflicts query) per ``ttl``,
-whatever the number of scrapes. It never writes and never touches the server's state.
+one counts query (plus one oldest-age, one kind-conflicts and one concurrency-in-use
+query) per ``ttl``, whatever the number of scrapes. It never writes and never touches
+the server's state.
 
 Counts are exported only while they can be trusted: while the server is alive and
 ``eligible`` (by default only the leader publishes database-wide gauges, so one worker
@@ -59,6 +60,7 @@ class CountsCache:
         self.counts: dict[tuple[str, str], int] = {}  # (state, queue) -> jobs
         self.oldest: dict[str, float] = {}  # queue -> seconds
         self.kind_conflicts = 0  # kinds live servers declare differently
+        self.in_use: dict[str, int] = {}  # key group -> running limited jobs, zero-filled
         self.loaded = False
         self.refreshed_at = -math.inf  # monotonic
         self.refreshes = 0
@@ -112,16 +114,19 @@ class CountsCache:
             loop.call_soon_threadsafe(self.poke)
 
     async def refresh(self) -> None:
-        """Read the counts now (tests and the first scrape); three queries."""
+        """Read the counts now (tests and the first scrape); four queries."""
         counts = await self._store.job_counts()
         oldest = await self._store.queue_oldest_available()
         self.kind_conflicts = await self._store.kind_conflicts()
+        in_use = await self._store.concurrency_in_use()  # one grouped count
         table = {(c.state.value, c.queue): c.count for c in counts}
         seen = {c.queue for c in counts} | set(oldest)
         if not seen <= self.known:
             self.known = self.known | seen
         self.counts = table
         self.oldest = dict(oldest)
+        # a group seen once stays, at 0, so its series does not vanish between jobs
+        self.in_use = {**dict.fromkeys(self.in_use, 0), **in_use}
         self.loaded = True
         self.refreshed_at = self.ok_at = time.monotonic()
         self.refreshes += 1
@@ -148,3 +153,7 @@ class CountsCache:
             return []
         oldest = self.oldest
         return [(q, oldest.get(q, 0.0)) for q in sorted(self.known)]
+
+    def in_use_by_group(self) -> list[tuple[str, int]]:
+        """Running limited jobs by key group; empty unless fresh."""
+        return sorted(self.in_use.items()) if self.fresh() else []

@@ -60,6 +60,7 @@ class GaugeSet:
             observable(meter, metric, self._state_callback(state))
         observable(meter, n.QUEUE_OLDEST_AVAILABLE_AGE, self._oldest)
         observable(meter, n.KIND_CONFLICTS, self._kind_conflicts)
+        observable(meter, n.CONCURRENCY_IN_USE, self._in_use)
         observable(meter, n.COUNTS_AGE, self._counts_age)
         observable(meter, n.COUNTS_REFRESH_FAILURES, self._refresh_failures)
         observable(meter, n.SERVER_HEALTHY, self._scalar(_healthy, min))
@@ -117,6 +118,13 @@ class GaugeSet:
     def _kind_conflicts(self, options: CallbackOptions) -> Iterable[Observation]:
         values = [s.counts.kind_conflicts for s, _server in self._servers() if s.counts.loaded]
         return [Observation(max(values))] if values else []
+    def _in_use(self, options: CallbackOptions) -> Iterable[Observation]:
+        merged: dict[str, int] = {}
+        for source, _server in self._servers():
+            for group, count in source.counts.in_use_by_group():
+                merged[group] = max(merged.get(group, count), count)
+        return [Observation(c, {n.KEY_GROUP: g}) for g, c in merged.items()]
+
     def _counts_age(self, options: CallbackOptions) -> Iterable[Observation]:
         ages = [a for s, _ in self._servers() if (a := s.counts.age()) is not None]
         return [Observation(max(ages))] if ages else []

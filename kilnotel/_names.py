@@ -29,6 +29,7 @@ KIND = "kiln.job.kind"
 OUTCOME = "outcome"
 OPERATION = "operation"
 CHANGE = "change"  # leader changes: "gained" | "lost"
+KEY_GROUP = "key_group"  # kiln.concurrency.in_use: "kind:NAME" | "queue:NAME", never a key
 VERSION = "version"  # kiln.build.info: kiln's version
 PYTHON_VERSION = "python.version"  # kiln.build.info: the interpreter's (3.11.7)
 
@@ -177,6 +178,13 @@ KIND_CONFLICTS = Metric(
     "Kinds that live servers declare differently (queue, attempts, timeout, backoff, "
     "rate limit); producers without the handlers use the newest declaration (cached "
     "like the state gauges; aggregate with max)",
+)
+CONCURRENCY_IN_USE = Metric(
+    "kiln.concurrency.in_use", "gauge", "{job}",
+    "Running jobs under a global concurrency limit (kiln.Concurrency), by key group: "
+    "kind:NAME for a kind's limit (every key of the kind together, never per tenant), "
+    "queue:NAME for a queue's; zero-filled once seen (cached like the state gauges; "
+    "aggregate with max)", (KEY_GROUP,),
 )
 
 COUNTS_AGE = Metric(
@@ -413,6 +421,7 @@ METRICS: tuple[Metric, ...] = (
     SERVER_COMPLETER_CRASHES,
     JOBS_RECONCILED,
     QUEUE_PAUSED,
+    CONCURRENCY_IN_USE,
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 BY_PROMETHEUS_NAME: dict[str, Metric] = {m.prometheus_name: m for m in METRICS}

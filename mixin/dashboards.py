@@ -229,6 +229,13 @@ def queues_section() -> list[tuple[Panel, int, int]]:
             "its servers claim none of its jobs. Alert KilnQueuePausedTooLong.",
             "short",
             [target(f"max by (queue) (kiln_queue_paused{{{Q}}})", "{{queue}}")]), 12, 8),
+        (timeseries(
+            "Global concurrency in use",
+            "Running jobs under a global limit (kiln.Concurrency), by key group: kind:NAME "
+            "sums every key of the kind (every tenant), queue:NAME a queue's limit. A kind "
+            "with one key per tenant sits at most at max x tenants; a queue's at its max.",
+            "short",
+            [target("max by (key_group) (kiln_concurrency_in_use)", "{{key_group}}")]), 12, 8),
     ]
 
 

@@ -11,7 +11,7 @@ seconds (float).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -141,8 +141,14 @@ class Store(Protocol):
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]: ...
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]: ...
     async def job_claim(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
-    ) -> list[JobRow]: ...
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        limited: bool = False,
+    ) -> list[JobRow]:
+        """Claim up to ``limit`` available jobs. ``limited``: the queue may hold jobs with
+        a concurrency key or have a limit of its own (kiln._concurrency): claim those
+        too, each under its key's lock; without it only plain jobs of unlimited queues
+        are claimed."""
+        ...
     def job_claim_watch(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
         on_claimed: ClaimCallback,
@@ -151,6 +157,11 @@ class Store(Protocol):
         ``queue`` arrives; None when the store cannot (no ``claim_on_notify``, or its
         LISTEN connection is down). ``on_claimed`` must not raise."""
         ...
+
+    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
+        """Set the max of these keys ("queue:NAME" for a queue's limit)."""
+    async def concurrency_in_use(self) -> dict[str, int]:
+        """Running jobs by key group ("kind:NAME", "queue:NAME"), in one grouped read."""
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult: ...
     async def job_param_set(

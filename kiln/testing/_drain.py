@@ -186,7 +186,9 @@ class _Drainer:
         for queue in ready:
             if self._queues is not None and queue not in self._queues:
                 continue
-            rows = await store.job_claim(queue, sorted(self._kinds), 1, self.server_id)
+            # limited: jobs under a concurrency limit are claimed too, under its rule
+            rows = await store.job_claim(queue, sorted(self._kinds), 1, self.server_id,
+                                         limited=True)
             if rows:
                 row = rows[0]
                 if self._events.wants(JobClaimed):

@@ -13,7 +13,8 @@ from kiln.testing._binding import URL_BOUND
 KNOWN = {
     "url": True, "_store_options": True, "_sync_store": True, "_sync_catalog": True,
     "_clients": True, "kinds": False, "bus": False, "known_kinds_only": False,
-    "recurring": False, "middleware": False, "events": False, "enqueue_hooks": False,
+    "recurring": False, "queue_limits": False, "middleware": False, "events": False,
+    "enqueue_hooks": False,
     "_portal": False, "_lock": False,
 }
 

@@ -89,11 +89,11 @@ _RUN_AT = f"COALESCE(%s, {NOW} + INTERVAL %s MICROSECOND)"
 _VALUES = (
     f"(%s, %s, CASE WHEN %s THEN 'awaiting' WHEN %s IS NOT NULL THEN 'pending'"
     f" WHEN {_RUN_AT} > {NOW} THEN 'scheduled' ELSE 'available' END,"
-    f" %s, '{{}}', %s, %s, {_RUN_AT}, %s, %s, %s, '[]', {NOW}, %s, %s)"
+    f" %s, '{{}}', %s, %s, {_RUN_AT}, %s, %s, %s, '[]', {NOW}, %s, %s, %s)"
 )
 _INSERT = (
     "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, priority, run_at,"
-    " max_attempts, timeout, backoff, errors, created_at, rate_key, tags) VALUES "
+    " max_attempts, timeout, backoff, errors, created_at, rate_key, tags, conc_key) VALUES "
 )
 RATE_LIMIT_DECLARE = (
     "INSERT INTO kiln_rate_limits (`key`, rate, per, burst, tokens, updated_at) VALUES {rows}"
@@ -108,7 +108,7 @@ def _values(job: NewJob, unmet: bool) -> list[Any]:
         job.queue, job.kind, unmet, job.rate_key, run_at, delay, args_text(job),
         dumps(job.metadata) if job.metadata else "{}", job.priority, run_at, delay,
         job.max_attempts, job.timeout, None if job.backoff is None else dumps(job.backoff),
-        job.rate_key, dumps(list(job.tags)) if job.tags else None,
+        job.rate_key, dumps(list(job.tags)) if job.tags else None, job.conc_key,
     ]
 
 
@@ -142,6 +142,11 @@ def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
     pre: list[Stmt] = []
     if limits:
         pre.append(rate_limit_stmt(limits))
+    keys = {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
+    if keys:
+        from kiln.stores.mysql._concurrency import declare_stmts  # it imports this module
+
+        pre.extend(declare_stmts(keys))
     if deps:
         m = marks(len(deps))
         pre.append(Stmt(
@@ -180,6 +185,13 @@ def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
 UNPAUSED = (
     "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (kiln_jobs.queue, '*'))"
 )
+# a queue with a limit of its own is claimed through _concurrency, under its row's lock
+UNLIMITED = (
+    "NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
+    " WHERE c.conc_key = CONCAT('queue:', kiln_jobs.queue))"
+)
+
+
 def claim(
     queue: str, kinds: Sequence[str], limit: int, server_id: str, probe: bool
 ) -> Plan[list[JobRow]]:
@@ -188,7 +200,8 @@ def claim(
     a transaction, one statement) whether anything is there at all."""
     if not kinds or limit <= 0:
         return []
-    where = f"state = 'available' AND queue = %s AND kind IN ({marks(len(kinds))})"
+    where = (f"state = 'available' AND queue = %s AND conc_key IS NULL"
+             f" AND kind IN ({marks(len(kinds))})")
     if probe:
         found = yield one(f"SELECT 1 FROM kiln_jobs WHERE {where} LIMIT 1", queue, *kinds)
         if not found[0].rows:
@@ -196,6 +209,7 @@ def claim(
     out = yield step(
         Stmt(
             f"SELECT {JOB_COLS}, {NOW} FROM kiln_jobs WHERE {where} AND {UNPAUSED}"
+            f" AND {UNLIMITED}"
             " ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
             (queue, *kinds, limit),
         ),

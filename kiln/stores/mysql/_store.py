@@ -21,7 +21,7 @@ import inspect
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -57,7 +57,17 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.mysql import _admin, _cancel, _cluster, _controls, _jobs, _kept, _kinds, _schema
+from kiln.stores.mysql import (
+    _admin,
+    _cancel,
+    _cluster,
+    _concurrency,
+    _controls,
+    _jobs,
+    _kept,
+    _kinds,
+    _schema,
+)
 from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
     DEADLOCK,
@@ -341,8 +351,13 @@ class MySQLStore:
         await asyncio.get_running_loop().run_in_executor(None, shut)
 
     async def job_claim(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        limited: bool = False,
     ) -> list[JobRow]:
+        if limited:
+            return await self._write(
+                "job_claim", lambda: _concurrency.claim(queue, list(kinds), limit, server_id)
+            )
         probe = queue in self._empty_queues
         jobs = await self._write(
             "job_claim", lambda: _jobs.claim(queue, list(kinds), limit, server_id, probe)
@@ -352,6 +367,12 @@ class MySQLStore:
         else:
             self._empty_queues.discard(queue)
         return jobs
+
+    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
+        await self._write("concurrency_declare", lambda: _concurrency.declare(limits))
+
+    async def concurrency_in_use(self) -> dict[str, int]:
+        return await self._read("concurrency_in_use", _concurrency.in_use())
 
     def job_claim_watch(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,

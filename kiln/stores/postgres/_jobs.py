@@ -16,6 +16,7 @@ release (see RESULTS_APPLY).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -120,9 +121,10 @@ def text_array(tags: Sequence[str]) -> str | None:
     return "{" + ",".join(quoted) + "}"
 
 
-def _insert_sql(with_deps: bool, with_tags: bool = False) -> str:
-    """The insert; jobs with tags take a variant that sets them (and plain batches keep
-    the statement they had before tags existed)."""
+@functools.cache
+def _insert_sql(with_deps: bool, with_tags: bool = False, with_conc: bool = False) -> str:
+    """The insert; jobs with tags (or a concurrency key) take a variant that sets them
+    (and plain batches keep the statement they had before tags existed)."""
     unmet = (
         "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dps)"
         " AND d.state <> 'completed') THEN 'awaiting' "
@@ -132,6 +134,7 @@ def _insert_sql(with_deps: bool, with_tags: bool = False) -> str:
     cols = list(_INSERT_COLS)
     cols += [("dp", "text")] if with_deps else []
     cols += [("tg", "text")] if with_tags else []
+    cols += [("ck", "text")] if with_conc else []
     picked = ", ".join(
         f"u.{n}" if n == "a" else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in cols
     )
@@ -139,6 +142,8 @@ def _insert_sql(with_deps: bool, with_tags: bool = False) -> str:
     names = ", ".join(n for n, _ in cols)
     dp = ", t.dp::bigint[] AS dps" if with_deps else ""
     tag_col, tag_value = (", tags", ", coalesce(t.tg::text[], '{}')") if with_tags else ("", "")
+    if with_conc:
+        tag_col, tag_value = tag_col + ", conc_key", tag_value + ", t.ck"
     return (
         "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
         f" run_at, max_attempts, timeout, backoff, rate_key{tag_col})"
@@ -232,6 +237,21 @@ def _metadata_texts(jobs: Sequence[NewJob]) -> list[str]:
     return texts
 
 
+# a key's row, or its new max; a key whose row holds this max already is left alone, so
+# an insert never locks a row a claim is using (ON CONFLICT DO UPDATE would lock it)
+CONCURRENCY_KEYS_DECLARE = (
+    "INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT k, m"
+    " FROM unnest(%s::text[], %s::int[]) AS u(k, m) WHERE NOT EXISTS (SELECT 1 FROM"
+    " kiln_concurrency_keys c WHERE c.conc_key = u.k AND c.max = u.m)"
+    " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max"
+)
+
+
+def concurrency_keys_stmt(keys: dict[str, int]) -> Stmt:
+    names = sorted(keys)  # one lock order for every caller
+    return Stmt(CONCURRENCY_KEYS_DECLARE, (names, [keys[k] for k in names]))
+
+
 def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:
     keys = sorted(limits)  # one lock order for every caller
     return Stmt(
@@ -257,21 +277,23 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
     deps = sorted({d for j in jobs for d in j.depends_on})
     tagged = any(j.tags for j in jobs)
-    if not deps and not limits and not tagged:
+    keys = {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
+    if not deps and not limits and not tagged and not keys:
         rows = (yield one(INSERT_FAST, *_compact(cols), prepare=True))[0]
         return sorted(r[0] for r in rows)
     pre: list[Stmt] = []
     if limits:
         pre.append(rate_limit_stmt(limits))
+    if keys:
+        pre.append(concurrency_keys_stmt(keys))
     if deps:
         pre.append(Stmt(MARK_DEPS, (deps,)))
         cols.append(["{" + ",".join(str(int(x)) for x in j.depends_on) + "}" for j in jobs])
     if tagged:
         cols.append([text_array(j.tags) for j in jobs])
-        sql = INSERT_TAGGED[bool(deps)]
-    else:
-        sql = INSERT_DEPS if deps else INSERT_FAST
-    ins = Stmt(sql, tuple(_compact(cols)))
+    if keys:
+        cols.append([j.conc_key for j in jobs])
+    ins = Stmt(_insert_sql(bool(deps), tagged, bool(keys)), tuple(_compact(cols)))
     results = yield Step((*pre, ins), last=not deps)
     ids = sorted(r[0] for r in results[-1])
     if deps:
@@ -281,12 +303,19 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
 
 
 # claim, results, checkpoints, release ------------------------------------------------
+# a job the plain claim may take: no concurrency key (those go through _concurrency,
+# under their key's lock), in a queue without a limit of its own; kiln_jobs_claim holds
+# the plain available jobs only, so the limited jobs waiting in the queue are not read
+PLAIN = (
+    "conc_key IS NULL AND NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
+    " WHERE c.conc_key = 'queue:' || kiln_jobs.queue)"
+)
 CLAIM = (
     "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = now(),"
     " server_id = %s WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
     " AND queue = %s AND kind = ANY(%s::text[]) AND NOT EXISTS (SELECT 1 FROM"
     " kiln_queue_pauses p WHERE p.queue IN (kiln_jobs.queue, '*'))"
-    " ORDER BY priority, run_at, id LIMIT %s"
+    f" AND {PLAIN} ORDER BY priority, run_at, id LIMIT %s"
     f" FOR UPDATE SKIP LOCKED) RETURNING {CLAIM_COLS}"
 )
 
@@ -778,10 +807,19 @@ def dependents(job_id: int) -> Plan[list[int]]:
     return [int(r[0]) for r in rows]
 
 
+# the available jobs by queue, as two halves that each read one partial index: the
+# plain ones (kiln_jobs_claim) and the limited ones (kiln_jobs_conc_available)
+AVAILABLE_PARTS = (
+    "SELECT queue, {agg} AS n FROM kiln_jobs WHERE state = 'available' AND conc_key IS NULL"
+    " GROUP BY queue UNION ALL SELECT queue, {agg} FROM kiln_jobs WHERE state = 'available'"
+    " AND conc_key IS NOT NULL GROUP BY queue"
+)
+
+
 def state_counts() -> Plan[list[StateCount]]:
-    sql = (  # two halves, so each can use its partial index
-        "SELECT queue, 'available', count(*) FROM kiln_jobs WHERE state = 'available'"
-        " GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
+    sql = (  # in parts, so each can use its partial index (available: plain, limited)
+        f"SELECT queue, 'available', sum(n) FROM ({AVAILABLE_PARTS.format(agg='count(*)')})"
+        " AS a GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
         " WHERE state <> 'available' GROUP BY queue, state"
     )
     rows = (yield one(sql, prepare=True))[0]
@@ -790,8 +828,8 @@ def state_counts() -> Plan[list[StateCount]]:
 
 def oldest_available() -> Plan[dict[str, float]]:
     sql = (
-        "SELECT queue, greatest(extract(epoch FROM now() - min(run_at)), 0)::float8"
-        " FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+        "SELECT queue, greatest(extract(epoch FROM now() - min(n)), 0)::float8"
+        f" FROM ({AVAILABLE_PARTS.format(agg='min(run_at)')}) AS a GROUP BY queue"
     )
     rows = (yield one(sql, prepare=True))[0]
     return {r[0]: float(r[1]) for r in rows}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -50,7 +50,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.postgres import _cancel, _cluster, _controls, _jobs, _kinds
+from kiln.stores.postgres import _cancel, _cluster, _concurrency, _controls, _jobs, _kinds
 from kiln.stores.postgres._listener import Listener
 from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
 
@@ -224,11 +224,23 @@ class PostgresStore:
                 raise translate(operation, self.url, exc) from exc
 
     async def job_claim(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        limited: bool = False,
     ) -> list[JobRow]:
+        if limited:
+            return await self._run(
+                "job_claim", lambda: _concurrency.claim(queue, list(kinds), limit, server_id),
+                tx=True,
+            )
         return await self._run(
             "job_claim", lambda: _jobs.claim(queue, list(kinds), limit, server_id)
         )
+
+    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
+        await self._run("concurrency_declare", lambda: _concurrency.declare(limits))
+
+    async def concurrency_in_use(self) -> dict[str, int]:
+        return await self._run("concurrency_in_use", _concurrency.in_use)
 
     def job_claim_watch(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,

@@ -221,7 +221,8 @@ KEYS_PER_READ = 500  # bound variables per read of the keys' holders
 
 
 def _batchable(job: NewJob) -> bool:
-    return not job.depends_on and job.rate_limit is None
+    # a job under a concurrency limit takes the row-by-row path, which writes its key
+    return not job.depends_on and job.rate_limit is None and job.conc_key is None
 
 
 def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
@@ -337,6 +338,7 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
         return _insert_batch(conn, jobs)
     now = time.time()
     ids: list[int] = []
+    concurrency_keys_declare(conn, jobs)
     for job in jobs:
         run_at = run_at_of(job, now)
         if job.rate_limit is not None and job.rate_key is not None:
@@ -346,13 +348,14 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
         row = conn.execute(
             "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
             " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states,"
-            " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " tags, conc_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
                 job.queue, job.kind, state.value, args_text(job), dumps(job.metadata),
                 job.priority, run_at, job.max_attempts, job.timeout,
                 None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
                 key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
+                job.conc_key,
             ),
         ).fetchone()
         if key is not None:  # the one writer holds the lock: the holder cannot change
@@ -366,6 +369,17 @@ def insert_jobs(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
             )
         ids.append(job_id)
     return ids
+
+
+def concurrency_keys_declare(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> None:
+    """The rows of the jobs' concurrency keys, with the max they were enqueued with."""
+    keys = {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
+    if keys:
+        conn.executemany(
+            "INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES (?, ?)"
+            " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max"
+            " WHERE max <> excluded.max", sorted(keys.items()),
+        )
 
 
 # the states in which a unique job holds its key, as the index kiln_jobs_unique tests them
@@ -404,7 +418,9 @@ def claim(
         "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
         " server_id = ? WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
         f" AND queue = ? AND kind IN ({marks}) AND NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p"
-        " WHERE p.queue IN (kiln_jobs.queue, '*')) ORDER BY priority, run_at, id LIMIT ?)"
+        " WHERE p.queue IN (kiln_jobs.queue, '*')) AND conc_key IS NULL AND NOT EXISTS"
+        " (SELECT 1 FROM kiln_concurrency_keys c WHERE c.conc_key = 'queue:' || kiln_jobs.queue)"
+        " ORDER BY priority, run_at, id LIMIT ?)"
         " RETURNING *",
         [now, server_id, queue, *kinds, limit],
     ).fetchall()

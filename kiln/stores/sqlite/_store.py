@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -47,7 +47,7 @@ from kiln.stores._protocol import (
     NotifyCallback,
     ReleaseResult,
 )
-from kiln.stores.sqlite import _cancel, _cluster, _controls, _kinds, _ops, _rates
+from kiln.stores.sqlite import _cancel, _cluster, _concurrency, _controls, _kinds, _ops, _rates
 
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
@@ -236,11 +236,20 @@ class SQLiteStore:
             raise StoreError(operation, str(exc)) from exc
 
     async def job_claim(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str
+        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
+        limited: bool = False,
     ) -> list[JobRow]:
+        fn = _concurrency.claim if limited else _ops.claim
         return await self._run(
-            "job_claim", lambda c: _ops.write(c, _ops.claim, queue, list(kinds), limit, server_id)
+            "job_claim", lambda c: _ops.write(c, fn, queue, list(kinds), limit, server_id)
         )
+
+    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
+        await self._run("concurrency_declare",
+                        lambda c: _ops.write(c, _concurrency.declare, limits))
+
+    async def concurrency_in_use(self) -> dict[str, int]:
+        return await self._run("concurrency_in_use", _concurrency.in_use)
 
     def job_claim_watch(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,

@@ -1,0 +1,104 @@
+"""Concurrency-limit benchmark: the cost of a global limit that never binds on drain.
+
+The same drain (N no-op jobs, one worker process, PostgreSQL by default) three ways,
+interleaved in one run: no limit; a per-tenant ``kiln.Concurrency(max=1000,
+key="args.t")`` on the kind (ten tenants, so every claim goes through the limited
+claim and no key is ever full); a queue limit of 1000. Prints one JSON object per
+drain, then the medians of the per-run ratios (limited / plain jobs per second, and
+database CPU per job). The goal (issue 15): a limit that never binds costs <= 10%.
+
+    python -m bench.bench_concurrency --jobs 10000 --concurrency 10 --runs 5 [--mysql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from typing import Any
+
+from bench.bench_drain import (
+    PgProbe,
+    drop_database,
+    drop_mysql_database,
+    fresh_database,
+    fresh_mysql_database,
+    measure,
+    my_execute,
+)
+from bench.drain_concurrency import app_for
+
+MODES = ("plain", "kind", "queue")
+TENANTS = 10
+
+
+def fill(url: str, mode: str, jobs: int) -> None:
+    app = app_for(url, mode)
+    try:
+        app.migrate()
+        for start in range(0, jobs, 1000):
+            app.enqueue_many([("noop", {"n": i, "t": i % TENANTS})
+                              for i in range(start, min(start + 1000, jobs))])
+    finally:
+        app.close()
+
+
+def run(mode: str, jobs: int, concurrency: int, mysql: bool) -> dict[str, Any]:
+    url = fresh_mysql_database("kiln_conc") if mysql else fresh_database("kiln_conc")
+    try:
+        fill(url, mode, jobs)
+        cmd = [sys.executable, "-m", "bench.drain_concurrency", url, str(concurrency), mode]
+        if mysql:
+            left = "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'"
+            result = measure(mode, cmd, lambda: int(my_execute(left, url)[0][0]), jobs,
+                             "mariadbd", poll=0.05)
+        else:
+            probe = PgProbe(url, "SELECT (EXISTS (SELECT 1 FROM kiln_jobs WHERE state ="
+                            " 'available'))::int + (EXISTS (SELECT 1 FROM kiln_jobs"
+                            " WHERE state = 'running'))::int")
+            try:
+                result = measure(mode, cmd, probe.remaining, jobs, "postgres",
+                                 probe_cpu=probe.cpu)
+            finally:
+                probe.close()
+    finally:
+        (drop_mysql_database if mysql else drop_database)(url)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--mysql", action="store_true")
+    args = parser.parse_args()
+    ratios: dict[str, list[float]] = {m: [] for m in MODES[1:]}
+    cpu: dict[str, list[float]] = {m: [] for m in MODES[1:]}
+    load = [os.getloadavg()[0]]
+    for n in range(args.runs):
+        order = MODES if n % 2 == 0 else (MODES[0], *reversed(MODES[1:]))
+        results = {}
+        for mode in order:  # interleaved: drift hits every mode of a run alike
+            results[mode] = run(mode, args.jobs, args.concurrency, args.mysql)
+            print(json.dumps({"run": n, **results[mode]}), flush=True)
+        base = results["plain"]
+        for mode in MODES[1:]:
+            ratios[mode].append(results[mode]["jobs_per_s"] / base["jobs_per_s"])
+            if base["db_cpu_s_per_1000"]:
+                cpu[mode].append(results[mode]["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"])
+        load.append(os.getloadavg()[0])
+    print(json.dumps({
+        "database": "mariadb" if args.mysql else "postgresql",
+        "jobs": args.jobs, "concurrency": args.concurrency, "runs": args.runs,
+        "load_1m": [round(x, 2) for x in load],
+        "throughput_ratio_median": {m: round(statistics.median(r), 3) for m, r in ratios.items()},
+        "throughput_ratios": {m: [round(x, 3) for x in r] for m, r in ratios.items()},
+        "db_cpu_ratio_median": {m: round(statistics.median(r), 3) for m, r in cpu.items() if r},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

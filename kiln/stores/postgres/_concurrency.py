@@ -1,0 +1,151 @@
+"""PostgreSQL plans for global concurrency limits (kiln._concurrency): the limited claim,
+the declaration of queue limits, and the running jobs by key group.
+
+The limited claim is one transaction of two statements, sent in one round trip. The
+first locks the rows of the keys whose jobs wait in the queue (``FOR UPDATE SKIP
+LOCKED``: a key another server
+is claiming is skipped, never waited on), least recently served first, and the row of
+the queue's own limit if it has one. The second runs with a snapshot taken after those
+locks were granted (READ COMMITTED): whatever the previous holder of a lock claimed is
+committed and visible, so counting a key's running jobs there is exact, and at most
+``max - running`` of its jobs are taken. Nothing is counted in a table of its own: a job
+that leaves ``running`` (completed, failed, retried, cancelled, rescued, handed back)
+frees its slot by that alone. Owns these statements only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kiln._concurrency import group_of, queue_group
+from kiln._job import JobRow
+from kiln.stores.postgres._jobs import CLAIM_COLS, JOB_COLS, claimed
+from kiln.stores.postgres._plan import Plan, Step, Stmt, one
+
+_UNPAUSED = (
+    "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (%(q)s, '*'))"
+)
+# rows this transaction locked (and wrote, see LOCK): the new version is ours
+OURS = "xmin = pg_current_xact_id()::text::xid"
+
+# The first statement locks and marks (by an update) the queue's row (if it has a limit)
+# and the keys with a free slot (by this snapshot; the claim counts again) and an
+# available job in the queue, least recently served first; those are served now. The
+# probe for an available job is a scalar subquery with LIMIT 1, one index probe per key:
+# as EXISTS, the planner turns it into a semi-join that reads the queue's whole backlog.
+LOCK = (
+    "WITH q AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT"
+    "  conc_key FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s"
+    "  FOR UPDATE SKIP LOCKED) RETURNING 1),"
+    " k AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now() WHERE conc_key IN"
+    "  (SELECT c.conc_key"
+    "  FROM kiln_concurrency_keys c WHERE (SELECT 1 FROM kiln_jobs j"
+    "  WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = %(q)s"
+    "  AND j.kind = ANY(%(kinds)s::text[]) LIMIT 1) = 1 AND (SELECT count(*) FROM kiln_jobs r"
+    "  WHERE r.conc_key = c.conc_key AND r.state = 'running') < c.max"
+    "  ORDER BY c.last_claimed_at, c.conc_key LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED)"
+    "  RETURNING 1)"
+    " SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM k)"
+)
+
+# The second statement, sent in the same round trip, takes its snapshot after the first
+# one's locks were granted: the keys it locked (OURS), their running jobs counted now.
+# The plain jobs of the queue come in too (a limited queue's plain jobs count against
+# the queue's limit). Fairness: the first job of every key before the second of any,
+# then priority (which keys take part is the first statement's least recently served).
+# A queue with a limit whose row another claim holds yields nothing. A key's jobs are
+# read without row locks: only the holder of the key's lock claims them, so only the
+# rows taken are written (a cancel meanwhile: the update finds them no longer available).
+CLAIM_LIMITED = (
+    "WITH k AS (SELECT conc_key, max, row_number() OVER (ORDER BY conc_key) AS ord"
+    f"  FROM kiln_concurrency_keys WHERE {OURS} AND conc_key <> %(qkey)s),"
+    " f AS (SELECT k.*, k.max - (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = k.conc_key"
+    "  AND r.state = 'running') AS free FROM k),"
+    " lim AS (SELECT c.id, c.priority, c.run_at, f.ord,"
+    "  row_number() OVER (PARTITION BY f.conc_key ORDER BY c.priority, c.run_at, c.id) AS rn"
+    "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
+    "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
+    "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
+    "  LIMIT least(greatest(f.free, 0), %(limit)s)) c),"
+    " pln AS (SELECT j.id, j.priority, j.run_at, 0 AS ord,"
+    "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT id,"
+    "  priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %(q)s"
+    "  AND conc_key IS NULL AND kind = ANY(%(kinds)s::text[])"
+    "  ORDER BY priority, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) j),"
+    " qrow AS (SELECT max, xmin = pg_current_xact_id()::text::xid AS ours"
+    "  FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s),"
+    " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qrow) THEN %(limit)s::int"
+    "  WHEN (SELECT ours FROM qrow) THEN greatest(0, least(%(limit)s::int, (SELECT max FROM qrow)"
+    "  - (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %(q)s)))"
+    "  ELSE 0 END AS n),"
+    " picked AS (SELECT id FROM (SELECT * FROM lim UNION ALL SELECT * FROM pln) x"
+    f"  WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
+    " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
+    "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
+    "  AND state = 'available'"
+    f"  RETURNING {CLAIM_COLS})"
+    f" SELECT {JOB_COLS} FROM upd"
+)
+
+
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its %(name)s placeholders as %s, and the names in their order."""
+    names = tuple(re.findall(r"%\((\w+)\)s", sql))
+    return re.sub(r"%\((\w+)\)s", "%s", sql), names
+
+
+LOCK_SQL, LOCK_NAMES = _positional(LOCK)
+CLAIM_SQL, CLAIM_NAMES = _positional(CLAIM_LIMITED)
+
+
+def claim(
+    queue: str, kinds: list[str], limit: int, server_id: str
+) -> Plan[list[JobRow]]:
+    """The claim of a pool whose queue may hold limited jobs (see module docstring):
+    one round trip, BEGIN, the lock, the claim and COMMIT sent together."""
+    if not kinds or limit <= 0:
+        return []
+    params: dict[str, Any] = {
+        "qkey": queue_group(queue), "q": queue, "kinds": kinds, "limit": limit,
+        "server": server_id,
+    }
+    out = yield Step((
+        Stmt(LOCK_SQL, tuple(params[n] for n in LOCK_NAMES), prepare=True),
+        Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True),
+    ), last=True)
+    return claimed(out[1])
+
+
+DECLARE = (
+    "INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT k, m"
+    " FROM unnest(%s::text[], %s::int[]) AS u(k, m) WHERE NOT EXISTS (SELECT 1 FROM"
+    " kiln_concurrency_keys c WHERE c.conc_key = u.k AND c.max = u.m)"
+    " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max"
+)
+
+
+def declare(limits: Mapping[str, int]) -> Plan[None]:
+    names = sorted(limits)
+    if names:
+        yield one(DECLARE, names, [limits[k] for k in names])
+
+
+IN_USE = (
+    "SELECT split_part(conc_key, '|', 1), count(*) FROM kiln_jobs"
+    " WHERE state = 'running' AND conc_key IS NOT NULL GROUP BY 1"
+    " UNION ALL SELECT c.conc_key, (SELECT count(*) FROM kiln_jobs j WHERE j.state = 'running'"
+    " AND j.queue = substr(c.conc_key, 7)) FROM kiln_concurrency_keys c"
+    " WHERE c.conc_key LIKE 'queue:%%'"
+)
+
+
+def in_use() -> Plan[dict[str, int]]:
+    rows = (yield one(IN_USE))[0]
+    out: dict[str, int] = {}
+    for group, n in rows:
+        key = group_of(str(group))
+        out[key] = out.get(key, 0) + int(n)
+    return out
+

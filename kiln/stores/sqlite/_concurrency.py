@@ -1,0 +1,125 @@
+"""SQLite operations for global concurrency limits (kiln._concurrency): the limited claim,
+the declaration of queue limits, and the running jobs by key group.
+
+SQLite has one writer: the limited claim runs inside the claim's BEGIN IMMEDIATE
+transaction (``_ops.write``), so counting a key's running jobs and taking its jobs see
+the same database and nothing else writes in between. The rule is PostgreSQL's: keys
+least recently served first, at most ``max - running`` jobs of a key, the first job of
+every key before the second of any. Owns these statements only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Mapping
+
+from kiln._concurrency import group_of, queue_group
+from kiln._job import JobRow
+
+
+def _count_running(conn: sqlite3.Connection, where: str, value: str) -> int:
+    row = conn.execute(
+        f"SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND {where} = ?", (value,)
+    ).fetchone()
+    return int(row[0])
+
+
+def _room(conn: sqlite3.Connection, queue: str, limit: int) -> int:
+    """How many jobs the queue may start: ``limit``, or less under the queue's own limit."""
+    paused = conn.execute(
+        "SELECT 1 FROM kiln_queue_pauses WHERE queue IN (?, '*')", (queue,)
+    ).fetchone()
+    if paused:
+        return 0
+    row = conn.execute(
+        "SELECT max FROM kiln_concurrency_keys WHERE conc_key = ?", (queue_group(queue),)
+    ).fetchone()
+    if row is None:
+        return limit
+    return max(0, min(limit, int(row[0]) - _count_running(conn, "queue", queue)))
+
+
+def _candidates(
+    conn: sqlite3.Connection, queue: str, kinds: list[str], room: int
+) -> list[tuple[int, int, int, float, int]]:
+    """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited and plain."""
+    marks = ",".join("?" * len(kinds))
+    keys = conn.execute(
+        "SELECT c.conc_key, c.max FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1"
+        " FROM kiln_jobs j WHERE j.conc_key = c.conc_key AND j.state = 'available'"
+        f" AND j.queue = ? AND j.kind IN ({marks}))"
+        " AND (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
+        " AND r.state = 'running') < c.max ORDER BY c.last_claimed_at, c.conc_key LIMIT ?",
+        [queue, *kinds, room],
+    ).fetchall()
+    found: list[tuple[int, int, int, float, int]] = []
+    for order, (key, most) in enumerate(keys):
+        free = int(most) - _count_running(conn, "conc_key", key)
+        rows = conn.execute(
+            "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
+            f" state = 'available' AND queue = ? AND kind IN ({marks})"
+            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, min(max(free, 0), room)],
+        ).fetchall()
+        found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
+    plain = conn.execute(
+        "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = ?"
+        f" AND kind IN ({marks}) AND conc_key IS NULL ORDER BY priority, run_at, id LIMIT ?",
+        [queue, *kinds, room],
+    ).fetchall()
+    found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(plain)]
+    return found
+
+
+def claim(
+    conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str
+) -> list[JobRow]:
+    from kiln.stores.sqlite._ops import row_to_job
+
+    if not kinds or limit <= 0:
+        return []
+    room = _room(conn, queue, limit)
+    if room <= 0:
+        return []
+    picked = sorted(_candidates(conn, queue, kinds, room))[:room]
+    if not picked:
+        return []
+    now = time.time()
+    ids = [p[4] for p in picked]
+    rows = conn.execute(
+        "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
+        f" server_id = ? WHERE id IN ({','.join('?' * len(ids))}) RETURNING *",
+        [now, server_id, *ids],
+    ).fetchall()
+    served = sorted({row["conc_key"] for row in rows if row["conc_key"] is not None})
+    conn.executemany(
+        "UPDATE kiln_concurrency_keys SET last_claimed_at = ? WHERE conc_key = ?",
+        [(now, key) for key in served],
+    )
+    jobs = [row_to_job(row) for row in rows]
+    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+    return jobs
+
+
+def declare(conn: sqlite3.Connection, limits: Mapping[str, int]) -> None:
+    conn.executemany(
+        "INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES (?, ?)"
+        " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max WHERE max <> excluded.max",
+        sorted(limits.items()),
+    )
+
+
+def in_use(conn: sqlite3.Connection) -> dict[str, int]:
+    out: dict[str, int] = {}
+    rows = conn.execute(  # by group: the part before the key's value
+        "SELECT substr(conc_key, 1, instr(conc_key || '|', '|') - 1) AS g, count(*)"
+        " FROM kiln_jobs WHERE state = 'running' AND conc_key IS NOT NULL GROUP BY g"
+    ).fetchall()
+    for key, n in rows:
+        group = group_of(str(key))
+        out[group] = out.get(group, 0) + int(n)
+    for (key,) in conn.execute(
+        "SELECT conc_key FROM kiln_concurrency_keys WHERE conc_key LIKE 'queue:%'"
+    ).fetchall():
+        out[key] = _count_running(conn, "queue", key[len("queue:"):])
+    return out

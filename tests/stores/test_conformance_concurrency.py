@@ -1,0 +1,129 @@
+"""Conformance: global concurrency limits (kiln._concurrency) enforced in the claim."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kiln._job import JobRow, JobState, NewJob, Outcome
+from kiln.stores import Store
+from tests.stores.factories import complete, insert, job, result
+
+
+def limited(key: str = "kind:k", conc_max: int = 2, **options: object) -> NewJob:
+    new = job(**options)  # type: ignore[arg-type]
+    new.conc_key, new.conc_max = key, conc_max
+    return new
+
+
+async def take(store: Store, limit: int = 10, server: str = "s1", queue: str = "q",
+               kinds: tuple[str, ...] = ("k",)) -> list[JobRow]:
+    return await store.job_claim(queue, list(kinds), limit, server, limited=True)
+
+
+async def running(store: Store, key: str) -> int:
+    return (await store.concurrency_in_use()).get(key.split("|")[0], 0)
+
+
+async def test_the_claim_takes_at_most_max_of_a_key(store: Store) -> None:
+    await insert(store, *[limited() for _ in range(5)], job(priority=1))
+    first = await take(store)
+    assert len(first) == 3  # two of the key, and the plain job
+    assert await take(store) == []  # the key is full
+    assert await running(store, "kind:k") == 2
+    await complete(store, first[0])
+    again = await take(store)
+    assert len(again) == 1  # the freed slot, and only it
+
+
+async def test_the_plain_claim_never_takes_limited_jobs(store: Store) -> None:
+    await insert(store, *[limited() for _ in range(3)], job(args={"plain": True}))
+    rows = await store.job_claim("q", ["k"], 10, "s1")
+    assert [r.args for r in rows] == [{"plain": True}]
+    assert len(await take(store)) == 2
+
+
+async def test_keys_are_served_fairly(store: Store) -> None:
+    hot = [limited("kind:k|hot", 10, args={"t": "hot"}) for _ in range(20)]
+    await insert(store, *hot)
+    await insert(store, limited("kind:k|a", 10, args={"t": "a"}),
+                 limited("kind:k|b", 10, args={"t": "b"}))
+    rows = await take(store, limit=3)
+    assert sorted(r.args["t"] for r in rows) == ["a", "b", "hot"]  # one of each key first
+    rows = await take(store, limit=2)
+    assert [r.args["t"] for r in rows] == ["hot", "hot"]
+
+
+async def test_the_least_recently_served_key_goes_first(store: Store) -> None:
+    await insert(store, *[limited("kind:k|a", 10, args={"t": "a"}) for _ in range(3)])
+    assert [r.args["t"] for r in await take(store, limit=1)] == ["a"]
+    await insert(store, *[limited("kind:k|b", 10, args={"t": "b"}) for _ in range(3)])
+    # a was served just now; b never was: b's job comes first when only one fits
+    assert [r.args["t"] for r in await take(store, limit=1)] == ["b"]
+    assert [r.args["t"] for r in await take(store, limit=1)] == ["a"]
+
+
+async def test_every_way_out_of_running_frees_the_slot(store: Store) -> None:
+    await insert(store, *[limited(conc_max=1) for _ in range(7)])
+    for outcome in (Outcome.COMPLETED, Outcome.FAILED, Outcome.RETRY, Outcome.CANCELLED,
+                    Outcome.SNOOZED, Outcome.HANDED_BACK):
+        (row,) = await take(store)
+        assert await take(store) == [], outcome
+        error = "x" if outcome in (Outcome.FAILED, Outcome.RETRY) else None
+        applied = await store.job_results_apply([result(row, outcome, error=error)])
+        assert applied.applied == 1
+        assert await running(store, "kind:k") == 0, outcome
+    assert len(await take(store)) == 1
+
+
+async def test_a_cancel_of_a_running_job_frees_the_slot(store: Store) -> None:
+    await insert(store, *[limited(conc_max=1) for _ in range(2)])
+    (row,) = await take(store)
+    assert await take(store) == []
+    from kiln._client import filter_of
+
+    assert await store.jobs_cancel(filter_of(ids=[row.id]), "alice") == 1
+    (other,) = await take(store)
+    assert other.id != row.id
+
+
+async def test_a_rescue_frees_the_slot(store: Store) -> None:
+    await insert(store, *[limited(conc_max=1) for _ in range(2)])
+    (row,) = await take(store, server="dead")
+    assert await take(store) == []
+    await store.job_results_apply([result(row, Outcome.RETRY, server="dead", rescued=True)])
+    assert len(await take(store)) == 1
+
+
+async def test_a_queue_limit_holds_for_every_job_of_the_queue(store: Store) -> None:
+    await store.concurrency_declare({"queue:q": 2})
+    await insert(store, job(), job(), job(), limited(conc_max=5))
+    assert await store.job_claim("q", ["k"], 10, "s1") == []  # the plain claim stays out
+    rows = await take(store)
+    assert len(rows) == 2
+    assert await take(store) == []
+    assert (await store.concurrency_in_use())["queue:q"] == 2
+    await complete(store, rows[0])
+    assert len(await take(store)) == 1
+
+
+async def test_a_key_s_max_follows_its_declaration(store: Store) -> None:
+    await insert(store, *[limited(conc_max=1) for _ in range(3)])
+    assert len(await take(store)) == 1
+    await insert(store, limited(conc_max=3))  # the kind's limit was raised
+    assert len(await take(store)) == 2
+
+
+async def test_concurrent_claims_never_exceed_max(store: Store, other_store: Store) -> None:
+    await insert(store, *[limited(conc_max=3) for _ in range(30)])
+
+    async def claims(s: Store, server: str) -> list[JobRow]:
+        got: list[JobRow] = []
+        for _ in range(5):
+            got += await take(s, limit=3, server=server)
+        return got
+
+    a, b = await asyncio.gather(claims(store, "s1"), claims(other_store, "s2"))
+    assert len(a) + len(b) == 3
+    assert await running(store, "kind:k") == 3
+    states = {r.id: r.state for r in a + b}
+    assert set(states.values()) == {JobState.RUNNING}

@@ -1,0 +1,63 @@
+"""PostgreSQL: the plain claim does not walk past a blocked backlog of limited jobs.
+
+100,000 available jobs of one full concurrency key wait ahead (by run_at) of a few
+plain jobs in the same queue. EXPLAIN ANALYZE of the store's own claim statement
+(_jobs.CLAIM, as a generic plan, the way the prepared statement runs): it goes
+through kiln_jobs_claim, which holds plain jobs only, and reads only the rows it
+claims.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from kiln.stores import Store
+from kiln.stores.postgres._jobs import CLAIM, _numbered
+
+BLOCKED = 100_000
+
+
+@pytest.fixture
+def pg_url(backend: str, store_url: str) -> Iterator[str]:
+    if backend != "postgresql":
+        pytest.skip("postgres only: a plan check of its claim index")
+    yield store_url
+
+
+async def test_the_plain_claim_skips_a_blocked_backlog(pg_url: str, store: Store) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, conc_key)"
+            " SELECT 'q', 'k', 'available', '{}', now() - interval '1 hour'"
+            " + g * interval '1 ms', 25, 'kind:k' FROM generate_series(1, %s) g", (BLOCKED,))
+        conn.execute("INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts,"
+                     " conc_key) SELECT 'q', 'k', 'running', '{}', now(), 25, 'kind:k'")
+        conn.execute("INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES ('kind:k', 1)")
+        conn.execute("INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts)"
+                     " SELECT 'q', 'k', 'available', '{}', now(), 25 FROM generate_series(1, 20)")
+        conn.execute("ANALYZE kiln_jobs")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE plain (text, text, text[], int) AS {_numbered(CLAIM)}")
+        conn.execute("BEGIN")
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plain('s1', 'q', '{k}', 10)"
+                            ).fetchall()[0][0]
+        conn.execute("ROLLBACK")
+    text = json.dumps(plan)
+    assert "kiln_jobs_claim" in text, text
+    assert not [n for n in _nodes(plan[0]["Plan"], "Seq Scan")
+                if n.get("Relation Name") == "kiln_jobs"], text
+    scans = list(_nodes(plan[0]["Plan"], "Index Scan"))
+    assert scans and all(s.get("Actual Rows", 0) <= 10 for s in scans), text
+    assert all(s.get("Rows Removed by Filter", 0) < 100 for s in scans), text
+    assert len(await store.job_claim("q", ["k"], 10, "s1", limited=True)) == 10
+
+
+def _nodes(node: dict[str, object], kind: str) -> Iterator[dict[str, object]]:
+    if node.get("Node Type") == kind:
+        yield node
+    for child in node.get("Plans", []) or []:  # type: ignore[union-attr]
+        yield from _nodes(child, kind)  # type: ignore[arg-type]
