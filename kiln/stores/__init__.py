@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kiln._errors import ConfigError
-from kiln.stores._protocol import ApplyResult, Capabilities, ReleaseResult, Store
+from kiln.stores._protocol import ApplyResult, Capabilities, ReleaseResult, Store, TableSize
 
 SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
@@ -39,4 +39,4 @@ def store_from_url(url: str, **options: Any) -> Store:
     )
 
 
-__all__ = ["ApplyResult", "Capabilities", "ReleaseResult", "Store", "store_from_url"]
+__all__ = ["ApplyResult", "Capabilities", "ReleaseResult", "Store", "TableSize", "store_from_url"]

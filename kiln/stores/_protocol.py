@@ -62,6 +62,22 @@ class ApplyResult:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class TableSize:
+    """How big one kiln table is, from the database's own statistics (no table scan).
+
+    ``rows`` is an estimate (PostgreSQL's planner statistics, InnoDB's TABLE_ROWS,
+    SQLite's id span); ``dead_rows`` (PostgreSQL: dead tuples not yet vacuumed) and
+    ``free_bytes`` (MariaDB's DATA_FREE, SQLite's free pages) are None where the
+    database has no such figure. On SQLite ``bytes`` is the whole database file."""
+
+    table: str
+    rows: int
+    bytes: int
+    dead_rows: int | None = None
+    free_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClaimRun:
     """One claim a watch ran: how many jobs it took, and how long it took in all."""
 
@@ -276,6 +292,11 @@ class Store(Protocol):
         """Every server's declaration, by kind, newest first."""
     async def kind_conflicts(self) -> int:
         """Kinds whose live servers publish more than one distinct declaration."""
+
+    # table size
+    async def table_sizes(self) -> list[TableSize]:
+        """The size of the jobs table (kiln_jobs) from catalog statistics: cheap, never
+        a scan, so an exporter may read it every minute."""
 
     # rate limits
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None: ...

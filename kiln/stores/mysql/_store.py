@@ -56,6 +56,7 @@ from kiln.stores._protocol import (
     ClaimWatch,
     NotifyCallback,
     ReleaseResult,
+    TableSize,
 )
 from kiln.stores.mysql import (
     _admin,
@@ -67,6 +68,7 @@ from kiln.stores.mysql import (
     _kept,
     _kinds,
     _schema,
+    _sizes,
 )
 from kiln.stores.mysql._kept import SESSION, Kept, alive, release
 from kiln.stores.mysql._plan import (
@@ -551,6 +553,9 @@ class MySQLStore:
 
     async def kind_conflicts(self) -> int:
         return await self._read("kind_conflicts", _kinds.conflicts())
+
+    async def table_sizes(self) -> list[TableSize]:
+        return await self._read("table_sizes", _sizes.sizes())
 
     # rate limits -----------------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:

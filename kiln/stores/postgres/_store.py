@@ -49,8 +49,9 @@ from kiln.stores._protocol import (
     ClaimWatch,
     NotifyCallback,
     ReleaseResult,
+    TableSize,
 )
-from kiln.stores.postgres import _cancel, _cluster, _concurrency, _controls, _jobs, _kinds
+from kiln.stores.postgres import _cancel, _cluster, _concurrency, _controls, _jobs, _kinds, _sizes
 from kiln.stores.postgres._listener import Listener
 from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
 
@@ -407,6 +408,9 @@ class PostgresStore:
 
     async def kind_conflicts(self) -> int:
         return await self._run("kind_conflicts", _kinds.conflicts)
+
+    async def table_sizes(self) -> list[TableSize]:
+        return await self._run("table_sizes", _sizes.sizes)
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:

@@ -46,8 +46,18 @@ from kiln.stores._protocol import (
     ClaimWatch,
     NotifyCallback,
     ReleaseResult,
+    TableSize,
 )
-from kiln.stores.sqlite import _cancel, _cluster, _concurrency, _controls, _kinds, _ops, _rates
+from kiln.stores.sqlite import (
+    _cancel,
+    _cluster,
+    _concurrency,
+    _controls,
+    _kinds,
+    _ops,
+    _rates,
+    _sizes,
+)
 
 T = TypeVar("T")
 _PACKAGE = "kiln.stores.sqlite"
@@ -426,6 +436,9 @@ class SQLiteStore:
 
     async def kind_conflicts(self) -> int:
         return await self._run("kind_conflicts", _kinds.conflicts)
+
+    async def table_sizes(self) -> list[TableSize]:
+        return await self._run("table_sizes", _sizes.sizes)
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
