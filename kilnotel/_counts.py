@@ -7,7 +7,8 @@ read only what this cache holds. A refresh is one short task on the server's own
 event loop, started when the cache is older than ``ttl`` by the server's events
 (claims, heartbeats) or by a scrape; at most one runs at a time, so the database sees
 one counts query (plus one oldest-age, one kind-conflicts and one concurrency-in-use
-query) per ``ttl``, whatever the number of scrapes. It never writes and never touches
+query) per ``ttl``, whatever the number of scrapes; the table sizes (kilnotel._sizes)
+ride on the same refresh at their own, slower pace. It never writes and never touches
 the server's state.
 
 Counts are exported only while they can be trusted: while the server is alive and
@@ -29,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from kiln.stores import Store
+from kilnotel._sizes import SizesCache
 
 log = logging.getLogger("kilnotel.counts")
 
@@ -43,6 +45,7 @@ class CountsCache:
         *,
         max_age: float | None = None,
         eligible: Callable[[], bool] = lambda: True,
+        sizes: SizesCache | None = None,
     ) -> None:
         if not ttl > 0:
             raise ValueError(f"counts_ttl must be positive, got {ttl!r}")
@@ -67,6 +70,7 @@ class CountsCache:
         self.errors = 0
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.sizes = sizes  # table sizes, read by the same refresh at their own pace
 
     def add_queue(self, queue: str) -> None:
         if queue not in self.known:
@@ -130,6 +134,8 @@ class CountsCache:
         self.loaded = True
         self.refreshed_at = self.ok_at = time.monotonic()
         self.refreshes += 1
+        if self.sizes is not None:
+            await self.sizes.refresh_if_due()
 
     async def _refresh_once(self) -> None:
         try:

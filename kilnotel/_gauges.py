@@ -8,7 +8,7 @@ One GaugeSet per MeterProvider, since an observable instrument registered twice 
 meter keeps its first callback. Several servers observed through one provider (two
 servers in a process) are merged: database counts and ages by ``max`` (each server
 reads the same database), running and concurrency and pending results by ``sum``,
-healthy by ``min``, leader and heartbeat age by ``max``.
+healthy by ``min``, leader and heartbeat age by ``max``; table sizes by ``max``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from kiln import Server, __version__
+from kiln.stores import TableSize
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
 from kilnotel._instruments import Callback, observable, shared
@@ -84,6 +85,7 @@ class GaugeSet:
         observable(meter, n.BUILD_INFO, self._build_info)
         observable(meter, n.RATE_KEYS_UNDECLARED,
                    self._scalar(lambda s: s.stats()["rate_keys_undeclared"], max))
+        self._table_gauges(meter)
 
     def add(self, source: ServerSource) -> None:
         self._sources = [*self._sources, source]
@@ -174,6 +176,33 @@ class GaugeSet:
             for queue, age in _oldest_running(server, now).items():
                 merged[queue] = max(merged.get(queue, age), age)
         return [Observation(a, _queue_attrs(q, self._attrs)) for q, a in merged.items()]
+
+    def _table_gauges(self, meter: Meter) -> None:
+        """kiln.table.*: the sizes cache of each publishing server, merged by ``max``."""
+        fields: dict[str, Callable[[TableSize], int | None]] = {
+            n.TABLE_ROWS_ESTIMATE.name: lambda t: t.rows,
+            n.TABLE_DEAD_ROWS.name: lambda t: t.dead_rows,
+            n.TABLE_BYTES.name: lambda t: t.bytes,
+            n.TABLE_FREE_BYTES.name: lambda t: t.free_bytes,
+        }
+        for metric in (n.TABLE_ROWS_ESTIMATE, n.TABLE_DEAD_ROWS, n.TABLE_BYTES,
+                       n.TABLE_FREE_BYTES):
+            observable(meter, metric, self._table_callback(fields[metric.name]))
+
+    def _table_callback(self, read: Callable[[TableSize], int | None]) -> Callback:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            merged: dict[str, int] = {}
+            for source, _server in self._servers():
+                sizes = source.counts.sizes
+                if sizes is None or not source.counts.publishing():
+                    continue
+                for table in sizes.current():
+                    value = read(table)
+                    if value is not None:
+                        merged[table.table] = max(merged.get(table.table, value), value)
+            return [Observation(v, {n.TABLE: t}) for t, v in merged.items()]
+
+        return observe
 
     def _build_info(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(1, _BUILD)] if any(True for _ in self._servers()) else []

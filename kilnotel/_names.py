@@ -32,6 +32,7 @@ CHANGE = "change"  # leader changes: "gained" | "lost"
 KEY_GROUP = "key_group"  # kiln.concurrency.in_use: "kind:NAME" | "queue:NAME", never a key
 VERSION = "version"  # kiln.build.info: kiln's version
 PYTHON_VERSION = "python.version"  # kiln.build.info: the interpreter's (3.11.7)
+TABLE = "table"  # kiln.table.*: the kiln table measured (kiln_jobs)
 
 # ------------------------------------------------------------------------ states
 STATES: tuple[str, ...] = (
@@ -196,6 +197,33 @@ COUNTS_REFRESH_FAILURES = Metric(
     "kiln.counts.refresh_failures", "counter", "{refresh}",
     "Reads of the database-wide counts that failed (the counts vanish after "
     "counts_max_age without a successful one)",
+)
+
+_SIZES = ("read from the database's catalog statistics every sizes_ttl seconds by the "
+          "worker that publishes the counts; aggregate with max")
+TABLE_ROWS_ESTIMATE = Metric(
+    "kiln.table.rows_estimate", "gauge", "{row}",
+    "Rows in a kiln table, estimated (PostgreSQL reltuples, InnoDB TABLE_ROWS, SQLite's "
+    f"id span); {_SIZES}",
+    (TABLE,),
+)
+TABLE_DEAD_ROWS = Metric(
+    "kiln.table.dead_rows", "gauge", "{row}",
+    "Dead tuples in a kiln table that vacuum has not reclaimed yet (PostgreSQL only, "
+    f"n_dead_tup); {_SIZES}",
+    (TABLE,),
+)
+TABLE_BYTES = Metric(
+    "kiln.table.bytes", "gauge", "By",
+    "Size of a kiln table with its indexes (PostgreSQL pg_total_relation_size, InnoDB "
+    f"DATA_LENGTH + INDEX_LENGTH, SQLite the whole database file); {_SIZES}",
+    (TABLE,),
+)
+TABLE_FREE_BYTES = Metric(
+    "kiln.table.free_bytes", "gauge", "By",
+    "Allocated but unused space of a kiln table (InnoDB DATA_FREE, SQLite free pages; "
+    f"absent on PostgreSQL, see kiln.table.dead_rows); {_SIZES}",
+    (TABLE,),
 )
 
 CLAIM_LATENCY = Metric(
@@ -384,6 +412,10 @@ METRICS: tuple[Metric, ...] = (
     KIND_CONFLICTS,
     COUNTS_AGE,
     COUNTS_REFRESH_FAILURES,
+    TABLE_ROWS_ESTIMATE,
+    TABLE_DEAD_ROWS,
+    TABLE_BYTES,
+    TABLE_FREE_BYTES,
     CLAIM_LATENCY,
     ADMISSION_DELAY,
     JOB_DURATION,

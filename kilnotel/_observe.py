@@ -27,6 +27,7 @@ from kilnotel._gauges import GaugeSet, ServerSource, gauge_set
 from kilnotel._histograms import BucketHistogram, SdkHistogram
 from kilnotel._instruments import shared
 from kilnotel._metrics import EventMetrics, Handlers, HistogramFactory
+from kilnotel._sizes import SizesCache
 from kilnotel._tracing import TraceParent, Tracing
 
 CountsFrom = Literal["leader", "all"]
@@ -68,6 +69,11 @@ class Observer:
         itself every counts_ttl)."""
         if self.counts is not None:
             await self.counts.refresh()
+
+    async def refresh_sizes(self) -> None:
+        """Read the table sizes now, on the server's loop (otherwise every sizes_ttl)."""
+        if self.counts is not None and self.counts.sizes is not None:
+            await self.counts.sizes.refresh()
 
     def close(self) -> None:
         undo, self._undo = self._undo, []
@@ -146,6 +152,7 @@ def observe(
     counts_ttl: float = 5.0,
     counts_max_age: float | None = None,
     counts_from: CountsFrom = "leader",
+    sizes_ttl: float = 60.0,
     traces: bool = True,
     trace_parent: TraceParent = "link",
 ) -> Observer:
@@ -154,9 +161,10 @@ def observe(
     Registers the jobs-by-state gauges (cached store counts, refreshed at most every
     ``counts_ttl`` seconds in the background, published only by the leader unless
     ``counts_from="all"``, and withdrawn when not refreshed for ``counts_max_age``,
-    4 x ``counts_ttl`` by default), the server gauges, the counters and
-    histograms fed by the server's events, and, with ``traces``, a ``process {queue}``
-    span around every attempt.
+    4 x ``counts_ttl`` by default), the table-size gauges (``store.table_sizes()``,
+    read by the same publisher at most every ``sizes_ttl`` seconds), the server gauges,
+    the counters and histograms fed by the server's events, and, with ``traces``, a
+    ``process {queue}`` span around every attempt.
     """
     tracing = None
     if traces:  # first: a server already running refuses middleware, before any wiring
@@ -176,8 +184,9 @@ def observe(
         s = server_ref()
         return counts_from == "all" or (s is not None and s.is_leader)
 
+    sizes = SizesCache(server.store, sizes_ttl)
     counts = CountsCache(server.store, counts_ttl, server.queues, alive,
-                         max_age=counts_max_age, eligible=eligible)
+                         max_age=counts_max_age, eligible=eligible, sizes=sizes)
     source = ServerSource(server, counts)
     gauges: GaugeSet = gauge_set(provider, meter)
     gauges.add(source)
