@@ -25,6 +25,10 @@ THRESHOLDS: Mapping[str, float] = MappingProxyType({
     "counts_age_seconds": 60.0,
     "leader_changes_15m": 5.0,
     "queue_paused_seconds": 3600.0,  # KilnQueuePausedTooLong's for: (one value, not per queue)
+    "jobs_table_growth_6h": 0.5,  # KilnJobsTableGrowing: growth over 6h, as a share
+    "jobs_table_min_bytes": 268435456.0,  # ... and only past 256 MiB
+    "dead_rows_ratio": 0.5,  # KilnJobsTableDeadRows: dead over live rows, for 1h
+    "dead_rows_min": 100000.0,  # ... and only past this many dead rows
 })
 QUEUE_THRESHOLDS = frozenset({"failure_ratio", "oldest_available_seconds",
                               "claim_latency_p99_seconds", "admission_delay_p99_seconds"})

@@ -510,6 +510,31 @@ def slo_section(c: Config) -> list[tuple[Panel, int, int]]:
     ]
 
 
+def tables_section() -> list[tuple[Panel, int, int]]:
+    """The jobs table's size and rows (kiln_table_*, max over workers: one publisher)."""
+    jobs = 'table="kiln_jobs"'
+    return [
+        (row("Jobs table"), 24, 1),
+        (timeseries(
+            "Jobs table size",
+            "Size of kiln_jobs with its indexes (PostgreSQL pg_total_relation_size, InnoDB "
+            "DATA_LENGTH + INDEX_LENGTH, SQLite the database file). A size that keeps "
+            "climbing while the inflow is steady means pruning falls behind: alert "
+            "KilnJobsTableGrowing.",
+            "bytes",
+            [target(f"max by (table) (kiln_table_bytes{{{jobs}}})", "size")]), 12, 8),
+        (timeseries(
+            "Jobs table rows",
+            "Rows in kiln_jobs as the database estimates them (PostgreSQL reltuples, InnoDB "
+            "TABLE_ROWS, SQLite the id span) and, on PostgreSQL, dead rows vacuum has not "
+            "reclaimed yet: alert KilnJobsTableDeadRows when they stay over half the live "
+            "rows.",
+            "short",
+            [target(f"max by (table) (kiln_table_rows_estimate{{{jobs}}})", "rows"),
+             target(f"max by (table) (kiln_table_dead_rows{{{jobs}}})", "dead")]), 12, 8),
+    ]
+
+
 # ------------------------------------------------------------------------- layout
 def layout(sections: list[tuple[Panel, int, int]]) -> list[Panel]:
     """Place panels left to right on the 24-column grid, wrapping rows; number them."""
@@ -569,7 +594,8 @@ def _scope_panels(c: Config, panels: list[Panel]) -> list[Panel]:
 
 def overview(c: Config) -> dict[str, Any]:
     sections = [*jobs_section(), *queues_section(), *latency_section(), *slo_section(c),
-                *recovery_section(), *servers_section(), *results_section()]
+                *recovery_section(), *servers_section(), *results_section(),
+                *tables_section()]
     return {
         "title": "kiln overview",
         "uid": "kiln-overview",

@@ -38,6 +38,8 @@ RANGE_FUNCTIONS = {"rate", "irate", "increase"}
 DATABASE_GAUGES = frozenset(
     [m.prometheus_name for m in names.JOBS_BY_STATE.values()]
     + [names.QUEUE_OLDEST_AVAILABLE_AGE.prometheus_name]
+    + [m.prometheus_name for m in (names.TABLE_ROWS_ESTIMATE, names.TABLE_DEAD_ROWS,
+                                   names.TABLE_BYTES, names.TABLE_FREE_BYTES)]
 )
 # What Grafana substitutes before a query reaches Prometheus, for checks and live runs.
 GRAFANA_VARIABLES = {

@@ -249,7 +249,8 @@ async def workers(app: kiln.App, staging: kiln.App
     c = staging.server(STAGING_QUEUES, kiln.ServerConfig(**FAST))
     providers = [provider_a, kilnotel.prometheus_provider()[0],
                  kilnotel.prometheus_provider()[0]]
-    endpoints = [kilnotel.serve(kilnotel.observe(s, p, counts_ttl=1.0, traces=False), port=0)
+    endpoints = [kilnotel.serve(kilnotel.observe(s, p, counts_ttl=1.0, sizes_ttl=1.0,
+                                                 traces=False), port=0)
                  for s, p in zip((a, b, c), providers, strict=True)]
     targets = [f"127.0.0.1:{e.port}" for e in endpoints]
     try:
