@@ -87,9 +87,10 @@ def test_every_state_and_outcome_is_covered() -> None:
 
 
 def test_attributes_are_low_cardinality_and_do_not_collide_with_target_labels() -> None:
-    # the build info's versions: one value per process; table: the kiln tables measured
+    # the build info's versions: one value per process; table: the kiln tables measured;
+    # key_group: a declared concurrency limit's group (kind:NAME or queue:NAME, never a key)
     allowed = {n.QUEUE, n.KIND, n.OUTCOME, n.OPERATION, n.CHANGE, n.VERSION, n.PYTHON_VERSION,
-               n.TABLE}
+               n.TABLE, n.KEY_GROUP}
     for metric in n.METRICS:
         assert set(metric.attributes) <= allowed, metric.name
         assert not {"job", "instance", "le", "job_id", "server"} & set(metric.prometheus_labels)
