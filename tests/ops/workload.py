@@ -44,6 +44,12 @@ def make_app(url: str) -> kiln.App:
     async def limited(job: kiln.Job) -> None:
         return None
 
+    # a global concurrency limit per tenant (the "Global concurrency in use" panel):
+    # half-second jobs, two a second, so some are running at most scrapes
+    @app.job("capped", concurrency=kiln.Concurrency(max=2, key="args.tenant"))
+    async def capped(job: kiln.Job) -> None:
+        await asyncio.sleep(0.5)
+
     @app.job("long", queue="handback")
     async def long(job: kiln.Job) -> None:
         await asyncio.sleep(60)
@@ -107,7 +113,8 @@ async def pause_briefly(store: Store, server: kiln.Server, queue: str = "limited
 
 async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
     """Every 0.1 s a job that completes; every second one that fails for good, three
-    rate-limited ones (admitted at 2/s), and a long one that is cancelled a second later
+    rate-limited ones (admitted at 2/s), two capped ones (a global concurrency limit of
+    2 per tenant, over two tenants), and a long one that is cancelled a second later
     (while it runs: the cancel latency panel). Bounded by ``stop`` and 90 s."""
     began = time.monotonic()
     tick = 0
@@ -117,6 +124,7 @@ async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
         if tick % 10 == 0:
             await app.aenqueue("flaky", {"tick": tick})
             await app.aenqueue_many([("limited", {"tick": tick, "n": n}) for n in range(3)])
+            await app.aenqueue_many([("capped", {"tick": tick, "tenant": t}) for t in "ab"])
             if doomed is not None:
                 await app.client().cancel(kiln.filter_of(ids=[doomed]), actor="ops-test")
             doomed = await app.aenqueue("ok", {"tick": tick, "seconds": 30})
