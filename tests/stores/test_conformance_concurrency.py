@@ -53,6 +53,26 @@ async def test_keys_are_served_fairly(store: Store) -> None:
     assert [r.args["t"] for r in rows] == ["hot", "hot"]
 
 
+async def test_a_claim_fills_its_limit_from_keys_of_uneven_backlogs(store: Store) -> None:
+    # three keys: a has one job, b and c ten each (b may run six), and two plain jobs.
+    # A claim of 12 takes one of every key per round until it has 12: the key with
+    # one job does not make it stop short, nor does it take past b's max.
+    await insert(store, limited("kind:k|a", 10, args={"t": "a"}),
+                 *[limited("kind:k|b", 6, args={"t": "b"}) for _ in range(10)],
+                 *[limited("kind:k|c", 10, args={"t": "c"}) for _ in range(10)],
+                 job(args={"t": "plain"}), job(args={"t": "plain"}))
+    rows = await take(store, limit=12)
+    got = [r.args["t"] for r in rows]
+    assert len(got) == 12
+    assert (got.count("a"), got.count("plain")) == (1, 2)
+    assert sorted((got.count("b"), got.count("c"))) == [4, 5]  # rounds 1-4, then one more
+    more = [r.args["t"] for r in await take(store, limit=12)]
+    # what is left: b up to its max of 6, the rest of c; nothing of a or plain
+    assert (got + more).count("b") == 6
+    assert (got + more).count("c") == 10
+    assert len(more) == 7
+
+
 async def test_the_least_recently_served_key_goes_first(store: Store) -> None:
     await insert(store, *[limited("kind:k|a", 10, args={"t": "a"}) for _ in range(3)])
     assert [r.args["t"] for r in await take(store, limit=1)] == ["a"]

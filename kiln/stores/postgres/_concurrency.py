@@ -58,29 +58,48 @@ LOCK = (
 # A queue with a limit whose row another claim holds yields nothing. A key's jobs are
 # read without row locks: only the holder of the key's lock claims them, so only the
 # rows taken are written (a cancel meanwhile: the update finds them no longer available).
+# Reading about what it takes: of n keys, the first round reads at most cap =
+# ceil(limit / n) jobs of each (a), which is all the claim takes when every key has
+# that many. Otherwise the claim is short by `short` = limit minus the jobs of the
+# first cap rounds (a, and the plain jobs among them); those can only come from later
+# rounds of keys that had more, so a second round (b) reads at most `short` more of
+# each key, past its first cap. Both rounds read one snapshot; the result is the same
+# as reading `limit` jobs of every key.
 CLAIM_LIMITED = (
     "WITH k AS (SELECT conc_key, max, row_number() OVER (ORDER BY conc_key) AS ord"
     f"  FROM kiln_concurrency_keys WHERE {OURS} AND conc_key <> %(qkey)s),"
-    " f AS (SELECT k.*, k.max - (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = k.conc_key"
-    "  AND r.state = 'running') AS free FROM k),"
-    " lim AS (SELECT c.id, c.priority, c.run_at, f.ord,"
+    " f AS (SELECT k.*, greatest(0, least(%(limit)s::int, k.max - (SELECT count(*)"
+    "  FROM kiln_jobs r WHERE r.conc_key = k.conc_key AND r.state = 'running'))) AS free,"
+    "  (%(limit)s::int + n.n - 1) / n.n AS cap"
+    "  FROM k CROSS JOIN (SELECT greatest(1, count(*))::int AS n FROM k) n),"
+    " a AS (SELECT c.id, c.priority, c.run_at, f.ord,"
     "  row_number() OVER (PARTITION BY f.conc_key ORDER BY c.priority, c.run_at, c.id) AS rn"
     "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
     "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
     "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
-    "  LIMIT least(greatest(f.free, 0), %(limit)s)) c),"
+    "  LIMIT least(f.free, f.cap)) c),"
     " pln AS (SELECT j.id, j.priority, j.run_at, 0 AS ord,"
     "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT id,"
     "  priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %(q)s"
     "  AND conc_key IS NULL AND kind = ANY(%(kinds)s::text[])"
     "  ORDER BY priority, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) j),"
+    " short AS (SELECT %(limit)s::int - (SELECT count(*) FROM a) - (SELECT count(*) FROM pln"
+    "  WHERE rn <= (SELECT min(cap) FROM f)) AS n),"
+    " b AS (SELECT c.id, c.priority, c.run_at, f.ord, f.cap"
+    "  + row_number() OVER (PARTITION BY f.conc_key ORDER BY c.priority, c.run_at, c.id) AS rn"
+    "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
+    "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
+    "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
+    "  OFFSET f.cap LIMIT least(f.free - f.cap, (SELECT n FROM short))) c"
+    "  WHERE f.free > f.cap AND (SELECT n FROM short) > 0),"
     " qrow AS (SELECT max, xmin = pg_current_xact_id()::text::xid AS ours"
     "  FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s),"
     " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qrow) THEN %(limit)s::int"
     "  WHEN (SELECT ours FROM qrow) THEN greatest(0, least(%(limit)s::int, (SELECT max FROM qrow)"
     "  - (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %(q)s)))"
     "  ELSE 0 END AS n),"
-    " picked AS (SELECT id FROM (SELECT * FROM lim UNION ALL SELECT * FROM pln) x"
+    " picked AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b"
+    "  UNION ALL SELECT * FROM pln) x"
     f"  WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
     "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
