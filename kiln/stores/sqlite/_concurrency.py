@@ -45,21 +45,21 @@ def _candidates(
 ) -> list[tuple[int, int, int, float, int]]:
     """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited and plain."""
     marks = ",".join("?" * len(kinds))
+    # the one writer's transaction: the free slots read here are exact, no second count
     keys = conn.execute(
-        "SELECT c.conc_key, c.max FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1"
-        " FROM kiln_jobs j WHERE j.conc_key = c.conc_key AND j.state = 'available'"
-        f" AND j.queue = ? AND j.kind IN ({marks}))"
-        " AND (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
-        " AND r.state = 'running') < c.max ORDER BY c.last_claimed_at, c.conc_key LIMIT ?",
+        "SELECT conc_key, free FROM (SELECT c.conc_key, c.last_claimed_at, c.max - (SELECT"
+        " count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running')"
+        " AS free FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
+        " WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = ?"
+        f" AND j.kind IN ({marks}))) WHERE free > 0 ORDER BY last_claimed_at, conc_key LIMIT ?",
         [queue, *kinds, room],
     ).fetchall()
     found: list[tuple[int, int, int, float, int]] = []
-    for order, (key, most) in enumerate(keys):
-        free = int(most) - _count_running(conn, "conc_key", key)
+    for order, (key, free) in enumerate(keys):
         rows = conn.execute(
             "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
             f" state = 'available' AND queue = ? AND kind IN ({marks})"
-            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, min(max(free, 0), room)],
+            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, min(int(free), room)],
         ).fetchall()
         found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     plain = conn.execute(
