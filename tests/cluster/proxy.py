@@ -11,21 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from tests._listener import Listener
+
 
 class Proxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self._target = (target_host, target_port)
-        self._server: asyncio.Server | None = None
+        self._listener = Listener(self._accept)
         self._flowing = asyncio.Event()
         self._flowing.set()
-        self._pipes: set[asyncio.Task[None]] = set()
         self.port = 0
         self.connections = 0
         self.closed = False
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        await self._listener.start(self.port)
+        self.port = self._listener.port
 
     def stall(self) -> None:
         self._flowing.clear()
@@ -35,25 +36,13 @@ class Proxy:
 
     async def close(self) -> None:
         self.closed = True
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        for task in list(self._pipes):
-            task.cancel()
-        for task in list(self._pipes):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if server is not None:
-            await server.wait_closed()
+        await self._listener.close()
 
     async def reopen(self) -> None:
         self.closed = False
         await self.start()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._pipes.add(task)
         up_writer: asyncio.StreamWriter | None = None
         try:
             await self._flowing.wait()
@@ -63,7 +52,6 @@ class Proxy:
         except OSError:
             pass
         finally:
-            self._pipes.discard(task)
             for w in (writer, up_writer):
                 if w is not None:
                     with contextlib.suppress(OSError, RuntimeError):

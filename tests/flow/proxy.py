@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
+from tests._listener import Listener
+
 
 class _Pipe:
     """One proxied connection: muted, it forwards requests but drops the replies."""
@@ -26,8 +28,7 @@ class Proxy:
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self._target = (target_host, target_port)
-        self._server: asyncio.Server | None = None
-        self._pipes: set[asyncio.Task[None]] = set()
+        self._listener = Listener(self._accept)
         self.port = 0
         self.frozen = False
         self._lose: tuple[Callable[[bytes], bool], asyncio.Future[asyncio.Task[None]]] | None
@@ -49,19 +50,11 @@ class Proxy:
         return future
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        await self._listener.start(self.port)
+        self.port = self._listener.port
 
     async def cut(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            await server.wait_closed()
-        for task in list(self._pipes):
-            task.cancel()
-        for task in list(self._pipes):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._listener.close()
 
     async def restore(self) -> None:
         await self.start()
@@ -74,13 +67,11 @@ class Proxy:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._pipes.add(task)
         pipe = _Pipe(task)
         try:
             await asyncio.gather(self._pump(reader, up_writer, pipe, False),
                                  self._pump(up_reader, writer, pipe, True))
         finally:
-            self._pipes.discard(task)
             for w in (writer, up_writer):
                 w.close()
 
