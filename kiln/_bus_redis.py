@@ -73,15 +73,18 @@ class RedisBus:
         self.reconnects = 0
 
     # connections -------------------------------------------------------------------
-    def _options(self) -> dict[str, Any]:
+    def _options(self, *, asyncio_client: bool) -> dict[str, Any]:
+        from redis.asyncio.retry import Retry as AsyncRetry
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        # no silent retries: a dropped connection must surface, so we can report it
+        # no silent retries: a dropped connection must surface, so we can report it;
+        # the asyncio client takes its own Retry (redis 8.2 warns about a sync one)
+        retry = AsyncRetry(NoBackoff(), 0) if asyncio_client else Retry(NoBackoff(), 0)
         return dict(
             socket_connect_timeout=self._connect_timeout,
             socket_timeout=max(self._connect_timeout, self._health * 2),
-            retry=Retry(NoBackoff(), 0),
+            retry=retry,
             client_name=f"kiln-bus-{self.channel}",
         )
 
@@ -89,7 +92,7 @@ class RedisBus:
         if self._sync is None:
             import redis
 
-            options = self._options()
+            options = self._options(asyncio_client=False)
             options["socket_timeout"] = self._connect_timeout  # a caller waits on it
             self._sync = redis.Redis.from_url(self.url, **options)
         return self._sync
@@ -144,7 +147,7 @@ class RedisBus:
         loop = asyncio.get_running_loop()
         state = self._states.get(loop)
         if state is None:
-            client = redis.asyncio.Redis.from_url(self.url, **self._options())
+            client = redis.asyncio.Redis.from_url(self.url, **self._options(asyncio_client=True))
             state = _LoopState(callbacks=[], client=client)
             self._states[loop] = state
             state.task = loop.create_task(self._read(state), name="kiln-redis-bus")
@@ -213,7 +216,7 @@ class RedisBus:
             finally:
                 self._set_up(state, False)
                 with contextlib.suppress(*self._errors):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._max_delay)
 
