@@ -112,6 +112,24 @@ async def test_a_period_buckets_by_the_database_clock(store: Store) -> None:
     assert first.inserted and later.inserted and int(later) != int(first)  # type: ignore[attr-defined]
 
 
+async def test_a_batch_of_period_jobs_keys_them_as_a_job_enqueued_alone(store: Store) -> None:
+    """A batch's period keys (its runs, on SQLite) are the ones a lone job's insert
+    stores: duplicates of it, and within the batch, are found either way."""
+    hourly = Unique(by=("args.tenant",), period=timedelta(hours=1))
+    [alone] = await store.job_insert_many([uniq({"tenant": 1}, hourly)])
+    batch = await store.job_insert_many([
+        uniq({"tenant": 2}, hourly), uniq({"tenant": 1}, hourly),
+        uniq({"tenant": 2, "n": 2}, hourly), uniq({"tenant": 3}),
+    ])
+    b, c = int(batch[0]), int(batch[3])
+    assert flags(batch) == [(b, True), (int(alone), False), (b, False), (c, True)]
+    again = await store.job_insert_many([uniq({"tenant": 3}), uniq({"tenant": 2}, hourly)])
+    assert flags(again) == [(c, False), (b, False)]
+    [lone] = await store.job_insert_many([uniq({"tenant": 2}, hourly)])
+    assert flags([lone]) == [(b, False)]
+    assert await store.job_count(JobFilter()) == 3
+
+
 def test_bad_unique_input_is_refused_before_anything_is_written() -> None:
     with pytest.raises(KilnError, match=r"args have no top-level key 'tenant'"):
         uniq({"other": 1})

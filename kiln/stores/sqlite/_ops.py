@@ -43,7 +43,13 @@ from kiln.stores._rows import (
     unique_key_at,
 )
 from kiln.stores.sqlite._rates import rate_limit_declare
-from kiln.stores.sqlite._runs import Run, insert_runs
+from kiln.stores.sqlite._runs import (
+    KEY_CHARS,
+    KeyedRun,
+    Run,
+    insert_keyed_runs,
+    insert_runs,
+)
 
 T = TypeVar("T")
 
@@ -226,9 +232,9 @@ def _batchable(job: NewJob) -> bool:
 
 
 def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
-    """Jobs without dependencies or rate limits to declare: plain ones as runs of shared
-    columns (kiln.stores.sqlite._runs); with unique jobs among them, one executemany,
-    and, when it skipped some, one read of the new rows and of the skipped keys' holders
+    """Jobs without dependencies or rate limits to declare, as runs of shared columns
+    (kiln.stores.sqlite._runs), unique ones with their keys; when the runs skipped some
+    jobs (a key held), one read of the new rows and of the skipped keys' holders
     (nothing skipped, the ids follow: no read). The caller's transaction holds the write
     lock from the first row to the commit and ids are AUTOINCREMENT: the rows this call
     inserts take the ids after the highest one so far, in order, and a key's holder with
@@ -236,43 +242,75 @@ def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]
     now = time.time()
     meta_last: dict[str, Any] | None = None
     meta_text = "{}"
-    runs: list[Run] = []
+    runs: list[Run | KeyedRun] = []
     texts: list[str] = []
+    run_keys: list[str] = []
     last: tuple[Any, ...] = ()
     keys: list[str | None] = []
+    keyed = True  # every key fits KEYED_INSERT (key_of's do)
     for job in jobs:
         run_at = run_at_of(job, now)
         metadata = job.metadata
         if metadata != meta_last:  # a batch's jobs mostly share theirs: encoded once
             meta_text, meta_last = dumps(metadata), metadata
-        keys.append(unique_key_at(job, now))
-        values = (
+        key = unique_key_at(job, now)
+        keys.append(key)
+        values: tuple[Any, ...] = (
             job.queue, job.kind, first_state(job, run_at, now, False)._value_, meta_text,
             job.priority, run_at, job.max_attempts, job.timeout,
             None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
             dumps(list(job.tags)) if job.tags else None,
         )
+        own = job.unique_key
+        if own is not None:
+            if len(own) != KEY_CHARS or not own.isascii():
+                keyed = False
+            values = (*values, job.unique_states, key[len(own):] if key else "")
         if values != last:  # a new run: consecutive jobs mostly share these
-            last, texts = values, []
-            runs.append((values, texts))
+            last, texts, run_keys = values, [], []
+            if own is None:
+                runs.append((values, texts))
+            else:
+                runs.append((values[:-2], values[-2], values[-1], texts, run_keys))
         texts.append(args_text(job))
+        if own is not None:
+            run_keys.append(own)
     if all(key is None for key in keys):
-        return insert_runs(conn, runs)
-    rows = [(*values, text) for values, run in runs for text in run]
-    return _insert_unique(conn, [
-        (*row, key, job.unique_states) for row, key, job in zip(rows, keys, jobs, strict=True)
-    ], keys)
-
-
-def _insert_unique(
-    conn: sqlite3.Connection, rows: list[tuple[Any, ...]], keys: list[str | None]
-) -> list[int]:
-    """``rows`` (INSERT_MANY's values) in one executemany; ``keys``: each row's key."""
-    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kiln_jobs'").fetchone()
-    top = conn.execute("SELECT max(id) FROM kiln_jobs").fetchone()
-    first_new = max(int(seq[0]) if seq else 0, int(top[0] or 0)) + 1
+        return insert_runs(conn, [r for r in runs if len(r) == 2])
+    first_new = _next_id(conn)
+    if keyed:
+        if insert_keyed_runs(conn, runs) == len(jobs):
+            return _all_inserted(conn, keys)
+        return _read_back(conn, first_new, keys)
+    rows = _many_rows(runs)  # a key of another length: one executemany
     if conn.executemany(INSERT_MANY, rows).rowcount == len(rows):
         return _all_inserted(conn, keys)
+    return _read_back(conn, first_new, keys)
+
+
+def _many_rows(runs: Sequence[Run | KeyedRun]) -> list[tuple[Any, ...]]:
+    """INSERT_MANY's values of the runs' jobs, in order."""
+    rows: list[tuple[Any, ...]] = []
+    for run in runs:
+        if len(run) == 2:
+            rows.extend((*run[0], text, None, 0) for text in run[1])
+        else:
+            shared, states, tail, texts, keys = run
+            rows.extend((*shared, text, own + tail, states)
+                        for text, own in zip(texts, keys, strict=True))
+    return rows
+
+
+def _next_id(conn: sqlite3.Connection) -> int:
+    """The id the next row inserted takes (the caller holds the write lock)."""
+    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kiln_jobs'").fetchone()
+    top = conn.execute("SELECT max(id) FROM kiln_jobs").fetchone()
+    return max(int(seq[0]) if seq else 0, int(top[0] or 0)) + 1
+
+
+def _read_back(conn: sqlite3.Connection, first_new: int, keys: list[str | None]) -> list[int]:
+    """The ids of a batch some of whose unique jobs were skipped; ``keys``: each job's
+    stored key, in the order the rows were inserted."""
     # the new rows, in insertion order (a skipped row may still have taken an id); a
     # unique job whose key is not the next new row's was skipped: a holder has its key
     new_rows = conn.execute(
