@@ -160,6 +160,12 @@ def main() -> None:
         print(json.dumps({"store": opts.store, "median_ms": {
             k: round(v * 1000, 2) for k, v in medians.items()}, "to_plain": {
             k: round(v / medians["plain"], 2) for k, v in medians.items()}}))
+    if opts.store == "postgres":  # the tables were made beside kiln's: leave none behind
+        import psycopg
+
+        with psycopg.connect(opts.url, autocommit=True) as conn:
+            for name in times:
+                conn.execute(f"DROP TABLE IF EXISTS kiln_shape_{name}")
 
 
 if __name__ == "__main__":
