@@ -41,9 +41,9 @@ async def test_the_plain_claim_skips_a_blocked_backlog(pg_url: str, store: Store
                      " SELECT 'q', 'k', 'available', '{}', now(), 25 FROM generate_series(1, 20)")
         conn.execute("ANALYZE kiln_jobs")
         conn.execute("SET plan_cache_mode = force_generic_plan")
-        conn.execute(f"PREPARE plain (text, text, text[], int) AS {_numbered(CLAIM)}")
+        conn.execute(f"PREPARE plain (text, text, text[], int, int) AS {_numbered(CLAIM)}")
         conn.execute("BEGIN")
-        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plain('s1', 'q', '{k}', 10)"
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plain('s1', 'q', '{k}', 10, 10)"
                             ).fetchall()[0][0]
         conn.execute("ROLLBACK")
     text = json.dumps(plan)

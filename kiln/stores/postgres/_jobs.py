@@ -310,22 +310,37 @@ PLAIN = (
     "conc_key IS NULL AND NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
     " WHERE c.conc_key = 'queue:' || kiln_jobs.queue)"
 )
+# The plain claim walks kiln_jobs_claim (queue, kind, priority, run_at, id) once per kind
+# it asks for (a LATERAL walk that locks at most `limit` jobs of that kind, skipping
+# locked ones), then takes the first `limit` of them all by priority, run_at, id: the
+# order of one walk over the queue, without reading another service's kinds that share
+# it (migration 0012). The jobs of a kind locked but not taken are unlocked at the
+# statement's commit. The pause and the queue-limit checks run once per claim, before
+# any walk (a, kept a subquery of its own by OFFSET 0), so a paused queue locks nothing.
+# The limit is passed twice (the walks' and the merge's). The ids come as an array, so
+# the update finds its rows by primary key whatever the estimate of the walks' rows.
 CLAIM = (
     "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = now(),"
-    " server_id = %s WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
-    " AND queue = %s AND kind = ANY(%s::text[]) AND NOT EXISTS (SELECT 1 FROM"
-    " kiln_queue_pauses p WHERE p.queue IN (kiln_jobs.queue, '*'))"
-    f" AND {PLAIN} ORDER BY priority, run_at, id LIMIT %s"
-    f" FOR UPDATE SKIP LOCKED) RETURNING {CLAIM_COLS}"
+    " server_id = %s WHERE id = ANY(ARRAY(SELECT c.id FROM (SELECT * FROM"
+    " (SELECT %s::text AS queue, %s::text[] AS kinds, %s::int AS n) AS a0"
+    " WHERE NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (a0.queue, '*'))"
+    " AND NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys q"
+    " WHERE q.conc_key = 'queue:' || a0.queue) OFFSET 0) AS a"
+    " CROSS JOIN LATERAL (SELECT DISTINCT unnest(a.kinds) AS kind) AS k"
+    " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
+    " WHERE state = 'available' AND conc_key IS NULL AND queue = a.queue AND kind = k.kind"
+    " ORDER BY priority, run_at, id LIMIT a.n FOR UPDATE SKIP LOCKED) AS c"
+    f" ORDER BY c.priority, c.run_at, c.id LIMIT %s)) RETURNING {CLAIM_COLS}"
 )
 
 
 def claim_stmt(queue: str, kinds: list[str], limit: int, server_id: str) -> Stmt:
-    return Stmt(CLAIM, (server_id, queue, kinds, limit), prepare=True, binary=True)
+    return Stmt(CLAIM, (server_id, queue, kinds, limit, limit), prepare=True, binary=True)
 
 
 # the same claim, prepared on the LISTEN connection and run with libpq's own calls
-# (_claimer), with claim_stmt's parameters: $1 server_id, $2 queue, $3 kinds, $4 limit
+# (_claimer), with claim_stmt's parameters: $1 server_id, $2 queue, $3 kinds, $4 limit,
+# $5 limit
 CLAIM_PREPARED = "kiln_claim"
 
 
@@ -335,7 +350,9 @@ def _numbered(sql: str) -> str:
     return first + "".join(f"${i}{part}" for i, part in enumerate(rest, 1))
 
 
-CLAIM_PREPARE = f"PREPARE {CLAIM_PREPARED} (text, text, text[], int) AS {_numbered(CLAIM)}"
+CLAIM_PREPARE = (
+    f"PREPARE {CLAIM_PREPARED} (text, text, text[], int, int) AS {_numbered(CLAIM)}"
+)
 
 
 def claimed(rows: Rows) -> list[JobRow]:
