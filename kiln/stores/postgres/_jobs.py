@@ -314,7 +314,7 @@ PLAIN = (
 # it asks for (a LATERAL walk that locks at most `limit` jobs of that kind, skipping
 # locked ones), then takes the first `limit` of them all by priority, run_at, id: the
 # order of one walk over the queue, without reading another service's kinds that share
-# it (migration 0012). The jobs of a kind locked but not taken are unlocked at the
+# it (migration 0011). The jobs of a kind locked but not taken are unlocked at the
 # statement's commit. The pause and the queue-limit checks run once per claim, before
 # any walk (a, kept a subquery of its own by OFFSET 0), so a paused queue locks nothing.
 # The limit is passed twice (the walks' and the merge's). The ids come as an array, so
