@@ -1,4 +1,4 @@
--- kiln schema, version 12 (PostgreSQL).
+-- kiln schema, version 11 (PostgreSQL).
 -- kiln_jobs_claim gets kind after queue, so that a claim reads only the kinds it
 -- handles: a queue shared with another service's kinds no longer makes every claim
 -- walk past that service's ready jobs (18 ms per 100,000 of them before this index,

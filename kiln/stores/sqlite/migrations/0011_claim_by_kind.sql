@@ -1,4 +1,4 @@
--- kiln schema, version 12 (sqlite): nothing to do. PostgreSQL puts kind after queue in
+-- kiln schema, version 11 (sqlite): nothing to do. PostgreSQL puts kind after queue in
 -- its claim index, so that a claim skips the ready jobs of kinds it does not handle in
 -- a shared queue; sqlite's claim keeps its walk over the queue's ready jobs (one
 -- process writes a sqlite file, so another service sharing its queue is rare).
