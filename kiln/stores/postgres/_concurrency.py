@@ -53,8 +53,11 @@ LOCK = (
 # The second statement, sent in the same round trip, takes its snapshot after the first
 # one's locks were granted: the keys it locked (OURS), their running jobs counted now.
 # The plain jobs of the queue come in too (a limited queue's plain jobs count against
-# the queue's limit). Fairness: the first job of every key before the second of any,
-# then priority (which keys take part is the first statement's least recently served).
+# the queue's limit), walked once per kind along kiln_jobs_claim (queue, kind, priority,
+# run_at, id) as the plain claim walks it, so a backlog is neither read nor sorted
+# (tests/stores/test_postgres_concurrency_plans.py). Fairness: the first job of every
+# key before the second of any, then priority (which keys take part is the first
+# statement's least recently served).
 # A queue with a limit whose row another claim holds yields nothing. A key's jobs are
 # read without row locks: only the holder of the key's lock claims them, so only the
 # rows taken are written (a cancel meanwhile: the update finds them no longer available).
@@ -79,10 +82,12 @@ CLAIM_LIMITED = (
     "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
     "  LIMIT least(f.free, f.cap)) c),"
     " pln AS (SELECT j.id, j.priority, j.run_at, 0 AS ord,"
-    "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT id,"
-    "  priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %(q)s"
-    "  AND conc_key IS NULL AND kind = ANY(%(kinds)s::text[])"
-    "  ORDER BY priority, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) j),"
+    "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT p.id,"
+    "  p.priority, p.run_at FROM (SELECT DISTINCT unnest(%(kinds)s::text[]) AS kind) AS pk"
+    "  CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
+    "  WHERE state = 'available' AND queue = %(q)s AND conc_key IS NULL AND kind = pk.kind"
+    "  ORDER BY priority, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) p"
+    "  ORDER BY p.priority, p.run_at, p.id LIMIT %(limit)s) j),"
     " short AS (SELECT %(limit)s::int - (SELECT count(*) FROM a) - (SELECT count(*) FROM pln"
     "  WHERE rn <= (SELECT min(cap) FROM f)) AS n),"
     " b AS (SELECT c.id, c.priority, c.run_at, f.ord, f.cap"
