@@ -151,19 +151,30 @@ def _zombie_writes(runs: Sequence[Exec], row: JobRow | None, stops: Sequence[Fau
 
 def _overlaps(runs: Sequence[Exec]) -> tuple[int, list[str]]:
     """Executions still running when the next one of their job started (a handler that
-    outlived its fence or hand-back), and the writes such a zombie got accepted."""
+    outlived its fence or hand-back), and the writes such a zombie got accepted.
+
+    A checkpoint is logged once the database acknowledged it, so its line can come
+    late: a process stopped (or starved) between the commit and the log line wakes
+    after its job ran again and logs a write that landed before the claim. What
+    decides is when the write was sent and what the next execution resumed from: a
+    write sent after the next execution started landed after its claim; one sent
+    before and acknowledged after landed before the claim only if the next execution
+    resumed from it (the claim reads the job's params), and after it otherwise."""
     count, bad = 0, []
     for i, e in enumerate(runs):
-        later = [n.start for n in runs[i + 1:]]
-        if not later:
+        if i + 1 == len(runs):
             continue
+        nxt = runs[i + 1]
         last = max([e.start, *(t for t, _c in e.ckpts), e.end or 0.0, e.cancelled or 0.0])
-        if last > later[0]:
+        if last > nxt.start:
             count += 1
-        accepted = [c for t, c in e.ckpts if t > later[0]]
+        accepted = [(c, e.sent.get(c, t), t) for t, c in e.ckpts if t > nxt.start
+                    and (e.sent.get(c, t) > nxt.start or nxt.cursor < c)]
         if accepted:
-            bad.append(f"job {e.job}: exec {e.id} had checkpoints {accepted} accepted after "
-                       "the next execution of its job started")
+            bad.append(f"job {e.job}: exec {e.id} had checkpoints {[c for c, _s, _t in accepted]}"
+                       f" accepted after the next execution of its job started (exec {nxt.id}"
+                       f" at {nxt.start:.3f}, resumed from {nxt.cursor}; sent, acknowledged:"
+                       f" {[(round(s, 3), round(t, 3)) for _c, s, t in accepted]})")
     return count, bad
 
 

@@ -186,6 +186,21 @@ def test_a_zombie_write_accepted_while_the_next_execution_runs_is_a_violation() 
     assert any("accepted after the next execution" in v for v in result["violations"])
 
 
+@pytest.mark.parametrize(("resumed", "late"), [(1, False), (0, True)])
+def test_a_write_sent_before_the_next_claim_and_logged_after_it(resumed: int,
+                                                               late: bool) -> None:
+    """A process stopped between a commit and its log line logs the write after its job
+    ran again: it landed before the claim if the next execution resumed from it."""
+    lines = execution(1, "a", 0.0, steps=1, end=False)
+    lines[-1].update(t=5.5, sent=0.1)
+    lines += [fault("stop", 0.2, 10, until=5.4), *execution(1, "b", 5.0, pid=11, server="s2",
+                                                             attempt=2, cursor=resumed)]
+    result = check(lines, [row(1, server="s2", attempt=2)])
+    assert result["overlaps"] == 1
+    found = [v for v in result["violations"] if "accepted after the next execution" in v]
+    assert bool(found) is late, result["violations"]
+
+
 def test_more_admissions_in_a_window_than_rate_plus_burst_is_a_violation() -> None:
     ok = [row(i, kind="chaos.limited", admitted=a) for i, a in
           enumerate([0.0, 0.1, 0.2, 1.05, 1.15, 1.25], 1)]
