@@ -5,10 +5,21 @@ prune_failed_after (None keeps a state forever; failed jobs are kept by default 
 someone requeues or deletes them). Each store call deletes at most prune_batch jobs in
 its own short transaction, so pruning never holds long locks; a pass loops until a
 batch comes back short, up to MAX_BATCHES, and the next pass follows at once when
-that cap was hit. Owns no SQL.
+that cap was hit. After each full batch it rests REST times as long as the batch
+took, so a backlog (a retention shortened, a leader back after an outage) is
+deleted with about a seventh of one connection's time instead of all of it. Measured
+with ``bench/bench_scale.py`` on PostgreSQL (1,000,000 finished jobs, 1,000 jobs/s
+flowing through one worker): at full speed the pruner deleted 66,000 rows/s and
+raised the pickup p99 from 7.7 ms to 109 ms; resting 3 times as long, 15,900 rows/s
+and 17 ms against 6.6; resting 6 times as long, 9,100 rows/s (nine times that inflow)
+and 12.5 ms against 7.5.
+Owns no SQL.
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 from kiln._config import seconds
 from kiln._context import ServerContext
@@ -16,6 +27,7 @@ from kiln._job import JobState
 from kiln._service import PeriodicService
 
 MAX_BATCHES = 20  # per state and pass: keeps one pass bounded
+REST = 6.0  # after a full batch, rest this many times as long as it took
 
 
 class Pruner(PeriodicService):
@@ -51,10 +63,12 @@ class Pruner(PeriodicService):
         for state, older_than in self.retention.items():
             deleted = 0
             for _ in range(MAX_BATCHES):
+                began = time.monotonic()
                 n = await self._ctx.store.jobs_prune(state, older_than, self._batch)
                 deleted += n
                 if n < self._batch:
                     break
+                await asyncio.sleep((time.monotonic() - began) * REST)
             else:
                 self._more = True
             counts[state.value] = deleted
