@@ -215,7 +215,7 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]
             print(f"  {name:36s} {median:7.1f} ms  cold {cold:7.1f}  refreshing "
                   f"{refresh:7.1f}", file=sys.stderr)
         results["action: requeue one failed job (POST)"] = await _time_action(http, rounds)
-        store = (await source.client()).store
+        store = (await source.client())._store
         results["store: job_counts (GROUP BY)"] = await _time_call(store.job_counts, rounds)
         results["store: job_throughput(3600)"] = await _time_call(
             lambda: store.job_throughput(3600.0), rounds)

@@ -455,7 +455,7 @@ def stages(url: str, reps: int) -> None:
             _jobs._compact(_jobs._columns(jobs))
             clock("build the statement's columns", started)
             started = time.perf_counter()
-            await client.store.job_insert_many(jobs)
+            await client._store.job_insert_many(jobs)
             clock("store insert: columns, send, execute, commit, ids", started)
         await app.aclose()
 

@@ -49,23 +49,23 @@ async def measure(store: Store) -> None:
 
 async def worker(app: kiln.App, poll: float, notify: bool) -> None:
     server = app.server({"default": 10}, kiln.ServerConfig(poll_interval=poll))
-    quiet(server.store, notify)
+    quiet(server._store, notify)
     task = asyncio.create_task(server.run())
-    while server.stats()["state"] != "running":
+    while server.stats().state != "running":
         await asyncio.sleep(0.01)
-    print(f"READY {json.dumps({'notifications': server.stats()['notifications']})}", flush=True)
-    await measure(server.store)
+    print(f"READY {json.dumps({'notifications': server.stats().notifications})}", flush=True)
+    await measure(server._store)
     server.stop()
     await task
 
 
 async def api(app: kiln.App, notify: bool) -> None:
     client = app.client()
-    quiet(client.store, notify)
+    quiet(client._store, notify)
     await client.count(kiln.JobFilter())
     print("READY {}", flush=True)
-    await measure(client.store)
-    await client.store.close()
+    await measure(client._store)
+    await client._store.close()
 
 
 def main() -> None:

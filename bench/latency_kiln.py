@@ -35,7 +35,7 @@ async def work(url: str, log: str) -> None:
     await app.amigrate()
     server = app.server({"lat": 10})
     task = asyncio.create_task(server.run())
-    while server.stats()["state"] != "running":
+    while server.stats().state != "running":
         await asyncio.sleep(0.01)
     print("READY", flush=True)
     await task
@@ -49,7 +49,7 @@ async def enqueue(url: str, n: int, interval: float, first: int) -> None:
         await asyncio.sleep(max(start + (i - first) * interval - time.monotonic(), 0.0))
         await client.enqueue("lat", {"n": i})
         returned.append(time.time())
-    await client.store.close()
+    await client._store.close()
     print(json.dumps(returned), flush=True)
 
 

@@ -12,6 +12,7 @@ from kiln._cron import Recurring
 from kiln._errors import (
     ConfigError,
     CronError,
+    FencedError,
     JobFinishedError,
     JobNotFoundError,
     KilnError,
@@ -48,30 +49,37 @@ from kiln._events import (
     ResultsUnapplied,
     StoreFailed,
 )
-from kiln._handle import FencedError, Job
+from kiln._handle import Job
 from kiln._health import Health
 from kiln._job import (
     AttemptError,
+    AuditEntry,
     EnqueueResult,
     JobFilter,
     JobRow,
     JobState,
     NewJob,
     Outcome,
+    PublishedKind,
     RateLimit,
+    ServerInfo,
+    StateCount,
 )
 from kiln._outcomes import Cancel, Snooze
 from kiln._queues import QueueState
 from kiln._retry import Constant, Custom, Exponential, retry_window
 from kiln._server import Server
+from kiln._stats import QueueStats, ServerStats
 from kiln._unique import Unique
 from kiln._version import VERSION
+from kiln.stores import TableSize
 
 __version__ = VERSION
 
 __all__ = [
     "App",
     "AttemptError",
+    "AuditEntry",
     "Bus",
     "Cancel",
     "CancelResult",
@@ -115,7 +123,9 @@ __all__ = [
     "NotMigratedError",
     "NotifierChanged",
     "Outcome",
+    "PublishedKind",
     "QueueState",
+    "QueueStats",
     "RateLimit",
     "Recurring",
     "RedisBus",
@@ -125,10 +135,14 @@ __all__ = [
     "ResultsUnapplied",
     "Server",
     "ServerConfig",
+    "ServerInfo",
+    "ServerStats",
     "Shutdown",
     "Snooze",
+    "StateCount",
     "StoreError",
     "StoreFailed",
+    "TableSize",
     "Unique",
     "UnknownKindError",
     "UnknownQueueError",
@@ -138,3 +152,22 @@ __all__ = [
     "filter_of",
     "retry_window",
 ]
+
+
+def _claim_public_names() -> None:
+    """Public classes and functions say ``kiln.X`` (help(), tracebacks, pickles), not the
+    private module that defines them. Classes with annotated fields (the dataclasses,
+    CancelResult) keep theirs: ``typing.get_type_hints`` resolves those (postponed)
+    annotations in the class's module."""
+    import dataclasses
+    import inspect
+
+    for name in __all__:
+        obj = globals()[name]
+        annotated = inspect.isclass(obj) and (
+            dataclasses.is_dataclass(obj) or bool(vars(obj).get("__annotations__")))
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and not annotated:
+            obj.__module__ = __name__
+
+
+_claim_public_names()

@@ -39,6 +39,15 @@ def database_url(url: str | None = None) -> str:
 
 
 class App:
+    """The entry point: declares job kinds (``@app.job``), recurring jobs, queue limits
+    and middleware, and hands out clients and servers bound to one database URL.
+
+    ``kiln.App("postgresql://...")`` or ``kiln.App()`` (``KILN_DATABASE_URL``, else the
+    embedded SQLite file). ``app.enqueue`` / ``await app.aenqueue`` insert jobs;
+    ``app.client()`` is the running loop's ``Client``; ``app.server(queues)`` builds a
+    ``Server`` that runs the declared handlers; ``app.migrate()`` creates the schema.
+    """
+
     def __init__(
         self,
         database_url_: str | None = None,
@@ -176,7 +185,7 @@ class App:
         """Close the store of the running loop's client, if one was made."""
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
-            await client.store.close()
+            await client.close()
 
     def __enter__(self) -> App:
         return self

@@ -60,7 +60,7 @@ async def bound(client: Client, f: JobFilter) -> JobFilter:
     that arrives later, is left alone."""
     timed = bool(f.states) and all(s in FINISHED_STATES for s in f.states)
     if timed and f.finished_before is None:
-        f = dataclasses.replace(f, finished_before=await client.store.now())
+        f = dataclasses.replace(f, finished_before=await client.now())
     if f.max_id is None:
         newest = await client.list(f, limit=1)
         f = dataclasses.replace(f, max_id=newest[0].id if newest else 0)
@@ -103,7 +103,7 @@ class Bulk:
         assert self.filter.max_id is not None
         cursor = self.filter.max_id + 1
         while True:
-            ids = tuple(await self.client.store.job_ids(self.filter, self.batch_size, cursor))
+            ids = tuple(await self.client._store.job_ids(self.filter, self.batch_size, cursor))
             if not ids:
                 break
             done = await self._apply(dataclasses.replace(self.filter, ids=ids))
@@ -122,7 +122,7 @@ class Bulk:
         return self.progress
 
     async def _apply(self, f: JobFilter) -> int:
-        store = self.client.store
+        store = self.client._store  # the core reaches its own store
         if self.action == "requeue":
             return await store.jobs_requeue(f, self.dead_after)
         if self.action == "delete":
@@ -137,4 +137,4 @@ class Bulk:
         detail = audit_detail(self.filter)
         detail.update(run=self.run_id, batch=self.progress.batches + 1,
                       total=self.progress.total, first_id=min(ids), last_id=max(ids))
-        await self.client.store.audit_record(self.actor, self.action, n, detail)
+        await self.client.record_audit(self.actor, self.action, n, detail)

@@ -23,6 +23,12 @@ CANCEL_PAYLOAD = "cancel:"  # running jobs were cancelled: their servers look wh
 
 @runtime_checkable
 class Bus(Protocol):
+    """Carries wake-ups (jobs enqueued, queue controls changed, cancels) between
+    processes for stores without LISTEN/NOTIFY (SQLite, MariaDB): ``publish`` a payload,
+    ``subscribe`` a callback. ``InProcessBus`` for one process, ``RedisBus`` for a
+    fleet; without a bus, servers find new work within ``poll_interval``.
+    """
+
     name: str
 
     async def publish(self, payload: str) -> None: ...

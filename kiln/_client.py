@@ -22,6 +22,7 @@ from kiln._catalog import KindCatalog
 from kiln._concurrency import stamp
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
+from kiln._fleet import FleetReads
 from kiln._job import (
     EnqueueResult,
     JobFilter,
@@ -29,14 +30,13 @@ from kiln._job import (
     JobState,
     NewJob,
     RateLimit,
-    StateCount,
 )
 from kiln._joined import joined, joined_sync
 from kiln._kinds import Declaration, Kind
 from kiln._retry import as_backoff, backoff_to_json
 from kiln._tags import check_filter, check_pairs, check_tags
 from kiln._unique import Unique
-from kiln.stores import Store
+from kiln.stores import Store, store_from_url
 from kiln.stores._protocol import DEAD_AFTER
 
 EnqueueFinisher = Callable[[int | None, BaseException | None], None]
@@ -216,8 +216,10 @@ FILTER_KEYS = ("ids", "state", "queue", "kind", "error", "tags", "metadata", "ar
                "finished_before")
 
 
-class Client:
-    """Enqueue and admin over one Store. Async methods; ``enqueue_sync`` for sync code."""
+class Client(FleetReads):
+    """Enqueue, admin and reads over one database. Async methods; ``enqueue_sync`` for
+    sync code. ``App.client()`` gives the client of the running event loop; a service
+    that holds no handlers builds one with ``Client.from_url(url)``."""
 
     def __init__(
         self,
@@ -230,7 +232,7 @@ class Client:
         known_only: bool = True,
         catalog: KindCatalog | None = None,
     ) -> None:
-        self.store = store
+        super().__init__(store)
         self.kinds = kinds
         # with kinds and known_only, a kind neither declared here nor published is refused
         self.known_only = known_only
@@ -238,6 +240,12 @@ class Client:
         self.bus = bus if not store.capabilities.listen_notify else None
         self.events = events or EventHub()
         self._hooks: list[EnqueueHook] = hooks if hooks is not None else []
+
+    @classmethod
+    def from_url(cls, url: str, *, bus: Bus | None = None) -> Client:
+        """A client of the database at ``url`` that holds no handlers: kinds resolve
+        from what servers publish. Not opened yet: ``await client.open()`` first."""
+        return cls(store_from_url(url), bus=bus)
 
     def add_enqueue_hook(self, hook: EnqueueHook) -> None:
         """Call ``hook(job)`` before each insert; it may return a finisher(id, error).
@@ -307,7 +315,7 @@ class Client:
         if self._hooks:
             _keep_encoded(self._hooks, jobs)
         try:
-            ids = _results(await self.store.job_insert_many(jobs, conn))
+            ids = _results(await self._store.job_insert_many(jobs, conn))
         except BaseException as exc:
             self._after(jobs, None, finishers, exc)
             raise
@@ -324,7 +332,7 @@ class Client:
         if self._hooks:
             _keep_encoded(self._hooks, jobs)
         try:
-            ids = _results(self.store.job_insert_many_sync(jobs, conn))
+            ids = _results(self._store.job_insert_many_sync(jobs, conn))
         except BaseException as exc:
             self._after(jobs, None, finishers, exc)
             raise
@@ -365,7 +373,7 @@ class Client:
 
     # admin ---------------------------------------------------------------------
     async def get(self, job_id: int) -> JobRow | None:
-        return await self.store.job_get(job_id)
+        return await self._store.job_get(job_id)
 
     async def list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
@@ -377,10 +385,10 @@ class Client:
             raise ValidationError(f"limit must be between 1 and 1000, got {limit}")
         if before_id is not None and after_id is not None:
             raise ValidationError("give before_id or after_id, not both")
-        return await self.store.job_list(check_filter(filter), limit, before_id, after_id)
+        return await self._store.job_list(check_filter(filter), limit, before_id, after_id)
 
     async def count(self, filter: JobFilter) -> int:
-        return await self.store.job_count(check_filter(filter))
+        return await self._store.job_count(check_filter(filter))
 
     async def requeue(
         self, filter: JobFilter, actor: str = "api", *, dead_after: float = DEAD_AFTER
@@ -391,7 +399,7 @@ class Client:
         server wrote the attempt's result) or its server is dead: no heartbeat for
         ``dead_after`` seconds (your ServerConfig.dead_after; a larger value is safe,
         a smaller one is not), or deregistered. Its handler may still be running."""
-        n = await self.store.jobs_requeue(check_filter(filter), dead_after)
+        n = await self._store.jobs_requeue(check_filter(filter), dead_after)
         await self._audit(actor, "requeue", n, filter)
         return n
 
@@ -405,8 +413,8 @@ class Client:
         ``job.cancelled`` set, and must return). It uses no more attempts, is not
         retried, and its errors record ``actor``."""
         filter = check_filter(filter)
-        finished, missing = await not_cancellable(self.store, filter)
-        n = await self.store.jobs_cancel(filter, actor)
+        finished, missing = await not_cancellable(self._store, filter)
+        n = await self._store.jobs_cancel(filter, actor)
         if n and self.bus is not None:  # wake the servers; the store's NOTIFY otherwise
             await self.bus.publish(CANCEL_PAYLOAD)
         await self._audit(actor, "cancel", n, filter)
@@ -415,33 +423,30 @@ class Client:
     async def cancel_job(self, job_id: int, actor: str = "api") -> CancelResult:
         """Cancel one job (running or not); ``JobNotFoundError`` or ``JobFinishedError``
         (both ValidationErrors) when there is nothing to cancel, before any write."""
-        await check_one(self.store, job_id)
+        await check_one(self._store, job_id)
         result = await self.cancel(filter_of(ids=[job_id]), actor)
         if not result:  # it finished meanwhile
-            await check_one(self.store, job_id)
+            await check_one(self._store, job_id)
         return result
 
     async def delete(self, filter: JobFilter, actor: str = "api") -> int:
-        n = await self.store.jobs_delete(check_filter(filter))
+        n = await self._store.jobs_delete(check_filter(filter))
         await self._audit(actor, "delete", n, filter)
         return n
 
     async def _audit(self, actor: str, action: str, n: int, f: JobFilter) -> None:
-        await self.store.audit_record(actor, action, n, audit_detail(f))
-
-    async def counts(self) -> builtins.list[StateCount]:
-        return await self.store.job_counts()
+        await self._store.audit_record(actor, action, n, audit_detail(f))
 
     # queue controls (kiln._queues) -----------------------------------------------
     async def pause_queue(self, queue: str, actor: str = "api") -> bool:
         """Pause ``queue`` ("*": every queue): from the commit on no server claims its
         jobs; running jobs finish; enqueueing into it still works. False when it was
         paused already. An unknown queue raises UnknownQueueError."""
-        return await _queues.pause(self.store, self.bus, queue, actor)
+        return await _queues.pause(self._store, self.bus, queue, actor)
 
     async def resume_queue(self, queue: str, actor: str = "api") -> int:
         """Lift the pause of ``queue`` ("*": every pause); returns how many were lifted."""
-        return await _queues.resume(self.store, self.bus, queue, actor)
+        return await _queues.resume(self._store, self.bus, queue, actor)
 
     async def set_concurrency(
         self, queue: str, concurrency: int | None, server: str | None = None,
@@ -450,11 +455,11 @@ class Client:
         """Run at most ``concurrency`` jobs of ``queue`` at once on every server of it,
         or on ``server`` only (a registered server's id), without a restart; None goes
         back to the configured value. Lowering it never cancels a running job."""
-        await _queues.set_concurrency(self.store, self.bus, queue, concurrency, server, actor)
+        await _queues.set_concurrency(self._store, self.bus, queue, concurrency, server, actor)
 
     async def queues(self) -> builtins.list[_queues.QueueState]:
         """Every known queue: paused or not, concurrency per server, jobs by state."""
-        return await _queues.states(self.store)
+        return await _queues.states(self._store)
 
 
 def audit_detail(f: JobFilter) -> dict[str, Any]:

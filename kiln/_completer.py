@@ -48,7 +48,7 @@ from kiln._events import (
 )
 from kiln._job import AttemptError, JobResult, Outcome
 from kiln._sanitise import capped, sanitised, writable
-from kiln._service import stop_task
+from kiln._tasks import stop_task
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.completer")
@@ -71,7 +71,7 @@ class Completer:
         store: Store,
         config: ServerConfig,
         events: EventHub,
-        on_released: Callable[[dict[str, int]], None],
+        on_released: Callable[[dict[str, int], str], None],
         on_scheduled: Callable[[float], None] = lambda delay: None,
         on_applied: Callable[[], None] = lambda: None,
     ) -> None:
@@ -304,7 +304,7 @@ class Completer:
         if missed:
             self._missed(missed)
         if released:
-            self._on_released(released)
+            self._on_released(released, "dependencies")
         if applied:
             self._on_applied()
         delays = [r.run_at_delay for r in part if r.run_at_delay > 0 and r.job_id in applied]

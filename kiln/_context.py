@@ -23,5 +23,6 @@ class ServerContext:
     kinds: Mapping[str, Kind]
     server_id: Callable[[], str]
     leader_since: Callable[[], float | None]  # monotonic time the lease was gained
-    wake: Callable[[dict[str, int]], None]  # queue -> jobs that became available
+    # queue -> jobs that became available, and why (JobsReleased.reason)
+    wake: Callable[[dict[str, int], str], None]
     recurring: list[Recurring] = dataclasses.field(default_factory=list)

@@ -115,7 +115,7 @@ class Summary:
 
     def _finished(self) -> int:
         stats = self.server.stats()
-        return int(stats["completed"] + stats["failed"] + stats["cancelled"])
+        return stats.completed + stats.failed + stats.cancelled
 
     async def line(self, final: bool = False) -> str:
         by_state = {state: 0 for state in JobState}
@@ -130,8 +130,8 @@ class Summary:
         label = f"stopped after {now - self.started:.0f}s" if final else \
             f"{now - self.started:5.0f}s"
         return (f"[{label}] {rate:5.1f} jobs/s | {states} | "
-                f"this run: completed {stats['completed']}, retried {stats['retried']}, "
-                f"failed {stats['failed']}")
+                f"this run: completed {stats.completed}, retried {stats.retried}, "
+                f"failed {stats.failed}")
 
 
 async def run(
@@ -162,4 +162,4 @@ async def run(
             await serving
             write(await summary.line(final=True))
         finally:
-            await app.client().store.close()
+            await app.client().close()

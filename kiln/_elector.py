@@ -46,9 +46,6 @@ class Elector(LoopService):
         self.changes = 0
         self._held_as = ""
 
-    def add_service(self, service: Service) -> None:
-        self._services.append(service)
-
     async def stop(self) -> None:
         await super().stop()
         if self.is_leader:

@@ -10,6 +10,8 @@ KilnError
 ├── StoreError             the database failed; ``operation`` names the store call
 │   ├── UnreachableError   cannot connect
 │   └── NotMigratedError   the schema is missing or older than this kiln
+├── FencedError            a checkpoint of a job that no longer runs under this server
+│                          and attempt (rescued, cancelled, or run again elsewhere)
 ├── CronError              a malformed cron expression
 ├── ResultError            a handler returned a value kiln cannot store (not JSON, or
 │                          over max_result_bytes): that attempt failed, nothing written
@@ -28,6 +30,9 @@ class KilnError(Exception):
 
 
 class ConfigError(KilnError, ValueError):
+    """Invalid configuration or option: ``field``, the ``value`` given, and the
+    ``rule`` it breaks."""
+
     def __init__(self, field: str, value: Any, rule: str) -> None:
         self.field = field
         self.value = value
@@ -43,6 +48,8 @@ class ValidationError(KilnError, ValueError):
 
 
 class UnknownKindError(ValidationError):
+    """No handler is registered for ``kind`` here and no server has published it."""
+
     def __init__(self, kind: str) -> None:
         self.kind = kind
         super().__init__(f"unknown job kind {kind!r}: no handler is registered for it")
@@ -52,6 +59,8 @@ class UnknownKindError(ValidationError):
 
 
 class JobNotFoundError(ValidationError):
+    """No job has ``job_id``: it was deleted or pruned, or never existed."""
+
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         super().__init__(f"job {job_id} not found: it was deleted or pruned, or never existed")
@@ -61,6 +70,8 @@ class JobNotFoundError(ValidationError):
 
 
 class JobFinishedError(ValidationError):
+    """Job ``job_id`` has finished already (``state``): nothing to cancel."""
+
     def __init__(self, job_id: int, state: str) -> None:
         self.job_id = job_id
         self.state = state
@@ -71,6 +82,8 @@ class JobFinishedError(ValidationError):
 
 
 class StoreError(KilnError):
+    """The database failed; ``operation`` names the store call that failed."""
+
     def __init__(self, operation: str, message: str) -> None:
         self.operation = operation
         super().__init__(f"{operation}: {message}")
@@ -87,7 +100,25 @@ class NotMigratedError(StoreError):
     """The schema is missing or older than this version of kiln: run `kiln migrate`."""
 
 
+class FencedError(KilnError):
+    """``job.set_param`` was refused: the job no longer runs under ``server_id`` and
+    ``attempt`` (it was rescued, cancelled, or claimed again), so nothing was written.
+    A handler that catches it should stop: another execution owns the job now."""
+
+    def __init__(self, job_id: int, attempt: int, server_id: str | None) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self.server_id = server_id
+        super().__init__(f"job {job_id} attempt {attempt} no longer runs on server "
+                         f"{server_id}: the checkpoint was refused, nothing was written")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job_id, self.attempt, self.server_id))
+
+
 class CronError(KilnError, ValueError):
+    """A malformed cron ``expression``; ``reason`` says what is wrong with it."""
+
     def __init__(self, expression: str, reason: str) -> None:
         self.expression = expression
         self.reason = reason

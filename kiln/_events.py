@@ -31,6 +31,9 @@ class Event:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobsEnqueued(Event):
+    """Jobs were inserted: one event per (queue, kind) of each enqueue call, by the
+    client that inserted them (a duplicate of a unique job is not counted)."""
+
     queue: str
     kind: str
     count: int
@@ -38,12 +41,16 @@ class JobsEnqueued(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobClaimed(Event):
+    """A server claimed ``job`` (emitted only while someone subscribes to it)."""
+
     job: JobRow
     latency: float  # seconds from ready (run_at) to claimed
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimQueried(Event):
+    """One claim query of a pool ran: how long it took and how many jobs it took."""
+
     queue: str
     duration: float  # seconds the claim round trip took
     claimed: int
@@ -51,6 +58,9 @@ class ClaimQueried(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobStarted(Event):
+    """An attempt of ``job`` begins: its middleware and handler run next (emitted only
+    while someone subscribes to it)."""
+
     job: JobRow
 
 
@@ -91,6 +101,9 @@ class JobCancelled(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobRescued(Event):
+    """The leader's rescuer took ``job`` back from a dead server: retried, or failed
+    for good when it had no attempts left."""
+
     job: JobRow
     dead_server_id: str
     outcome: Outcome  # RETRY or FAILED (out of attempts)
@@ -98,6 +111,8 @@ class JobRescued(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobsAdmitted(Event):
+    """The admitter let pending jobs of one rate-limit ``key`` become available."""
+
     key: str
     queue: str
     kind: str
@@ -106,19 +121,30 @@ class JobsAdmitted(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JobsReleased(Event):
+    """Jobs became available and their queue's servers were woken. ``reason``:
+    "scheduled" (their run_at came, the releaser), "dependencies" (the jobs they waited
+    on completed), "admitted" (a rate limit let them in), "rescued" (retried after their
+    server died), "cron" (a recurring job's slot), "stranded" (the sweeper released
+    dependents that no completion had released)."""
+
     queue: str
     count: int
-    reason: str  # "scheduled", "dependencies", "requeue"
+    reason: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LeaderChanged(Event):
+    """This server took (``is_leader``) or lost the leader lease."""
+
     server_id: str
     is_leader: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Heartbeat(Event):
+    """One heartbeat of this server: confirmed (``ok``) or failed; ``age`` is the
+    time since the last confirmed one (0 when ok)."""
+
     server_id: str
     ok: bool
     age: float  # seconds since the last confirmed heartbeat
@@ -126,18 +152,28 @@ class Heartbeat(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fenced(Event):
+    """The server fenced itself off: ``reason`` is "registration lost" or "no
+    heartbeat confirmed for N.Ns". It stops claiming, cancels its jobs and rejoins under
+    a new id."""
+
     server_id: str
     reason: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NotifierChanged(Event):
+    """The wake-up channel went up or down: ``source`` is "listen" (PostgreSQL
+    LISTEN) or the bus's name; while down, servers poll."""
+
     up: bool
     source: str  # "listen" or a bus name
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoreFailed(Event):
+    """A store call of a server's background loop failed (``operation`` is the call,
+    such as job_claim, server_heartbeat, job_results_apply); the loop retries."""
+
     operation: str
     error: BaseException
 
@@ -192,7 +228,11 @@ class JobReconciled(Event):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MaintenanceRan(Event):
-    service: str  # "rescuer", "pruner", "sweeper", "cron", "admitter"
+    """One pass of a periodic service, with what it did. ``service`` is its name:
+    "pruner", "sweeper", "rescuer", "scheduler" (cron), "admitter", "releaser",
+    "reconciler" or "governor"."""
+
+    service: str
     counts: dict[str, int]
 
 

@@ -50,12 +50,6 @@ CancelAge = Callable[[JobRow], Awaitable[float | None]]
 ResultsReader = Callable[[int], Awaitable[dict[int, Any]]]
 
 
-class ShutdownCancel:
-    """Marker passed as the cancel message when the server cancels on shutdown."""
-
-    MESSAGE = "kiln: server shutting down"
-
-
 CANCEL_REQUESTED = "kiln: job cancelled"  # the cancel message of a cancelled job's task
 
 

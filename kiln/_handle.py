@@ -16,18 +16,22 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from kiln._errors import KilnError
+from kiln._errors import FencedError
 from kiln._job import JobRow
 
 ParamWriter = Callable[[JobRow, str, Any], Awaitable[bool]]
 ResultsReader = Callable[[int], Awaitable[dict[int, Any]]]
 
 
-class FencedError(KilnError):
-    """The job is no longer running under this server and attempt: checkpoint refused."""
-
-
 class Job:
+    """What a handler receives: the claimed job (``id``, ``kind``, ``args``, ``attempt``,
+    ``queue``, ``metadata``, ...), its checkpoints in ``params`` (``set_param``), the
+    results of the jobs it waited on (``dependency_results``) and ``cancelled``.
+
+    Read-only apart from the checkpoints: a handler returns its result, raises to
+    retry, or returns ``kiln.Snooze``/``kiln.Cancel``.
+    """
+
     __slots__ = ("_cancelled", "_loop", "_reader", "_refused", "_row", "_writer", "params")
 
     def __init__(
@@ -81,7 +85,7 @@ class Job:
     async def set_param(self, name: str, value: Any) -> None:
         if not await self._writer(self._row, name, value):
             self._refused = True
-            raise FencedError(f"job {self.id} attempt {self.attempt} no longer runs here")
+            raise FencedError(self.id, self.attempt, self._row.server_id)
         self.params[name] = value
 
     def set_param_sync(self, name: str, value: Any) -> None:

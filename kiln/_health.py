@@ -131,5 +131,6 @@ class Counters:
 
     event_types: ClassVar[frozenset[type[Event]]] = frozenset(_dispatch)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
+        """The counters by name; each one is a field of ``ServerStats``."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}

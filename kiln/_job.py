@@ -301,6 +301,8 @@ class AdmitResult:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StateCount:
+    """How many jobs of ``queue`` are in ``state``."""
+
     queue: str
     state: JobState
     count: int
@@ -308,6 +310,9 @@ class StateCount:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AuditEntry:
+    """One entry of the audit log: who (``actor``) did what (``action``) to how
+    many jobs (``count``), when (database time), with the filter or ids in ``detail``."""
+
     id: int
     at: datetime
     actor: str

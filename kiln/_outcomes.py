@@ -40,4 +40,7 @@ class Snooze:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Cancel:
+    """Return it from a handler to end the job ``cancelled`` for good, with
+    ``reason``; no attempt is retried."""
+
     reason: str = "cancelled by its handler"

@@ -48,7 +48,7 @@ from kiln._events import (
 from kiln._executor import Executor
 from kiln._job import JobResult, JobRow, Outcome
 from kiln._lingering import Lingering
-from kiln._service import stop_task
+from kiln._tasks import stop_task
 from kiln.stores import Store
 from kiln.stores._protocol import ClaimWatch
 

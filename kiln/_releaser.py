@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kiln._events import EventHub, JobsReleased
+from kiln._events import EventHub
 from kiln._service import PeriodicService
 from kiln.stores import Store
 
@@ -25,7 +25,7 @@ class Releaser(PeriodicService):
         release_interval: float,
         poll_interval: float,
         notified: Callable[[], bool],
-        on_released: Callable[[dict[str, int]], None],
+        on_released: Callable[[dict[str, int], str], None],
     ) -> None:
         super().__init__(release_interval, events)
         self._store = store
@@ -48,10 +48,7 @@ class Releaser(PeriodicService):
         result = await self._store.jobs_release_due()
         self._next_at = None if result.next_at is None else sent + result.next_at
         if result.released:
-            self._on_released(result.released)
-            for queue, n in result.released.items():
-                if self.events is not None:
-                    self.events.emit(JobsReleased(queue=queue, count=n, reason="scheduled"))
+            self._on_released(result.released, "scheduled")  # which says JobsReleased
         return {"released": sum(result.released.values())}
 
     def next_delay(self, counts: dict[str, int]) -> float:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from kiln import _validate
 from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
 from kiln._canceller import Canceller
+from kiln._client import Client
 from kiln._completer import Completer
 from kiln._concurrency import Concurrency, check_queue_limit, limited_queues, queue_group
 from kiln._config import ServerConfig
@@ -42,7 +43,9 @@ from kiln._kinds import Kind
 from kiln._pool import Pool
 from kiln._reconciler import Reconciler
 from kiln._releaser import Releaser
-from kiln._service import Service, stop_task
+from kiln._service import Service
+from kiln._stats import QueueStats, ServerStats
+from kiln._tasks import stop_task
 from kiln._threads import ThreadPool
 from kiln._version import VERSION
 from kiln.stores import Store
@@ -55,6 +58,15 @@ _SETTLE = 0.1
 
 
 class Server:
+    """Claims and runs jobs of the given queues with the given kinds' handlers, keeps
+    its heartbeat, takes part in the leader election and runs the leader's services.
+
+    Built by ``app.server({"default": 10}, config)``; ``await server.run()`` (or
+    ``run_sync()``) runs until ``stop()`` or a signal, then shuts down without losing a
+    job (see the module docstring). ``healthy()`` and ``stats()`` report from memory;
+    ``events`` is the hub kilnotel subscribes to; ``client`` reads the fleet.
+    """
+
     def __init__(
         self,
         store: Store,
@@ -79,7 +91,8 @@ class Server:
                 raise ConfigError(f"queues[{name!r}]", concurrency, "concurrency must be >= 1")
         if not kinds:
             raise ConfigError("kinds", [], "a server needs at least one job kind with a handler")
-        self.store = store
+        self._store = store
+        self._client: Client | None = None
         self.kinds = dict(kinds)
         self.queues = dict(queues)
         self.bus = bus
@@ -132,12 +145,16 @@ class Server:
         return bool(self._elector and self._elector.is_leader)
 
     @property
-    def running_jobs(self) -> int:
-        return sum(len(p.running) for p in self._pools.values())
+    def client(self) -> Client:
+        """A client over this server's own connections: the fleet reads (counts, sizes,
+        servers) that kilnotel and probes make, and enqueue and admin as anywhere."""
+        if self._client is None:
+            self._client = Client(self._store, self.kinds, bus=self.bus, events=self.events)
+        return self._client
 
     @property
-    def pools(self) -> Mapping[str, Pool]:
-        return self._pools
+    def running_jobs(self) -> int:
+        return sum(len(p.running) for p in self._pools.values())
 
     def healthy(self) -> Health:
         reasons: list[str] = []
@@ -168,41 +185,47 @@ class Server:
         slots = {q: (p.concurrency, len(p.lingering)) for q, p in self._pools.items()}
         return stuck_reasons(slots, self._executor.sync.stuck, self._threads.size)
 
-    def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = self.counters.as_dict()
-        hb = self._heartbeat
-        stats.update(
+    def stats(self) -> ServerStats:
+        """A snapshot of this server, from memory: it never queries the database."""
+        hb, c = self._heartbeat, self._completer
+        queues = self._queue_stats()
+        return ServerStats(
             server_id=self.id,
             state=self._state,
-            running=self.running_jobs,
-            concurrency=sum(p.concurrency for p in self._pools.values())
-            if self._pools else sum(self.queues.values()),
-            results_pending=self._completer.pending if self._completer else 0,
-            **self._results_stats(),
             leader=self.is_leader,
+            running=sum(q.running for q in queues.values()),
+            concurrency=sum(q.concurrency for q in queues.values()),
+            queues=queues,
+            **self.counters.as_dict(),  # one keyword per counter, each a field
+            results_pending=c.pending if c else 0,
+            results_poisoned=c.poisoned if c else 0,
+            results_dropped=c.dropped if c else 0,
+            results_unapplied=c.unapplied if c else 0,
+            results_failing_for=c.failing_for if c else 0.0,
+            completer_crashes=c.crashes if c else 0,
             heartbeat_age=hb.age if hb else None,
             fenced_reason=hb.fenced if hb else None,
             notifications=self._notified(),
             event_errors=self.events.errors,
             events_dropped=self.events.dropped,
-            handlers_stuck=sum(len(p.lingering) for p in self._pools.values()),
+            handlers_stuck=sum(q.stuck for q in queues.values()),
             threads_stuck=self._executor.sync.stuck if self._threads is not None else 0,
             rate_keys_undeclared=self._rate_keys_undeclared(),
-            queues={q: {"concurrency": p.concurrency, "running": len(p.running),
-                        "stuck": len(p.lingering), "paused": p.paused}
-                    for q, p in self._pools.items()},
         )
-        return stats
 
-    def _results_stats(self) -> dict[str, Any]:
-        c = self._completer
-        return {
-            "results_poisoned": c.poisoned if c else 0,
-            "results_dropped": c.dropped if c else 0,
-            "results_unapplied": c.unapplied if c else 0,
-            "results_failing_for": c.failing_for if c else 0.0,
-            "completer_crashes": c.crashes if c else 0,
-        }
+    def _queue_stats(self) -> dict[str, QueueStats]:
+        pools = dict(self._pools)  # empty until the server starts
+        if not pools:
+            return {q: QueueStats(concurrency=c) for q, c in self.queues.items()}
+        out = {}
+        for queue, pool in pools.items():
+            started = [r.attempted_at for r in list(pool.running.values()) if r.attempted_at]
+            out[queue] = QueueStats(
+                concurrency=pool.concurrency, running=len(pool.running),
+                stuck=len(pool.lingering), paused=pool.paused,
+                oldest_started=min(started) if started else None,
+            )
+        return out
 
     def _rate_keys_undeclared(self) -> int:
         """Keys with pending jobs and no declared rate limit, as this server's admitter
@@ -226,8 +249,8 @@ class Server:
         # may have claimed jobs) must shut it down gracefully, not kill the process
         self._install_signals()
         try:
-            await self.store.open()
-            await self.store.schema_check()
+            await self._store.open()
+            await self._store.schema_check()
             try:
                 await self._start()
             except BaseException:
@@ -251,16 +274,16 @@ class Server:
         cfg = self.config
         self._threads = ThreadPool(cfg.sync_threads or sum(self.queues.values()))
         self._completer = Completer(
-            self.store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser,
+            self._store, cfg, self.events, self._wake, on_scheduled=self._arm_releaser,
             on_applied=self._wake_limited,
         )
         executor = Executor(
             self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
-            self._middleware, self._cancel_age, self.store.job_dependency_results,
+            self._middleware, self._cancel_age, self._store.job_dependency_results,
         )
         self._executor = executor
         self._heartbeat = Heartbeater(
-            self.store, self.info, cfg, self.events, self._fence, self._rejoined
+            self._store, self.info, cfg, self.events, self._fence, self._rejoined
         )
         await self._heartbeat.register()
         await self.publish_kinds()
@@ -269,16 +292,16 @@ class Server:
         from kiln import maintenance
 
         self._elector = Elector(
-            self.store, lambda: self.id, float(cfg.leader_ttl), self.events,
+            self._store, lambda: self.id, float(cfg.leader_ttl), self.events,
             maintenance.leader_services(ctx), self._may_claim,
         )
         self._releaser = Releaser(
-            self.store, self.events, float(cfg.release_interval), float(cfg.poll_interval),
+            self._store, self.events, float(cfg.release_interval), float(cfg.poll_interval),
             self._notified, self._wake,
         )
         for queue, concurrency in self.queues.items():
             self._pools[queue] = Pool(
-                queue, concurrency, sorted(self.kinds), self.store, executor, self._completer,
+                queue, concurrency, sorted(self.kinds), self._store, executor, self._completer,
                 self.events, self.id, float(cfg.poll_interval), self._may_claim,
                 limited=queue in limited,
             )
@@ -295,7 +318,7 @@ class Server:
         for pool in self._pools.values():
             await pool.start()
         # not among the services: it stops once running jobs had their shutdown_timeout
-        self._canceller = Canceller(self.store, self.events, executor,
+        self._canceller = Canceller(self._store, self.events, executor,
                                     lambda: self._pools.values(), float(cfg.heartbeat_interval))
         await self._canceller.start()
         self._state = "running"
@@ -303,7 +326,7 @@ class Server:
 
     def _governor_of(self, cfg: ServerConfig) -> Governor:
         return Governor(
-            self.store, self.events, lambda: self._pools, self.queues, lambda: self.id,
+            self._store, self.events, lambda: self._pools, self.queues, lambda: self.id,
             (float(cfg.poll_interval),
              max(float(cfg.poll_interval), float(cfg.dead_after) / 4)), self._notified,
             self._grow_threads,
@@ -329,7 +352,7 @@ class Server:
         assert self._completer is not None
         every = max(float(cfg.heartbeat_interval), float(cfg.dead_after) / 4)
         return Reconciler(
-            self.store, self.events, self._completer, lambda: self._pools.values(),
+            self._store, self.events, self._completer, lambda: self._pools.values(),
             lambda: self.id, lambda: self._state == "running" and self._may_claim(),
             interval=every, margin=every,
         )
@@ -337,7 +360,7 @@ class Server:
     async def publish_kinds(self) -> None:
         """Publish the declarations of this server's kinds, so that producers without
         the handlers (the CLI, a bare Client) enqueue with them (docs/guide.md)."""
-        await self.store.kinds_publish(
+        await self._store.kinds_publish(
             self.id, self.info.host, self.info.pid,
             [kind.declaration() for kind in self.kinds.values()],
         )
@@ -346,14 +369,14 @@ class Server:
         """Declare this server's queue limits; the queues whose claims must count."""
         declared = {queue_group(q): c.max for q, c in self.queue_limits.items()}
         if declared:
-            await self.store.concurrency_declare(declared)
-        found = set(await self.store.concurrency_in_use())  # limits other servers declared
+            await self._store.concurrency_declare(declared)
+        found = set(await self._store.concurrency_in_use())  # limits other servers declared
         return limited_queues(self.queues, any(k.concurrency for k in self.kinds.values()),
                               set(declared) | found)
 
     def context(self) -> ServerContext:
         return ServerContext(
-            store=self.store, config=self.config, events=self.events, kinds=self.kinds,
+            store=self._store, config=self.config, events=self.events, kinds=self.kinds,
             server_id=lambda: self.id,
             leader_since=lambda: self._elector.leader_since if self._elector else None,
             wake=self._wake, recurring=self.recurring,
@@ -387,7 +410,7 @@ class Server:
             await self._heartbeat.stop()
             with contextlib.suppress(KilnError, OSError, TimeoutError):
                 async with asyncio.timeout(2.0):
-                    await self.store.server_deregister(self.id)
+                    await self._store.server_deregister(self.id)
         self._state = "stopped"
 
     async def _wait_tasks(
@@ -430,7 +453,7 @@ class Server:
         await self.events.stop()
         if self._threads is not None:
             self._threads.shutdown()
-        await self.store.close()
+        await self._store.close()
         self._state = "stopped"
 
     # wiring ------------------------------------------------------------------------
@@ -440,18 +463,20 @@ class Server:
         )
 
     def _notified(self) -> bool:
-        if self.store.capabilities.listen_notify:
-            return self.store.listening()
+        if self._store.capabilities.listen_notify:
+            return self._store.listening()
         return self.bus is not None and self.bus.connected()
 
-    def _wake(self, released: dict[str, int]) -> None:
+    def _wake(self, released: dict[str, int], reason: str) -> None:
+        """Jobs became available (``reason`` as in ``JobsReleased``): wake this server's
+        pools, say so once per queue, and wake the fleet through the bus."""
         for queue, count in released.items():
             pool = self._pools.get(queue)
             if pool is not None:
                 pool.wake()
             if self.events.active:
-                self.events.emit(JobsReleased(queue=queue, count=count, reason="local"))
-        if self.bus is not None and not self.store.capabilities.listen_notify:
+                self.events.emit(JobsReleased(queue=queue, count=count, reason=reason))
+        if self.bus is not None and not self._store.capabilities.listen_notify:
             for queue in released:
                 task = asyncio.ensure_future(self.bus.publish(queue))
                 task.add_done_callback(lambda t: t.exception())
@@ -489,7 +514,7 @@ class Server:
     def _notifier_changed(self, up: bool) -> None:
         """Down: the releaser falls back to its 100 ms check now, not after its sleep.
         Up: wake-ups sent meanwhile may be lost, so every pool and the releaser look."""
-        source = "listen" if self.store.capabilities.listen_notify else getattr(
+        source = "listen" if self._store.capabilities.listen_notify else getattr(
             self.bus, "name", "bus"
         )
         self.events.emit(NotifierChanged(up=up, source=source))
@@ -504,9 +529,9 @@ class Server:
                 self._canceller.poke()
 
     async def _start_notifications(self) -> None:
-        if self.store.capabilities.listen_notify:
-            await self.store.listen(self._on_notification)
-            self.events.emit(NotifierChanged(up=self.store.listening(), source="listen"))
+        if self._store.capabilities.listen_notify:
+            await self._store.listen(self._on_notification)
+            self.events.emit(NotifierChanged(up=self._store.listening(), source="listen"))
         elif self.bus is not None:
             await self.bus.subscribe(self._on_notification)
             self.events.emit(NotifierChanged(up=self.bus.connected(), source=self.bus.name))
@@ -519,13 +544,13 @@ class Server:
             # stalled past the fence (a paused process, a blocked loop): to the others
             # this server may be dead, so it writes nothing before the fence lands
             return False
-        return await self.store.job_param_set(
+        return await self._store.job_param_set(
             row.id, row.server_id or self.id, row.attempt, name, value
         )
 
     async def _cancel_age(self, row: JobRow) -> float | None:
         """Seconds since this attempt's job was cancelled; None when it was not."""
-        for request in await self.store.jobs_cancel_requested([row.id]):
+        for request in await self._store.jobs_cancel_requested([row.id]):
             if request.attempt == row.attempt and request.server_id == row.server_id:
                 return request.age
         return None

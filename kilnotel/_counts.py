@@ -1,6 +1,6 @@
 """The cache behind the jobs-by-state gauges: store counts, read in the background.
 
-Owns one server's cached ``store.job_counts()`` and ``store.queue_oldest_available()``
+Owns one server's cached ``client.counts()`` and ``client.oldest_available()``
 and the rule for refreshing them. Observable callbacks run on the exporter's thread
 (a Prometheus scrape, a periodic reader): they must never query the database, so they
 read only what this cache holds. A refresh is one short task on the server's own
@@ -29,7 +29,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
-from kiln.stores import Store
+from kiln import Client
 from kilnotel._sizes import SizesCache
 
 log = logging.getLogger("kilnotel.counts")
@@ -38,7 +38,7 @@ log = logging.getLogger("kilnotel.counts")
 class CountsCache:
     def __init__(
         self,
-        store: Store,
+        client: Client,
         ttl: float,
         queues: Iterable[str],
         alive: Callable[[], bool],
@@ -52,7 +52,7 @@ class CountsCache:
         self.max_age = 4 * ttl if max_age is None else max_age
         if not self.max_age >= ttl:
             raise ValueError(f"counts_max_age must be at least counts_ttl, got {max_age!r}")
-        self._store = store
+        self._client = client
         self.ttl = ttl
         self._alive = alive
         self._eligible = eligible
@@ -119,10 +119,10 @@ class CountsCache:
 
     async def refresh(self) -> None:
         """Read the counts now (tests and the first scrape); four queries."""
-        counts = await self._store.job_counts()
-        oldest = await self._store.queue_oldest_available()
-        self.kind_conflicts = await self._store.kind_conflicts()
-        in_use = await self._store.concurrency_in_use()  # one grouped count
+        counts = await self._client.counts()
+        oldest = await self._client.oldest_available()
+        self.kind_conflicts = await self._client.kind_conflicts()
+        in_use = await self._client.concurrency_in_use()  # one grouped count
         table = {(c.state.value, c.queue): c.count for c in counts}
         seen = {c.queue for c in counts} | set(oldest)
         if not seen <= self.known:

@@ -22,8 +22,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from kiln import Server, __version__
-from kiln.stores import TableSize
+from kiln import Server, TableSize, __version__
 from kilnotel import _names as n
 from kilnotel._counts import CountsCache
 from kilnotel._instruments import Callback, observable, shared
@@ -67,9 +66,9 @@ class GaugeSet:
         observable(meter, n.SERVER_HEALTHY, self._scalar(_healthy, min))
         observable(meter, n.SERVER_LEADER, self._scalar(lambda s: int(s.is_leader), max))
         observable(meter, n.SERVER_RESULTS_PENDING,
-                   self._scalar(lambda s: s.stats()["results_pending"], sum))
+                   self._scalar(lambda s: s.stats().results_pending, sum))
         observable(meter, n.SERVER_HEARTBEAT_AGE,
-                   self._scalar(lambda s: s.stats()["heartbeat_age"], max))
+                   self._scalar(lambda s: s.stats().heartbeat_age, max))
         observable(meter, n.SERVER_RUNNING, self._per_queue(lambda s: _pools(s, "running")))
         observable(meter, n.SERVER_CONCURRENCY,
                    self._per_queue(lambda s: _pools(s, "concurrency")))
@@ -78,13 +77,13 @@ class GaugeSet:
         observable(meter, n.NOTIFIER_UP, self._notifier)
         observable(meter, n.EVENTS_DROPPED, self._scalar(lambda s: s.events.dropped, sum))
         observable(meter, n.SERVER_RESULTS_FAILING,
-                   self._scalar(lambda s: s.stats()["results_failing_for"], max))
+                   self._scalar(lambda s: s.stats().results_failing_for, max))
         observable(meter, n.EVENTS_SUBSCRIBER_ERRORS,
                    self._scalar(lambda s: s.events.errors, sum))
         observable(meter, n.SERVER_OLDEST_RUNNING_AGE, self._oldest_running)
         observable(meter, n.BUILD_INFO, self._build_info)
         observable(meter, n.RATE_KEYS_UNDECLARED,
-                   self._scalar(lambda s: s.stats()["rate_keys_undeclared"], max))
+                   self._scalar(lambda s: s.stats().rate_keys_undeclared, max))
         self._table_gauges(meter)
 
     def add(self, source: ServerSource) -> None:
@@ -217,26 +216,15 @@ def _healthy(server: Server) -> int:
 
 
 def _pools(server: Server, field: str) -> dict[str, int]:
-    pools = dict(server.pools)  # empty until the server starts
-    if not pools:
-        return {q: (c if field == "concurrency" else 0) for q, c in server.queues.items()}
-    if field == "concurrency":
-        return {q: p.concurrency for q, p in pools.items()}
-    if field == "stuck":
-        return {q: len(p.lingering) for q, p in pools.items()}
-    if field == "paused":
-        return {q: int(p.paused) for q, p in pools.items()}
-    return {q: len(p.running) for q, p in pools.items()}
+    """Per served queue, one field of its ``QueueStats`` (paused as 0 or 1)."""
+    return {q: int(getattr(stats, field)) for q, stats in server.stats().queues.items()}
 
 
 def _oldest_running(server: Server, now: datetime) -> dict[str, float]:
     """Per served queue, how long its longest-running attempt has run (0 when none)."""
-    out = dict.fromkeys(server.queues, 0.0)
-    for queue, pool in list(server.pools.items()):
-        started = [row.attempted_at for row in list(pool.running.values()) if row.attempted_at]
-        if started:
-            out[queue] = max(0.0, (now - min(started)).total_seconds())
-    return out
+    return {q: max(0.0, (now - stats.oldest_started).total_seconds())
+            if stats.oldest_started else 0.0
+            for q, stats in server.stats().queues.items()}
 
 
 def gauge_set(provider: Any, meter: Meter) -> GaugeSet:

@@ -178,14 +178,14 @@ def observe(
 
     def alive() -> bool:
         s = server_ref()
-        return s is not None and s.stats()["state"] not in ("stopping", "stopped")
+        return s is not None and s.stats().state not in ("stopping", "stopped")
 
     def eligible() -> bool:
         s = server_ref()
         return counts_from == "all" or (s is not None and s.is_leader)
 
-    sizes = SizesCache(server.store, sizes_ttl)
-    counts = CountsCache(server.store, counts_ttl, server.queues, alive,
+    sizes = SizesCache(server.client, sizes_ttl)
+    counts = CountsCache(server.client, counts_ttl, server.queues, alive,
                          max_age=counts_max_age, eligible=eligible, sizes=sizes)
     source = ServerSource(server, counts)
     gauges: GaugeSet = gauge_set(provider, meter)

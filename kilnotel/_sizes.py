@@ -1,4 +1,4 @@
-"""The cache behind the table-size gauges: ``store.table_sizes()``, read rarely.
+"""The cache behind the table-size gauges: ``client.table_sizes()``, read rarely.
 
 Owns one server's cached table sizes and the rule for refreshing them. The read rides
 on the counts cache's background refresh (same task, same loop, same publisher: by
@@ -14,19 +14,19 @@ import logging
 import math
 import time
 
-from kiln.stores import Store, TableSize
+from kiln import Client, TableSize
 
 log = logging.getLogger("kilnotel.sizes")
 
 
 class SizesCache:
-    def __init__(self, store: Store, ttl: float, *, max_age: float | None = None) -> None:
+    def __init__(self, client: Client, ttl: float, *, max_age: float | None = None) -> None:
         if not ttl > 0:
             raise ValueError(f"sizes_ttl must be positive, got {ttl!r}")
         self.max_age = 4 * ttl if max_age is None else max_age
         if not self.max_age >= ttl:
             raise ValueError(f"sizes max_age must be at least sizes_ttl, got {max_age!r}")
-        self._store = store
+        self._client = client
         self.ttl = ttl
         self.sizes: tuple[TableSize, ...] = ()  # replaced whole: the scrape thread reads it
         self.tried_at = -math.inf  # monotonic: the last read, successful or not
@@ -46,7 +46,7 @@ class SizesCache:
         """Read the sizes now (tests, and each ``ttl``); a failure is counted, not raised."""
         self.tried_at = time.monotonic()
         try:
-            sizes = await self._store.table_sizes()
+            sizes = await self._client.table_sizes()
         except Exception as exc:  # the counts refresh this rides on must go on
             self.errors += 1
             log.warning("kilnotel: reading table sizes failed: %s", exc)

@@ -360,7 +360,12 @@ class FakeServer:
     def healthy(self) -> Health:
         return self.health
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> FakeStats:
+        return FakeStats()
+
+
+class FakeStats:
+    def as_dict(self) -> dict[str, Any]:
         return {"completed": 3}
 
 

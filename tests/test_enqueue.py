@@ -177,5 +177,5 @@ async def test_postgres_enqueue_joins_an_async_transaction(store_url: str) -> No
         await conn.rollback()
         await app.aenqueue("order.ship", {"order": 2}, conn=conn)
         await conn.commit()
-    assert await app.client().store.job_count(JobFilter()) == 1
+    assert await app.client()._store.job_count(JobFilter()) == 1
     await app.aclose()

@@ -140,7 +140,7 @@ async def test_a_single_enqueue_is_one_statement_on_postgres(
     if backend != "postgresql":
         pytest.skip("counts PostgreSQL statements")
     await app.aenqueue("mail.send", {"n": 0})  # opens the pool
-    store = app.client().store
+    store = app.client()._store
     before = store.query_count()  # type: ignore[attr-defined]
     await app.aenqueue("mail.send", {"n": 1})
     await app.aenqueue_many([("mail.send", {"n": i}) for i in range(100)])

@@ -68,9 +68,9 @@ async def test_the_guides_limits_hold_across_two_servers(store_url: str) -> None
             "export.run", witness.handler("exports"), queue="exports")
     tasks = [asyncio.create_task(s.run()) for s in servers]
     seen: collections.Counter[str] = collections.Counter()
-    sampler = asyncio.create_task(_sample(servers[0].store, seen))
+    sampler = asyncio.create_task(_sample(servers[0]._store, seen))
     try:
-        while any(s.stats()["state"] != "running" for s in servers):
+        while any(s.stats().state != "running" for s in servers):
             assert not any(t.done() for t in tasks), tasks
             await asyncio.sleep(0.02)
         await asyncio.to_thread(exec, producer_block, namespace)
@@ -78,7 +78,7 @@ async def test_the_guides_limits_hold_across_two_servers(store_url: str) -> None
         assert "tenant" in namespace["refused"]  # the missing key, named
         exports = [web.enqueue("export.run", {"n": n}) for n in range(9)]
         total = len(namespace["ids"]) + len(exports)
-        client = kiln.Client(servers[0].store)
+        client = kiln.Client(servers[0]._store)
         done = kiln.JobFilter(states=(kiln.JobState.COMPLETED,))
         async with asyncio.timeout(30):  # every job completed (its result written)
             while witness.done < total or await client.count(done) < total:
@@ -117,7 +117,7 @@ async def _publish(server: kiln.Server) -> None:
     try:
         await server.publish_kinds()
     finally:
-        await server.store.close()
+        await server._store.close()
 
 
 async def _count_is_one(url: str) -> None:

@@ -27,11 +27,11 @@ async def test_the_guides_producer_without_handlers_gets_the_declaration(store_u
     server: kiln.Server = namespace["server"]  # the block's own server, with the defaults
     task = asyncio.create_task(server.run())
     try:
-        while server.stats()["state"] != "running":
+        while server.stats().state != "running":
             assert not task.done(), task
             await asyncio.sleep(0.02)
         await asyncio.to_thread(exec, producer_block, namespace)
-        client = kiln.Client(server.store)
+        client = kiln.Client(server._store)
         sent, bulk, other = [await client.get(namespace[n])
                              for n in ("job_id", "bulk_id", "other_id")]
         assert sent and (sent.queue, sent.max_attempts, sent.rate_key) == (

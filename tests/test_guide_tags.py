@@ -30,8 +30,8 @@ async def test_the_guides_tags_blocks(store_url: str) -> None:
         ours, rush, theirs = (namespace[n] for n in ("ours", "rush", "theirs"))
         assert [(await client.get(i)).tags for i in (ours, rush)] == [  # type: ignore[union-attr]
             ["billing", "email"], ["billing", "urgent"]]
-        rows = await client.store.job_claim("billing", ["invoice.send"], 10, "srv")
-        await client.store.job_results_apply([
+        rows = await client._store.job_claim("billing", ["invoice.send"], 10, "srv")
+        await client._store.job_results_apply([
             JobResult(r.id, "srv", r.attempt, Outcome.FAILED, error=AttemptError(
                 r.attempt, 0.0, "SMTP down")) for r in rows])
         assert await namespace["requeue_tenant_42"]() == 2

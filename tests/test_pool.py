@@ -38,10 +38,7 @@ def row(job_id: int) -> JobRow:
 
 
 class FakeStore:
-    capabilities = Capabilities(
-        listen_notify=False, skip_locked=True, time_precision=1e-6, multi_host=False,
-        claim_on_notify=False,
-    )
+    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
 
     def __init__(self, jobs: int) -> None:
         self.left = list(range(1, jobs + 1))

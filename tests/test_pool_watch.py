@@ -70,10 +70,7 @@ class FakeWatch:
 
 
 class WatchStore:
-    capabilities = Capabilities(
-        listen_notify=True, skip_locked=True, time_precision=1e-6, multi_host=True,
-        claim_on_notify=True,
-    )
+    capabilities = Capabilities(listen_notify=True, claim_on_notify=True)
 
     def __init__(self) -> None:
         self.claims = 0  # the pool's own claims

@@ -89,7 +89,7 @@ class Recording:
 async def test_a_batch_stops_at_its_stored_results_bound() -> None:
     store = Recording()
     completer = Completer(store, kiln.ServerConfig(), EventHub(),  # type: ignore[arg-type]
-                          on_released=lambda released: None)
+                          on_released=lambda released, reason: None)
     big = '"' + "x" * (BATCH_RESULT_CHARS // 3) + '"'
     for i in range(10):
         stored = big if i % 2 == 0 else None

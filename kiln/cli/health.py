@@ -15,6 +15,7 @@ import logging
 from typing import Any, Protocol
 
 from kiln._health import Health
+from kiln._stats import ServerStats
 
 log = logging.getLogger("kiln.health")
 
@@ -26,7 +27,7 @@ _READ_TIMEOUT = 5.0
 
 class Probed(Protocol):
     def healthy(self) -> Health: ...
-    def stats(self) -> dict[str, Any]: ...
+    def stats(self) -> ServerStats: ...
 
 
 class HealthServer:
@@ -65,7 +66,7 @@ class HealthServer:
         status = 200 if health.ok else 503
         if path == "/healthz":
             return status, {"healthy": health.ok, **health.as_dict()}
-        return status, {"healthy": health.ok, **self.target.stats()}
+        return status, {"healthy": health.ok, **self.target.stats().as_dict()}
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -21,6 +21,7 @@ from typing import Any
 from kiln._app import App
 from kiln._errors import ConfigError
 from kiln._server import Server, run_in_new_loop
+from kiln._stats import ServerStats
 from kiln.cli._database import explicit_url
 from kiln.cli._parser import UsageError
 from kiln.cli._server_config import add_flags, config_from
@@ -196,6 +197,6 @@ def _metrics_url(handle: Any, host: str, port: int) -> str:
     return str(url) if url else f"http://{host}:{port}/metrics"
 
 
-def _summary(stats: Mapping[str, Any]) -> str:
+def _summary(stats: ServerStats) -> str:
     keys = ("completed", "retried", "failed", "cancelled", "snoozed", "handed_back")
-    return ", ".join(f"{k} {stats.get(k, 0)}" for k in keys)
+    return ", ".join(f"{k} {getattr(stats, k)}" for k in keys)

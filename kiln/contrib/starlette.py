@@ -51,7 +51,7 @@ def lifespan(jobs: App, inner: Lifespan | None = None) -> Lifespan:
 async def open_client(jobs: App) -> Client:
     """The running loop's client of ``jobs``, its store open."""
     client = jobs.client()
-    await client.store.open()
+    await client.open()
     return client
 
 

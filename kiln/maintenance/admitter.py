@@ -80,7 +80,7 @@ class Admitter(PeriodicService):
         self._next_at = next_at
         self.admitted += admitted
         if released:
-            self._ctx.wake(released)
+            self._ctx.wake(released, "admitted")
         self._report_undeclared(undeclared)
         return {"admitted": admitted, "undeclared": len(undeclared)}
 

@@ -119,5 +119,5 @@ class Rescuer(PeriodicService):
         self._full = self._full and done > 0  # nothing went through: wait for the next round
         self.rescued += done
         if woken:
-            ctx.wake(woken)
+            ctx.wake(woken, "rescued")
         return counts

@@ -83,7 +83,7 @@ class Scheduler(PeriodicService):
                 skipped += 1  # another leader got there first
             else:
                 enqueued += 1
-                self._ctx.wake({job.queue: 1})
+                self._ctx.wake({job.queue: 1}, "cron")
         self.enqueued += enqueued
         self._next_in = self._sleep_for(now)
         return {"enqueued": enqueued, "already": skipped}

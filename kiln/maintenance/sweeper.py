@@ -17,7 +17,6 @@ import logging
 
 from kiln._config import seconds
 from kiln._context import ServerContext
-from kiln._events import JobsReleased
 from kiln._service import PeriodicService
 
 log = logging.getLogger("kiln.sweeper")
@@ -52,7 +51,5 @@ class Sweeper(PeriodicService):
             " (%s); they had missed their release", total,
             ", ".join(f"{q}: {c}" for q, c in sorted(released.items())),
         )
-        for queue, count in sorted(released.items()):
-            self._ctx.events.emit(JobsReleased(queue=queue, count=count, reason="stranded"))
-        self._ctx.wake(released)
+        self._ctx.wake(released, "stranded")  # which says JobsReleased
         return total

@@ -11,7 +11,7 @@ seconds (float).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,9 +42,6 @@ ClaimCallback = Callable[[list[JobRow]], None]  # a watch's claimed rows, before
 @dataclasses.dataclass(frozen=True, slots=True)
 class Capabilities:
     listen_notify: bool  # the store wakes servers itself (PostgreSQL LISTEN/NOTIFY)
-    skip_locked: bool  # claims skip rows locked by other claimers
-    time_precision: float  # seconds
-    multi_host: bool  # several hosts may share the database
     claim_on_notify: bool  # job_claim_watch claims as notifications arrive (LISTEN connection)
 
 
@@ -337,5 +334,3 @@ class Store(Protocol):
     def query_count(self) -> int: ...
 
 
-StoreFactory = Callable[[str], Awaitable[Store]]
-CLAIMABLE = JobState.AVAILABLE

@@ -56,7 +56,7 @@ def close_clients(app: App) -> None:
         if loop.is_closed():
             continue
         if loop.is_running():  # another thread's (kiln.testing's own loop, say)
-            asyncio.run_coroutine_threadsafe(client.store.close(), loop).result(10)
+            asyncio.run_coroutine_threadsafe(client.close(), loop).result(10)
         else:
-            loop.run_until_complete(client.store.close())
+            loop.run_until_complete(client.close())
         app._clients.pop(loop, None)

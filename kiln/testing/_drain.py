@@ -136,7 +136,8 @@ class _Drainer:
                                   read_results=store.job_dependency_results)
         self._admitter = Admitter(ServerContext(
             store=store, config=self._config, events=self._events, kinds=kinds,
-            server_id=lambda: self.server_id, leader_since=lambda: None, wake=lambda _q: None,
+            server_id=lambda: self.server_id, leader_since=lambda: None,
+            wake=lambda _released, _reason: None,
         ))
         self._finished: dict[tuple[int, int], BaseException | None] = {}
 

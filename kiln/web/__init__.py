@@ -2,7 +2,7 @@
 
 ``create_app(database_url_or_app, ...)`` returns a Starlette ASGI app, to serve on its
 own or mount inside your web application; ``serve(database_url, host, port, ...)``
-runs it under uvicorn. It talks to kiln's Client and store admin calls, never SQL.
+runs it under uvicorn. It talks to kiln's Client only, never to a store or SQL.
 Needs the ``web`` extra (starlette, uvicorn, jinja2, python-multipart).
 See docs/dashboard.md.
 """

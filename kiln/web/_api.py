@@ -52,10 +52,10 @@ async def index(request: Request) -> Response:
 async def overview(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     source = dashboard.source
-    store = (await source.client()).store
+    client = await source.client()
     counted, through, waited, servers, leader = await asyncio.gather(
         source.counts.snapshot(), source.throughput.snapshot(), source.oldest.snapshot(),
-        store.server_list(), store.leader_get(),
+        client.servers(), client.leader(),
     )
     counts = counted.value
     checks = _pages.health(counts, servers, leader, waited.value, dashboard.dead_after)
@@ -96,7 +96,7 @@ async def job(request: Request) -> Response:
                                  "never existed")
     data = job_json(row)
     data["timeline"] = [step.to_json() for step in timeline(row, time.time())]
-    data["dependents"] = await client.store.job_dependents(job_id)
+    data["dependents"] = await client.dependents(job_id)
     return _json(data)
 
 
@@ -130,8 +130,8 @@ def _queue_json(v: _queues_page.QueueView) -> dict[str, Any]:
 
 async def servers(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
-    store = (await dashboard.source.client()).store
-    rows, leader = await asyncio.gather(store.server_list(), store.leader_get())
+    client = await dashboard.source.client()
+    rows, leader = await asyncio.gather(client.servers(), client.leader())
     running = await _pages.running_now(dashboard, rows)
     return _json({
         "leader": leader,

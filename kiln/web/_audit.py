@@ -40,8 +40,8 @@ async def record(dashboard: Dashboard, scope: Scope, action: str,
     """One entry by the dashboard itself (count 0: no job changed)."""
     path = str(scope.get("path", ""))[:200]
     try:
-        store = (await dashboard.source.client()).store
-        await store.audit_record(actor_of(scope), action, 0,
+        client = await dashboard.source.client()
+        await client.record_audit(actor_of(scope), action, 0,
                                  {"path": path, "method": str(scope.get("method", "")),
                                   **detail})
     except Exception as exc:  # the refusal or sign-in still gets its answer

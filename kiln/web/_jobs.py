@@ -146,7 +146,7 @@ async def detail(request: Request) -> Response:
     if row is None:
         raise HTTPException(404, f"There is no job {job_id}: it was deleted or pruned, or never "
                                  "existed.")
-    dependents = await client.store.job_dependents(job_id)
+    dependents = await client.dependents(job_id)
     return dashboard.render(
         request, "job.html", title=f"Job {row.id}", nav="jobs", job=row,
         waits_on=await _linked(dashboard, list(row.depends_on)),

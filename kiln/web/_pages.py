@@ -67,11 +67,11 @@ def health(
 async def overview(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     source = dashboard.source
-    store = (await source.client()).store
+    client = await source.client()
     # independent reads, so a cold start waits for the slowest, not for their sum
     counted, through, waited, servers, leader = await asyncio.gather(
         source.counts.snapshot(), source.throughput.snapshot(), source.oldest.snapshot(),
-        store.server_list(), store.leader_get(),
+        client.servers(), client.leader(),
     )
     drawn = await source.series.snapshot()
     counts, oldest = counted.value, waited.value
@@ -111,12 +111,12 @@ async def running_now(
 
 async def servers(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
-    store = (await dashboard.source.client()).store
-    rows = sorted(await store.server_list(), key=lambda s: s.id)
+    client = await dashboard.source.client()
+    rows = sorted(await client.servers(), key=lambda s: s.id)
     running = await running_now(dashboard, rows)
     return dashboard.render(
         request, "servers.html", title="Servers", nav="servers", servers=rows,
-        leader=await store.leader_get(), dead_after=dashboard.dead_after, refresh=True,
+        leader=await client.leader(), dead_after=dashboard.dead_after, refresh=True,
         running=running, running_total=sum(len(v) for v in running.values()),
         max_running=MAX_RUNNING,
     )
@@ -139,9 +139,9 @@ class KindsView:
 
 async def kinds_view(dashboard: Dashboard) -> KindsView:
     source = dashboard.source
-    store = (await source.client()).store
+    client = await source.client()
     counted, published = await asyncio.gather(source.kind_counts.snapshot(),
-                                              store.kinds_list())
+                                              client.published_kinds())
     declared: dict[str, list[PublishedKind]] = {}
     for p in published:
         declared.setdefault(p.declaration.kind, []).append(p)
@@ -175,18 +175,18 @@ async def recurring(request: Request) -> Response:
 
 async def rate_limits(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
-    store = (await dashboard.source.client()).store
+    client = await dashboard.source.client()
     return dashboard.render(
         request, "rate_limits.html", title="Rate limits", nav="rate_limits",
-        limits=await store.rate_limit_list(),
+        limits=await client.rate_limits(),
     )
 
 
 async def audit(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     limit = _params.integer(request.query_params, "limit", 100, 1, _params.MAX_LIMIT)
-    store = (await dashboard.source.client()).store
+    client = await dashboard.source.client()
     return dashboard.render(
         request, "audit.html", title="Audit log", nav="audit",
-        entries=await store.audit_list(limit or 100),
+        entries=await client.audit(limit or 100),
     )

@@ -120,10 +120,10 @@ async def read(dashboard: Dashboard
     """The rows of the page, the pause of every queue ("*") if any, and the time each
     cached figure was read (as_of)."""
     source = dashboard.source
-    store = (await source.client()).store
+    client = await source.client()
     counted, waited, ran, done, servers, controls = await asyncio.gather(
         source.counts.snapshot(), source.oldest.snapshot(), source.running.snapshot(),
-        source.queue_series.snapshot(), store.server_list(), store.queue_controls(),
+        source.queue_series.snapshot(), client.servers(), client.queue_controls(),
     )
     rows = views(counted.value, waited.value, alive(servers, dashboard.dead_after),
                  controls, ran.value, done.value)

@@ -1,4 +1,4 @@
-"""Source: the dashboard's only way to the data, through kiln's Client and store admin calls.
+"""Source: the dashboard's only way to the data, through kiln's Client (never a store).
 
 Owns opening (and closing) the client, and the short-lived caches that keep the
 expensive aggregates cheap with a million jobs: the per-state counts (one GROUP BY),
@@ -21,7 +21,6 @@ from kiln._app import App
 from kiln._client import Client
 from kiln._cron import Recurring
 from kiln._job import JobState, StateCount
-from kiln.stores import store_from_url
 from kiln.web._series import BUCKET, SPAN, BacklogSamples, Series, per_queue
 
 T = TypeVar("T")
@@ -160,15 +159,15 @@ class Source:
         else:
             if self._owned is None:
                 assert self._url is not None
-                self._owned = Client(store_from_url(self._url))
+                self._owned = Client.from_url(self._url)
             client = self._owned
-        if id(client.store) not in self._opened:
+        if id(client) not in self._opened:
             if self._open_lock is None:
                 self._open_lock = asyncio.Lock()
             async with self._open_lock:
-                if id(client.store) not in self._opened:
-                    await client.store.open()
-                    self._opened.add(id(client.store))
+                if id(client) not in self._opened:
+                    await client.open()
+                    self._opened.add(id(client))
         return client
 
     async def warm(self) -> None:
@@ -185,8 +184,8 @@ class Source:
             cached.cancel()
         owned, self._owned = self._owned, None
         if owned is not None:
-            self._opened.discard(id(owned.store))
-            await owned.store.close()
+            self._opened.discard(id(owned))
+            await owned.close()
 
     def invalidate(self) -> None:
         """Forget the cached counts after a change made through the dashboard, so the
@@ -199,41 +198,41 @@ class Source:
         return counts
 
     async def _fetch_series(self) -> Series:
-        store = (await self.client()).store
-        rows = await store.job_finished_series(SPAN, BUCKET)
+        client = await self.client()
+        rows = await client.finished_series(SPAN, BUCKET)
         return Series.of(rows, self.backlog.snapshot())
 
     async def _fetch_queue_series(self) -> dict[str, tuple[int, ...]]:
-        store = (await self.client()).store
-        return per_queue(await store.queue_completed_series(SPAN, BUCKET))
+        client = await self.client()
+        return per_queue(await client.completed_series(SPAN, BUCKET))
 
     async def _fetch_running(self) -> tuple[tuple[str, str, int], ...]:
-        return tuple(await (await self.client()).store.queue_running_counts())
+        return tuple(await (await self.client()).running_counts())
 
     async def _fetch_kind_counts(self) -> dict[str, dict[JobState, int]]:
-        store = (await self.client()).store
+        client = await self.client()
         table: dict[str, dict[JobState, int]] = {}
-        for kind, state, n in await store.job_counts_by_kind():
+        for kind, state, n in await client.counts_by_kind():
             table.setdefault(kind, dict.fromkeys(JobState, 0))[state] += n
         return table
 
     async def _fetch_throughput(self) -> dict[str, dict[str, int]]:
-        store = (await self.client()).store
-        hour, five = await asyncio.gather(store.job_throughput(3600.0),
-                                          store.job_throughput(300.0))
+        client = await self.client()
+        hour, five = await asyncio.gather(client.throughput(3600.0),
+                                          client.throughput(300.0))
         return {"hour": hour, "five": five}
 
     async def _fetch_oldest(self) -> dict[str, float]:
-        return await (await self.client()).store.queue_oldest_available()
+        return await (await self.client()).oldest_available()
 
     async def recurring_views(self) -> list[RecurringView] | None:
         items = self.recurring
         if items is None:
             return None
-        store = (await self.client()).store
-        now = await store.now()
+        client = await self.client()
+        now = await client.now()
         views = []
         for item in items:
-            last = await store.cron_last_slot(item.name)
+            last = await client.cron_last_slot(item.name)
             views.append(RecurringView(item, last, item.next_slot_after(now)))
         return views

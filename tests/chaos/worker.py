@@ -37,7 +37,7 @@ async def main(spec: dict[str, Any]) -> None:
 
     server.events.subscribe(on_heartbeat)
     run = asyncio.create_task(server.run())
-    while server.stats()["state"] != "running":
+    while server.stats().state != "running":
         if run.done():
             await run
         await asyncio.sleep(0.01)

@@ -79,4 +79,4 @@ async def test_a_stop_while_the_database_is_silent_returns_within_a_bound(
         await asyncio.wait({run}, timeout=CONNECT_TIMEOUT + 20)
         await proxy.close()
     assert took < BOUND, f"a stop with the database silent took {took:.1f}s"
-    assert server.stats()["state"] == "stopped"
+    assert server.stats().state == "stopped"

@@ -132,7 +132,7 @@ async def report(server: kiln.Server, path: str) -> None:
     tmp = f"{path}.tmp"
     while True:
         health = server.healthy()
-        stats = server.stats()
+        stats = server.stats().as_dict()
         with open(tmp, "w") as f:
             json.dump({"t": time.time(), "id": server.id, "health": health.as_dict(),
                        "stats": stats}, f, default=str)
@@ -172,7 +172,7 @@ async def main(spec: dict[str, Any]) -> None:
     )
     subscribe(server, log)
     run = asyncio.create_task(server.run())
-    while server.stats()["state"] != "running":
+    while server.stats().state != "running":
         if run.done():
             await run
         await asyncio.sleep(0.01)

@@ -36,7 +36,8 @@ def _context(store: Store, limit: RateLimit, woken: list[dict[str, int]]) -> Ser
     }
     return ServerContext(
         store=store, config=ServerConfig(poll_interval=0.5), events=EventHub(), kinds=kinds,
-        server_id=lambda: "s1", leader_since=lambda: None, wake=woken.append,
+        server_id=lambda: "s1", leader_since=lambda: None,
+        wake=lambda released, _reason: woken.append(released),
     )
 
 

@@ -67,19 +67,19 @@ async def test_bus_drop_falls_back_to_the_release_check_and_back(
         return started[job_id] - row.run_at.timestamp()
 
     try:
-        await _wait(lambda: server.stats()["state"] == "running", 10, "the server to run")
-        assert server.stats()["notifications"] is True and changes == [True]
+        await _wait(lambda: server.stats().state == "running", 10, "the server to run")
+        assert server.stats().notifications is True and changes == [True]
         await asyncio.sleep(0.5)  # the releaser is now asleep for up to poll_interval
 
         await proxy.cut()
         await _wait(lambda: changes[-1] is False, 5, "NotifierChanged(up=False)")
-        assert server.stats()["notifications"] is False
+        assert server.stats().notifications is False
         down = [await lag_of_delayed_job() for _ in range(3)]
         assert max(down) < 0.2, down  # the 100 ms check, not the 5 s poll
 
         await proxy.restore()
         await _wait(lambda: changes[-1] is True, 5, "NotifierChanged(up=True)")
-        assert server.stats()["notifications"] is True
+        assert server.stats().notifications is True
         await asyncio.sleep(0.5)
         up = [await lag_of_delayed_job() for _ in range(3)]
         assert max(up) < 0.1, up  # armed by the bus's scheduled: message
@@ -87,6 +87,6 @@ async def test_bus_drop_falls_back_to_the_release_check_and_back(
     finally:
         server.stop()
         await running
-        await client.store.close()
+        await client._store.close()
         await client_bus.close()
         await worker_bus.close()

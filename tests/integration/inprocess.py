@@ -40,7 +40,7 @@ class Running:
         def running() -> bool:
             if self.task.done():
                 self.task.result()
-            return bool(self.server.stats()["state"] == "running")
+            return bool(self.server.stats().state == "running")
 
         await wait_for(running, 10, "the server to run")
         return self

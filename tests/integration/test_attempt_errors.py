@@ -93,7 +93,7 @@ async def test_a_base_exception_from_a_handler_is_a_failed_attempt(
     assert all(text in e.error for e in row.errors), [e.error for e in row.errors]
     assert [e.outcome for e in running.finished()] == [kiln.Outcome.RETRY, kiln.Outcome.FAILED]
     stats = running.server.stats()
-    assert (stats["retried"], stats["failed"], stats["handed_back"]) == (1, 1, 0)
+    assert (stats.retried, stats.failed, stats.handed_back) == (1, 1, 0)
 
 
 async def test_a_failing_backoff_falls_back_to_the_default_and_says_so(store_url: str) -> None:
@@ -117,4 +117,4 @@ async def test_a_failing_backoff_falls_back_to_the_default_and_says_so(store_url
     assert 0.9 <= row.errors[2].at - row.errors[1].at < 5
     outcomes = [e.outcome for e in running.finished()]
     assert outcomes == [kiln.Outcome.RETRY, kiln.Outcome.RETRY, kiln.Outcome.FAILED]
-    assert running.server.stats()["handed_back"] == 0
+    assert running.server.stats().handed_back == 0

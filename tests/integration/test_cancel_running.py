@@ -83,7 +83,7 @@ async def test_a_cancel_stops_the_handler_and_the_job_ends_cancelled(
             assert 0 <= stopped.latency < HEARTBEAT + SLACK
             [finished] = running.finished(job_id)
             assert finished.outcome is kiln.Outcome.CANCELLED
-            assert running.server.stats()["completed"] == 0
+            assert running.server.stats().completed == 0
         finally:
             await running.stop()
         row = await job_of(store, job_id)
@@ -120,11 +120,11 @@ async def test_a_def_handler_that_ignores_the_cancel_keeps_its_attempt_running(
             assert stopped.stuck  # kiln gave up after kill_grace
             [stuck] = running.of(kiln.HandlerStuck)
             assert stuck.reason == "cancelled"
-            assert running.server.stats()["handlers_stuck"] == 1
+            assert running.server.stats().handlers_stuck == 1
             # its thread may still do anything: the job must not run again meanwhile
             assert await client.requeue(kiln.filter_of(ids=[job_id])) == 0
             release.set()
-            await wait_for(lambda: running.server.stats()["handlers_stuck"] == 0, 5,
+            await wait_for(lambda: running.server.stats().handlers_stuck == 0, 5,
                            "the thread to return")
 
             async def requeued() -> bool:

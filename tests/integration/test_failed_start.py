@@ -44,14 +44,14 @@ async def test_a_failed_start_leaves_no_task_running(store_url: str) -> None:
 
     await app.amigrate()
     server = app.server({"default": 1}, kiln.ServerConfig(**FAST))
-    if server.store.capabilities.listen_notify:
-        server.store.listen = _refuse  # type: ignore[method-assign]
+    if server._store.capabilities.listen_notify:
+        server._store.listen = _refuse  # type: ignore[method-assign]
     before = set(_kiln_tasks())
     with pytest.raises((OSError, kiln.UnreachableError)):
         await asyncio.wait_for(server.run(), 30)
     left = [t for t in _kiln_tasks() if t not in before]
     assert left == [], [t.get_name() for t in left]
-    assert server.stats()["state"] == "stopped"
+    assert server.stats().state == "stopped"
     other = store_from_url(store_url)
     await other.open()
     try:

@@ -41,9 +41,9 @@ async def test_declared_tags_hold_for_the_cli_and_a_handler_less_client(
     workers.register("t.tagged", lambda job: None, queue="mail", tags=["billing", "nightly"])
     workers.migrate()
     server = workers.server({"mail": 1})
-    await server.store.open()
+    await server._store.open()
     try:
-        await server.store.server_register(server.info)
+        await server._store.server_register(server.info)
         await server.publish_kinds()
         cli = int(await asyncio.to_thread(_run, "-m", "kiln.cli", "enqueue", "t.tagged",
                                           url=store_url))
@@ -51,7 +51,7 @@ async def test_declared_tags_hold_for_the_cli_and_a_handler_less_client(
                                             "--tag", "manual", url=store_url))
         plain, replaced, many = json.loads(
             await asyncio.to_thread(_run, "-c", PRODUCER, url=store_url))
-        client = kiln.Client(server.store)
+        client = kiln.Client(server._store)
         tags = {i: (await client.get(i)).tags for i in (cli, given, plain, replaced, many)}
         assert tags == {cli: ["billing", "nightly"], given: ["manual"],
                         plain: ["billing", "nightly"], replaced: ["adhoc"],
@@ -59,6 +59,6 @@ async def test_declared_tags_hold_for_the_cli_and_a_handler_less_client(
         tagged = kiln.JobFilter(tags=("billing",), queue="mail")
         assert sorted(r.id for r in await client.list(tagged)) == sorted([cli, plain, many])
     finally:
-        await server.store.server_deregister(server.info.id)
-        await server.store.close()
+        await server._store.server_deregister(server.info.id)
+        await server._store.close()
         workers.close()

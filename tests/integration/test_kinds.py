@@ -132,16 +132,16 @@ async def test_a_server_that_rejoins_publishes_again(store_url: str) -> None:
     app.migrate()
     server = app.server({"mail": 1}, kiln.ServerConfig(**FAST))  # type: ignore[arg-type]
     task = asyncio.create_task(server.run())
-    store: Any = server.store
+    store: Any = server._store
     try:
-        await until(lambda: server.stats()["state"] == "running", "running")
+        await until(lambda: server.stats().state == "running", "running")
         first = server.id
 
         async def unreachable(server_id: str) -> bool:
             raise kiln.StoreError("server_heartbeat", "injected: database away")
 
         store.server_heartbeat = unreachable  # fails until the server fences itself
-        await until(lambda: server.stats()["fenced"] > 0, "fenced")
+        await until(lambda: server.stats().fenced > 0, "fenced")
         del store.server_heartbeat
         await until(lambda: server.healthy().ok and server.id != first, "rejoined")
 
@@ -178,8 +178,8 @@ def test_kiln_kinds_lists_declarations_servers_and_conflicts(
     other = kiln.App(store_url)  # another service declaring t.boom differently
     other.register("t.boom", lambda job: None, queue="mail", max_attempts=7)
     other_server = other.server({"mail": 1})
-    admin.portal.run(other_server.store.open())
-    admin.portal.run(other_server.store.server_register(other_server.info))
+    admin.portal.run(other_server._store.open())
+    admin.portal.run(other_server._store.server_register(other_server.info))
     admin.portal.run(other_server.publish_kinds())
     try:
         data = json.loads(ok(run_cli("--database-url", store_url, "kinds", "--json")))
@@ -197,8 +197,8 @@ def test_kiln_kinds_lists_declarations_servers_and_conflicts(
         assert "1/3600s+0" in text and worker.server_id in text
         assert "conflicts: t.boom declared differently by live servers" in text
     finally:
-        admin.portal.run(other_server.store.server_deregister(other_server.info.id))
-        admin.portal.run(other_server.store.close())
+        admin.portal.run(other_server._store.server_deregister(other_server.info.id))
+        admin.portal.run(other_server._store.close())
         other.close()
     data = json.loads(ok(run_cli("--database-url", store_url, "kinds", "--json")))
     assert data["conflicts"] == 0

@@ -63,7 +63,7 @@ async def run(pg_url: str) -> AsyncIterator[Run]:
     holder.append(run)
     events.subscribe(lambda e: run.notifier.append(e.up) if isinstance(e, kiln.NotifierChanged)
                      else None)
-    claim = server.store.job_claim
+    claim = server._store.job_claim
 
     async def counted(
         queue: str, kinds: Sequence[str], limit: int, server_id: str
@@ -71,18 +71,18 @@ async def run(pg_url: str) -> AsyncIterator[Run]:
         run.own_claims += 1
         return await claim(queue, kinds, limit, server_id)
 
-    server.store.job_claim = counted  # type: ignore[method-assign]
+    server._store.job_claim = counted  # type: ignore[method-assign]
     task = asyncio.create_task(server.run())
     async with asyncio.timeout(10):
-        while server.stats()["state"] != "running":
+        while server.stats().state != "running":
             await asyncio.sleep(0.01)
-    assert server.stats()["notifications"] is True
+    assert server.stats().notifications is True
     try:
         yield run
     finally:
         server.stop()
         await asyncio.wait_for(task, 20)
-        await run.client.store.close()
+        await run.client._store.close()
 
 
 async def started(run: Run, ids: list[int], timeout: float = 5.0) -> None:
@@ -133,14 +133,14 @@ async def test_a_lost_listen_connection_is_reported_and_its_jobs_start_when_it_i
     """The server hears of it as from a Bus (NotifierChanged, kiln_notifier_up): the
     releaser falls back to its 100 ms check, and the pools look again once it is back."""
     assert run.notifier == [True]
-    listener = run.server.store._listener  # type: ignore[attr-defined]
+    listener = run.server._store._listener  # type: ignore[attr-defined]
     pid = listener.backend_pid
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
         await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     async with asyncio.timeout(5):
         while run.notifier[-1] is not False:
             await asyncio.sleep(0.005)
-        assert run.server.stats()["notifications"] is False
+        assert run.server.stats().notifications is False
         while run.notifier[-1] is not True:
             await asyncio.sleep(0.005)
     assert run.notifier == [True, False, True] and listener.backend_pid != pid

@@ -42,18 +42,20 @@ async def test_a_change_reaches_the_server_within_one_notification(store_url: st
                                        config(poll_interval=SLOW_POLL))).started()
     client = kiln.Client(store, bus=bus)
     try:
-        pool = running.server.pools["payments"]
+        def payments() -> kiln.QueueStats:
+            return running.server.stats().queues["payments"]
+
         loop = asyncio.get_running_loop()
         began = loop.time()
         await client.set_concurrency("payments", 1, actor="test")
-        await wait_for(lambda: pool.concurrency == 1, 5, "the new concurrency")
+        await wait_for(lambda: payments().concurrency == 1, 5, "the new concurrency")
         await client.pause_queue("payments", actor="test")
-        await wait_for(lambda: pool.paused, 5, "the pause")
+        await wait_for(lambda: payments().paused, 5, "the pause")
         assert loop.time() - began < 5 < SLOW_POLL
-        assert running.server.stats()["queues"]["payments"]["concurrency"] == 1
+        assert running.server.stats().queues["payments"].concurrency == 1
         await client.set_concurrency("reports", 0, actor="test")  # claims nothing ...
-        reports = running.server.pools["reports"]
-        await wait_for(lambda: reports.concurrency == 0, 5, "concurrency 0")
+        await wait_for(lambda: running.server.stats().queues["reports"].concurrency == 0, 5,
+                       "concurrency 0")
         health = running.server.healthy()
         assert health.ok, health.reasons  # ... and is no stuck server
         job_id = await client.enqueue("pay", {}, queue="payments")
@@ -79,8 +81,8 @@ async def test_a_new_server_obeys_the_controls_from_its_first_claim(store_url: s
     await client.pause_queue("reports", actor="test")
     running = await Running(app.server({"payments": 8, "reports": 2}, config())).started()
     try:
-        assert running.server.pools["payments"].concurrency == 2
-        assert running.server.pools["reports"].paused
+        assert running.server.stats().queues["payments"].concurrency == 2
+        assert running.server.stats().queues["reports"].paused
         await asyncio.sleep(0.3)  # several poll intervals: nothing is claimed
         assert not [e for e in running.of(kiln.JobClaimed) if e.job.queue == "reports"]
     finally:

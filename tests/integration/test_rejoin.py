@@ -33,7 +33,7 @@ async def test_error_records_name_the_id_the_server_rejoined_under(store_url: st
     other = store_from_url(store_url)
     await other.open()
     try:
-        await _until(lambda: server.stats()["state"] == "running", 10, "the server to start")
+        await _until(lambda: server.stats().state == "running", 10, "the server to start")
         first = server.id
         await other.server_deregister(first)  # swept while away: it fences, then rejoins
         await _until(lambda: server.id != first and server.healthy().ok, 10, "a rejoin")

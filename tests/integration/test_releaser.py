@@ -27,7 +27,7 @@ async def test_retry_is_not_held_back_by_a_later_delayed_job(store_url: str) -> 
     server = app.server({"default": 2}, config)
     task = asyncio.create_task(server.run())
     began = time.monotonic()
-    store = app.client().store
+    store = app.client()._store
     try:
         while True:
             job = await store.job_get(failing_id)
@@ -57,3 +57,36 @@ def test_an_object_with_an_async_call_is_an_async_handler() -> None:
 
     assert make_kind("a", AsyncHandler()).is_async
     assert not make_kind("b", SyncHandler()).is_async
+
+
+async def test_each_release_is_said_once_with_its_reason(store_url: str) -> None:
+    """A scheduled job's release is one JobsReleased "scheduled", a chain's next step
+    one "dependencies"; the server's wake-up says nothing twice."""
+    from tests.integration.inprocess import Running, config, wait_for
+
+    app = kiln.App(store_url, bus=kiln.InProcessBus())
+
+    @app.job("later", queue="later")
+    async def later(job: kiln.Job) -> None:
+        return None
+
+    @app.job("step", queue="steps")
+    async def step(job: kiln.Job) -> None:
+        return None
+
+    await app.amigrate()
+    client = app.client()
+    ids = [await client.enqueue("later", {}, delay=0.3),
+           *await client.enqueue_chain([("step", {}), ("step", {})])]
+    running = await Running(app.server({"later": 1, "steps": 1}, config())).started()
+    try:
+        async def done() -> bool:
+            rows = [await client.get(i) for i in ids]
+            return all(r is not None and r.state is kiln.JobState.COMPLETED for r in rows)
+
+        await wait_for(done, 10, "the three jobs to complete")
+    finally:
+        await running.stop()
+        await app.aclose()
+    said = sorted((e.queue, e.reason, e.count) for e in running.of(kiln.JobsReleased))
+    assert said == [("later", "scheduled", 1), ("steps", "dependencies", 1)]

@@ -72,7 +72,7 @@ async def test_hung_sync_handlers_keep_their_slots_and_fail_health_until_they_re
         hung = [await client.enqueue("hang", {}) for _ in range(2)]
 
         def stuck_everywhere() -> bool:
-            return bool(server.stats()["handlers_stuck"] == 2)
+            return bool(server.stats().handlers_stuck == 2)
 
         await wait_for(stuck_everywhere, 10, "both hung handlers to be stuck")
         quick_ids = [await client.enqueue("quick", {}) for _ in range(4)]
@@ -80,7 +80,7 @@ async def test_hung_sync_handlers_keep_their_slots_and_fail_health_until_they_re
         assert not health and health.handlers_stuck, health
         assert any("queue default: all 2 slots held" in r for r in health.reasons), health
         stats = server.stats()
-        assert stats["threads_stuck"] == 2 and stats["queues"]["default"]["stuck"] == 2
+        assert stats.threads_stuck == 2 and stats.queues["default"].stuck == 2
         assert len(running.of(kiln.HandlerStuck)) == 2
         assert {e.reason for e in running.of(kiln.HandlerStuck)} == {"timeout"}
         async def written() -> bool:  # results are written in batches, a moment later
@@ -94,7 +94,7 @@ async def test_hung_sync_handlers_keep_their_slots_and_fail_health_until_they_re
             assert "timed out after 0.3s" in row.errors[0].error
             assert STILL_RUNNING in row.errors[0].error, row.errors[0].error
         await asyncio.sleep(0.6)  # the slots stay taken: nothing is claimed to wait for a thread
-        assert quick_runs == [] and server.stats()["claimed"] == 2
+        assert quick_runs == [] and server.stats().claimed == 2
         release.set()
 
         async def quick_done() -> bool:
@@ -106,7 +106,7 @@ async def test_hung_sync_handlers_keep_their_slots_and_fail_health_until_they_re
             row = await job_of(store, job_id)
             assert row.attempt == 1 and row.errors == [], row.errors  # no attempt burned
         await wait_for(lambda: bool(server.healthy()), 5, "health to come back")
-        assert server.stats()["handlers_stuck"] == 0 and server.stats()["threads_stuck"] == 0
+        assert server.stats().handlers_stuck == 0 and server.stats().threads_stuck == 0
     finally:
         release.set()
         await running.stop()

@@ -287,7 +287,7 @@ async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server
     task_a = await run_server(a)
     load = asyncio.create_task(enqueue_steadily(app, stop))
     # the leader waits dead_after + heartbeat_interval before its first rescue
-    await wait_until(lambda: a.stats()["rescued"] >= 1, 25, "the dead server's job rescued")
+    await wait_until(lambda: a.stats().rescued >= 1, 25, "the dead server's job rescued")
     row = await admin.job_get(rescued_job)
     assert row is not None and row.server_id != DEAD_SERVER
     await pause_briefly(admin, a)
@@ -295,7 +295,7 @@ async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server
     await asyncio.sleep(2.5)  # two scrapes, so the second fence shows as an increase
     await fence_once(a)
     # the job cancelled by the first fence ran under a registration now silent
-    await wait_until(lambda: a.stats()["rescued"] >= 2, 30, "the fenced job rescued")
+    await wait_until(lambda: a.stats().rescued >= 2, 30, "the fenced job rescued")
     row = await admin.job_get(fenced_job)
     assert row is not None and row.rescues >= 1, row
     return task_a, load

@@ -67,7 +67,7 @@ async def wait_until(condition: Callable[[], bool], timeout: float, what: str) -
 
 async def run_server(server: kiln.Server) -> asyncio.Task[None]:
     task = asyncio.create_task(server.run())
-    await wait_until(lambda: task.done() or server.stats()["state"] == "running", 15,
+    await wait_until(lambda: task.done() or server.stats().state == "running", 15,
                      "server running")
     if task.done():
         await task
@@ -87,7 +87,7 @@ async def hand_back_one_job(app: kiln.App, server: kiln.Server) -> None:
     await wait_until(lambda: server.running_jobs == 1, 15, "the long job running")
     server.stop()
     await asyncio.wait_for(task, 15)
-    assert server.stats()["handed_back"] == 1
+    assert server.stats().handed_back == 1
 
 
 async def claim_as_dead_server(store: Store, app: kiln.App) -> int:
@@ -105,10 +105,10 @@ async def pause_briefly(store: Store, server: kiln.Server, queue: str = "limited
     """Pause ``queue`` for two scrapes, then resume it (the Paused queues panel)."""
     client = kiln.Client(store)
     await client.pause_queue(queue, actor="ops-test")
-    await wait_until(lambda: server.pools[queue].paused, 5, "the pause applied")
+    await wait_until(lambda: server.stats().queues[queue].paused, 5, "the pause applied")
     await asyncio.sleep(2.5)
     await client.resume_queue(queue, actor="ops-test")
-    await wait_until(lambda: not server.pools[queue].paused, 5, "the resume applied")
+    await wait_until(lambda: not server.stats().queues[queue].paused, 5, "the resume applied")
 
 
 async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
@@ -137,15 +137,15 @@ async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
 async def fence_once(server: kiln.Server) -> None:
     """Fail the server's heartbeats (the store raises, as when the database is away)
     until it fences itself, then let them pass: it rejoins under a new id."""
-    store: Any = server.store
-    fenced = server.stats()["fenced"]
+    store: Any = server._store
+    fenced = server.stats().fenced
 
     async def unreachable(server_id: str) -> bool:
         raise kiln.StoreError("server_heartbeat", "injected by the ops test: database away")
 
     store.server_heartbeat = unreachable
     try:
-        await wait_until(lambda: server.stats()["fenced"] > fenced, 10, "the server fencing")
+        await wait_until(lambda: server.stats().fenced > fenced, 10, "the server fencing")
     finally:
         del store.server_heartbeat  # the store's own method again
     await wait_until(lambda: bool(server.healthy()), 10, "the server rejoining")

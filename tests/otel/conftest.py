@@ -132,7 +132,7 @@ class Running:
         async def running() -> bool:
             if self.task.done():
                 self.task.result()
-            return bool(self.server.stats()["state"] == "running")
+            return bool(self.server.stats().state == "running")
 
         await wait_until(running, 10, "server running")
 

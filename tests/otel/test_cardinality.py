@@ -68,7 +68,7 @@ async def test_forty_kinds_in_ten_queues_do_not_overflow(
 
     running = Running(server)
     await running.started()
-    producer = kiln.Client(client.store, app.kinds)
+    producer = kiln.Client(client._store, app.kinds)
     job_id = await producer.enqueue("k39", {})
 
     async def done() -> bool:

@@ -27,7 +27,7 @@ async def test_running_limited_jobs_by_key_group(store_url: str, telemetry: Tele
     running = Running(server)
     await running.started()
     try:
-        client = kiln.Client(server.store, app.kinds)  # the server's store: no other to close
+        client = kiln.Client(server._store, app.kinds)  # the server's store: no other to close
         for tenant in ("a", "a", "a", "b", "c"):
             await client.enqueue("tenant.sync", {"t": tenant})
         state = kiln.JobFilter(states=(kiln.JobState.RUNNING,))

@@ -81,7 +81,7 @@ async def test_counts_that_cannot_be_refreshed_vanish_and_their_age_shows(
     async def broken() -> list[StateCount]:
         raise ConnectionError("database unreachable (test)")
 
-    server.store.job_counts = broken  # type: ignore[method-assign]
+    server._store.job_counts = broken  # type: ignore[method-assign]
 
     async def withdrawn() -> bool:
         return value(registry, AVAILABLE, queue="default") is None

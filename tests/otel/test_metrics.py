@@ -172,13 +172,13 @@ async def test_counts_refresh_in_the_background_never_per_scrape(
     ttl = 0.5
     observer = kilnotel.observe(server, telemetry.meter_provider, counts_ttl=ttl)
     calls: list[float] = []
-    job_counts = server.store.job_counts
+    job_counts = server._store.job_counts
 
     async def counted() -> list[StateCount]:
         calls.append(time.monotonic())
         return await job_counts()
 
-    server.store.job_counts = counted  # type: ignore[method-assign]
+    server._store.job_counts = counted  # type: ignore[method-assign]
     running = Running(server)
     await running.started()
     ids = [await client.enqueue("doomed", {}) for _ in range(3)]

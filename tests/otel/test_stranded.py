@@ -71,7 +71,7 @@ async def test_pending_jobs_of_an_undeclared_rate_key_are_exported(
             return telemetry.value(n.RATE_KEYS_UNDECLARED.name) == 1
 
         await wait_until(exported, 10, "the undeclared key to be exported")
-        assert server.stats()["rate_keys_undeclared"] == 1
+        assert server.stats().rate_keys_undeclared == 1
         await store.rate_limit_declare("stripe-typo", kiln.RateLimit(rate=10))
 
         async def admitted_and_clear() -> bool:

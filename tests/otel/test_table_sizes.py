@@ -14,7 +14,7 @@ import pytest
 
 import kiln
 import kilnotel
-from kiln.stores import Store, TableSize, store_from_url
+from kiln.stores import TableSize, store_from_url
 from kilnotel import names as n
 from kilnotel._counts import CountsCache
 from kilnotel._sizes import SizesCache
@@ -52,22 +52,22 @@ async def test_the_leader_exports_the_jobs_table_size(
     assert value(registry, BYTES, table="kiln_jobs") is None  # stopped: exports nothing
 
 
-class CountingStore:
-    """A store whose table_sizes() is counted and may fail; the rest is the real one."""
+class CountingClient:
+    """A client whose table_sizes() is counted and may fail; the rest is the real one."""
 
-    def __init__(self, store: Store, fail: bool = False) -> None:
-        self._store = store
+    def __init__(self, client: kiln.Client, fail: bool = False) -> None:
+        self._client = client
         self.fail = fail
         self.reads = 0
 
     def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
+        return getattr(self._client, name)
 
     async def table_sizes(self) -> list[TableSize]:
         self.reads += 1
         if self.fail:
             raise kiln.StoreError("table_sizes", "statistics view unreadable")
-        return await self._store.table_sizes()
+        return await self._client.table_sizes()
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
@@ -78,7 +78,7 @@ async def test_sizes_are_read_at_most_once_per_ttl_and_never_fail_the_counts(
     await store.open()
     await store.migrate()
     try:
-        counting = CountingStore(store)
+        counting = CountingClient(kiln.Client(store))
         sizes = SizesCache(counting, ttl=3600)  # type: ignore[arg-type]
         counts = CountsCache(counting, 60, ["q"], lambda: True, sizes=sizes)  # type: ignore[arg-type]
         for _ in range(3):

@@ -27,17 +27,18 @@ async def main(app_spec: str, queue: str, config: dict[str, Any]) -> None:
     server = app.server({name: int(concurrency or 10)}, kiln.ServerConfig(**config))
     if os.environ.get("KILN_TEST_NO_LISTEN") == "1":
         caps = dataclasses.replace(
-            server.store.capabilities, listen_notify=False, claim_on_notify=False
+            server._store.capabilities, listen_notify=False, claim_on_notify=False
         )
-        server.store.capabilities = caps  # this instance only
+        server._store.capabilities = caps  # this instance only
     task = asyncio.create_task(server.run())
-    while server.stats()["state"] != "running":
+    while server.stats().state != "running":
         if task.done():
             await task
         await asyncio.sleep(0.01)
-    print(f"READY {server.id} {json.dumps(server.stats()['notifications'])}", flush=True)
+    print(f"READY {server.id} {json.dumps(server.stats().notifications)}", flush=True)
     await task
-    stats = {k: v for k, v in server.stats().items() if isinstance(v, int | float | str | bool)}
+    stats = {k: v for k, v in server.stats().as_dict().items()
+             if isinstance(v, int | float | str | bool)}
     print(f"STATS {json.dumps(stats)}", flush=True)
 
 

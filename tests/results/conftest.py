@@ -42,7 +42,7 @@ async def serve() -> AsyncIterator[Serve]:
         task = asyncio.create_task(server.run())
         running.append((server, task))
         async with asyncio.timeout(10):
-            while server.stats()["state"] != "running":
+            while server.stats().state != "running":
                 assert not task.done(), task.exception()
                 await asyncio.sleep(0.01)
         return server

@@ -98,7 +98,7 @@ async def test_a_refused_result_is_written_as_a_failed_attempt_and_the_rest_comp
     assert row is not None and row.attempt == 1
     assert row.errors[-1].error.startswith("kiln could not write this attempt's result (retry)")
     assert "refused the result of" in row.errors[-1].error
-    assert server.stats()["results_poisoned"] >= 1 and server.stats()["results_dropped"] == 0
+    assert server.stats().results_poisoned >= 1 and server.stats().results_dropped == 0
     assert any(len(c) > 1 and bad in c for c in store.calls), "the bad one came in a batch"
     assert server.healthy(), server.healthy().reasons
     await app.aclose()
@@ -116,7 +116,7 @@ async def test_a_result_that_cannot_be_written_at_all_is_dropped_not_holding_oth
 
     async def done() -> bool:
         s = await states(app, goods)
-        return all(x is JobState.COMPLETED for x in s) and server.stats()["results_dropped"] == 1
+        return all(x is JobState.COMPLETED for x in s) and server.stats().results_dropped == 1
 
     more: list[int] = []
 
@@ -126,7 +126,7 @@ async def test_a_result_that_cannot_be_written_at_all_is_dropped_not_holding_oth
 
     await wait_until(good_ones_keep_flowing, 20, "good jobs completed, the bad one dropped")
     assert (await states(app, [bad])) == [JobState.RUNNING]  # left to reconciliation
-    assert server.stats()["results_pending"] <= len(more)
+    assert server.stats().results_pending <= len(more)
     await app.aclose()
 
 
@@ -146,7 +146,7 @@ async def test_a_store_that_refuses_every_result_makes_the_server_unhealthy(
     health = server.healthy()
     assert health.results_stuck
     assert any(r.startswith("results not written for") for r in health.reasons), health.reasons
-    assert server.stats()["results_dropped"] == 0  # nothing else got written: no drop
+    assert server.stats().results_dropped == 0  # nothing else got written: no drop
     store.refuse_all = False
 
     async def recovered() -> bool:
@@ -175,11 +175,11 @@ async def test_a_crashed_results_writer_is_reported_at_once_and_restarted(
     health = server.healthy()
     assert not health and health.results_stuck
     assert any("results writer" in r for r in health.reasons), health.reasons
-    assert server.stats()["completer_crashes"] == 1
+    assert server.stats().completer_crashes == 1
 
     async def completed() -> bool:
         return all(x is JobState.COMPLETED for x in await states(app, goods))
 
     await wait_until(completed, 15, "the restarted writer wrote the results")
-    assert server.stats()["results_pending"] == 0
+    assert server.stats().results_pending == 0
     await app.aclose()

@@ -43,7 +43,7 @@ async def test_results_wait_for_a_slow_commit_of_a_notified_claim(
         started[job.id] = time.monotonic()
 
     server = await serve(app, {"ticks": 2}, store=store_from_url(url), poll_interval=30)
-    assert server.stats()["notifications"] is True
+    assert server.stats().notifications is True
     reconciled: list[kiln.JobReconciled] = []
     server.events.subscribe(reconciled.append, types=[kiln.JobReconciled])
     await asyncio.sleep(0.3)  # idle: the pool's watch is armed on the LISTEN connection
@@ -61,7 +61,7 @@ async def test_results_wait_for_a_slow_commit_of_a_notified_claim(
     row = await app.client().get(job_id)
     assert row is not None and row.attempt == 1
     stats = server.stats()
-    assert stats["results_unapplied"] == 0, "the result was written before the commit"
+    assert stats.results_unapplied == 0, "the result was written before the commit"
     assert reconciled == []
     assert server.healthy(), server.healthy().reasons
     await proxy.cut()

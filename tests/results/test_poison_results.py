@@ -79,7 +79,7 @@ async def test_a_bad_result_does_not_hold_the_good_ones(
     check_bad(bad, row)
     assert server.healthy(), server.healthy().reasons
     stats = server.stats()
-    assert stats["results_dropped"] == 0 and stats["results_pending"] == 0
+    assert stats.results_dropped == 0 and stats.results_pending == 0
     await app.aclose()
 
 

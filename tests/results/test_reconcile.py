@@ -147,5 +147,5 @@ async def _check_reconciled(
     assert sorted(started) == sorted(ids)  # each ran once, after it was handed back
     assert sorted(e.job_id for e in reconciled) == sorted(ids)
     assert {e.action for e in reconciled} == {"handed_back"}
-    assert server.stats()["rescued"] == 0
+    assert server.stats().rescued == 0
     print(f"reconciled {len(ids)} jobs {took:.2f}s after their claim's reply was lost")

@@ -228,7 +228,7 @@ def test_async_tests_drain_on_their_loop_and_leave_nothing_open(
 
         async def test_it(kiln_app, kiln_jobs):
             await proj.app.aenqueue("ping", {})
-            opened.extend(client.store for client in kiln_app._clients.values())
+            opened.extend(client._store for client in kiln_app._clients.values())
             assert opened
             drained = await kiln_jobs.adrain()
             assert drained.completed == 1

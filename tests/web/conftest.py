@@ -91,7 +91,7 @@ async def fail_jobs(
     """Enqueue ``n`` jobs and drive them to failed through the store's own calls."""
     ids = [await client.enqueue(kind, args if args is not None else {"i": i}, queue=queue,
                                 **options) for i in range(n)]
-    rows = await client.store.job_claim(queue, [kind], n, "web-test-server")
+    rows = await client._store.job_claim(queue, [kind], n, "web-test-server")
     assert sorted(r.id for r in rows) == sorted(ids), "the queue held other available jobs"
     results = [
         JobResult(job_id=r.id, server_id="web-test-server", attempt=r.attempt,
@@ -100,7 +100,7 @@ async def fail_jobs(
                                      "web-test-server"))
         for r in rows
     ]
-    applied = await client.store.job_results_apply(results)
+    applied = await client._store.job_results_apply(results)
     assert applied.applied == n
     return ids
 

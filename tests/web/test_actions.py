@@ -32,14 +32,14 @@ async def test_requeue_cancel_delete_one_job(http: httpx.AsyncClient, client: Cl
     response = await post_form(http, f"/jobs/{failed}", f"/jobs/{failed}/delete", {})
     assert response.headers["location"] == "/jobs?done=delete&n=1"
     assert await _state(client, failed) is None
-    actions = [(e.action, e.count) for e in await client.store.audit_list(10)]
+    actions = [(e.action, e.count) for e in await client._store.audit_list(10)]
     assert actions == [("delete", 1), ("cancel", 1), ("requeue", 1)]
 
 
 async def test_an_action_that_changes_nothing_says_so(http: httpx.AsyncClient,
                                                       client: Client) -> None:
     job_id = await client.enqueue("k", {}, queue="q")
-    [row] = await client.store.job_claim("q", ["k"], 1, "srv")
+    [row] = await client._store.job_claim("q", ["k"], 1, "srv")
     response = await post_form(http, f"/jobs/{job_id}", f"/jobs/{job_id}/delete", {})
     assert response.headers["location"] == f"/jobs/{job_id}?done=delete&n=0"
     assert "No job was deleted" in (await http.get(response.headers["location"])).text
@@ -79,7 +79,7 @@ async def test_selection(http: httpx.AsyncClient, client: Client) -> None:
         JobState.FAILED] * 2
     page = (await http.get(response.headers["location"])).text
     assert sorted(int(x) for x in re.findall(r'name="ids" value="(\d+)"', page)) == ids[2:]
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert (entry.action, entry.count, sorted(entry.detail["ids"])) == ("requeue", 2, chosen)
 
 
@@ -108,16 +108,16 @@ async def test_requeue_all_confirms_the_count_then_requeues_in_one_operation(
     assert [await _state(client, i) for i in dns + elsewhere] == [JobState.FAILED] * 3
     after = await http.get(response.headers["location"])
     assert "3 jobs requeued." in after.text and "No jobs here matching" in after.text
-    [entry] = await client.store.audit_list(10)  # one operation, one audit entry
+    [entry] = await client._store.audit_list(10)  # one operation, one audit entry
     assert (entry.action, entry.count) == ("requeue", 3)
     assert entry.detail["queue"] == "mail" and entry.detail["error_contains"] == "smtp"
     assert "requeue" in (await http.get("/audit")).text
 
     # the requeued jobs complete, and what waited on them becomes available
     assert await _state(client, child) is JobState.AWAITING
-    rows = await client.store.job_claim("mail", ["email.send"], 10, "srv")
+    rows = await client._store.job_claim("mail", ["email.send"], 10, "srv")
     assert sorted(r.id for r in rows) == smtp
-    await client.store.job_results_apply(
+    await client._store.job_results_apply(
         [JobResult(r.id, "srv", r.attempt, Outcome.COMPLETED) for r in rows])
     assert await _state(client, child) is JobState.AVAILABLE
 
@@ -143,7 +143,7 @@ async def test_cancelling_a_running_job_says_its_handler_is_stopped(
     http: httpx.AsyncClient, client: Client
 ) -> None:
     job_id = await client.enqueue("k", {}, queue="q")
-    await client.store.job_claim("q", ["k"], 1, "srv")
+    await client._store.job_claim("q", ["k"], 1, "srv")
     page = await http.get(f"/jobs/{job_id}")
     assert f'action="/jobs/{job_id}/cancel"' in page.text  # the button covers running jobs
     response = await post_form(http, f"/jobs/{job_id}", f"/jobs/{job_id}/cancel", {})

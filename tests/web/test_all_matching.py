@@ -31,7 +31,7 @@ async def test_delete_all_matching_deletes_what_it_showed(http: httpx.AsyncClien
     assert response.headers["location"].endswith("done=delete&n=3")
     assert [await client.get(i) for i in shown] == [None] * 3
     assert None not in [await client.get(i) for i in later + other]
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert (entry.action, entry.count, entry.detail["max_id"]) == ("delete", 3, max(shown))
 
 
@@ -68,5 +68,5 @@ async def test_bad_all_matching_requests_change_nothing(http: httpx.AsyncClient,
     no_csrf = {k: v for k, v in hidden_fields(confirm.text).items() if k != "csrf"}
     assert (await http.post("/jobs/all/delete", data=no_csrf)).status_code == 403
     assert await client.get(job_id) is not None
-    assert await client.store.audit_list(10) == [] or all(
-        e.count == 0 for e in await client.store.audit_list(10))
+    assert await client._store.audit_list(10) == [] or all(
+        e.count == 0 for e in await client._store.audit_list(10))

@@ -67,7 +67,7 @@ async def test_the_audit_says_who_and_from_where(client: Client) -> None:
         response = await script.post(f"/jobs/{job_id}/cancel", headers=bearer,
                                      data={"csrf": csrf_of(page.text)})
         assert response.status_code == 303
-    entries = [(e.actor, e.action, e.count) for e in await client.store.audit_list(20)][::-1]
+    entries = [(e.actor, e.action, e.count) for e in await client._store.audit_list(20)][::-1]
     assert entries == [
         ("dashboard:anonymous@198.51.100.20", "login-failed", 0),
         ("dashboard:alice@198.51.100.20", "login", 0),
@@ -89,7 +89,7 @@ async def test_a_change_without_credentials_is_refused_and_audited(client: Clien
         page = await http.get("/login")
         response = await http.post(f"/jobs/{job_id}/delete", data={"csrf": csrf_of(page.text)})
         assert response.status_code == 401
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert (entry.actor, entry.action, entry.detail["status"]) == (
         "dashboard:anonymous@192.0.2.44", "refused", 401)
     assert entry.detail["path"] == f"/jobs/{job_id}/delete"

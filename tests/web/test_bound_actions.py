@@ -15,7 +15,7 @@ from tests.web.conftest import csrf_of, hidden_fields
 
 
 async def _fail(client: Client, rows: list[JobRow]) -> None:
-    await client.store.job_results_apply([
+    await client._store.job_results_apply([
         JobResult(r.id, "srv", r.attempt, Outcome.FAILED,
                   error=AttemptError(r.attempt, time.time(), "SMTP timeout", None, "srv"))
         for r in rows])
@@ -24,7 +24,7 @@ async def _fail(client: Client, rows: list[JobRow]) -> None:
 async def _running(client: Client, n: int) -> list[JobRow]:
     for i in range(n):
         await client.enqueue("email.send", {"i": i}, queue="mail", max_attempts=1)
-    return sorted(await client.store.job_claim("mail", ["email.send"], n, "srv"),
+    return sorted(await client._store.job_claim("mail", ["email.send"], n, "srv"),
                   key=lambda r: r.id)
 
 
@@ -43,7 +43,7 @@ async def test_requeue_all_acts_on_the_jobs_it_showed(http: httpx.AsyncClient,
     assert response.headers["location"].endswith("done=requeue&n=1")
     states = [(await client.get(r.id)).state for r in rows]  # type: ignore[union-attr]
     assert states == [JobState.FAILED] * 3 + [JobState.AVAILABLE]
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert (entry.action, entry.count, entry.detail["max_id"]) == ("requeue", 1, rows[-1].id)
     assert "finished_before" in entry.detail
 

@@ -48,8 +48,8 @@ async def _seed(admin: Client) -> dict[str, list[int]]:
     queue, one job running on a registered server, one waiting."""
     ids = [await admin.enqueue(LONG_KIND, {"tenant": "t" * 200, "i": i}, queue=LONG_QUEUE,
                                max_attempts=1) for i in range(7)]
-    await admin.store.server_register(server("worker-" + "w" * 120, {LONG_QUEUE: 4}))
-    rows = await admin.store.job_claim(LONG_QUEUE, [LONG_KIND], 7, "worker-" + "w" * 120)
+    await admin._store.server_register(server("worker-" + "w" * 120, {LONG_QUEUE: 4}))
+    rows = await admin._store.job_claim(LONG_QUEUE, [LONG_KIND], 7, "worker-" + "w" * 120)
     results = []
     for i, r in enumerate(rows):
         failed = i >= 5
@@ -61,9 +61,9 @@ async def _seed(admin: Client) -> dict[str, list[int]]:
                                started_at=r.attempted_at.timestamp() if r.attempted_at else None)
             if failed else None,
         ))
-    await admin.store.job_results_apply(results)
+    await admin._store.job_results_apply(results)
     running = await admin.enqueue(LONG_KIND, {}, queue=LONG_QUEUE)
-    await admin.store.job_claim(LONG_QUEUE, [LONG_KIND], 1, "worker-" + "w" * 120)
+    await admin._store.job_claim(LONG_QUEUE, [LONG_KIND], 1, "worker-" + "w" * 120)
     waiting = await admin.enqueue("report.build", {}, queue="reports")
     return {"completed": ids[:5], "failed": ids[5:], "running": [running],
             "waiting": [waiting]}

@@ -55,7 +55,7 @@ async def _servers(app: kiln.App, n: int, queues: dict[str, int]
     servers = [app.server(queues=queues, config=FAST) for _ in range(n)]
     tasks = [asyncio.create_task(s.run()) for s in servers]
     try:
-        await _until(lambda: all(s.stats()["state"] == "running" for s in servers))
+        await _until(lambda: all(s.stats().state == "running" for s in servers))
         yield servers
     finally:
         for s in servers:
@@ -92,17 +92,17 @@ async def test_pause_and_resume_from_the_browser(
         dialogs.accept = False
         await row.locator('button[data-action="pause"]').click()  # dismissed: nothing
         assert dialogs.messages[-1].startswith("Pause queue mail?")
-        assert not (await admin.store.queue_controls()).paused("mail")
+        assert not (await admin.queue_controls()).paused("mail")
 
         dialogs.accept = True
         await row.locator('button[data-action="pause"]').click()
         await expect(page.locator(".flash")).to_contain_text("Paused")
         await expect(row.locator(".queue-state")).to_contain_text("paused")
         await expect(row.locator(".queue-state")).to_contain_text("dashboard:token@127.0.0.1")
-        pause = (await admin.store.queue_controls()).pause_of("mail")
+        pause = (await admin.queue_controls()).pause_of("mail")
         assert pause is not None and pause.queue == "mail"
         assert pause.paused_by == "dashboard:token@127.0.0.1"
-        await _until(lambda: server.pools["mail"].paused)
+        await _until(lambda: server.stats().queues["mail"].paused)
         job_id = await admin.enqueue("email.send", {}, queue="mail")
         await asyncio.sleep(0.5)  # a few poll intervals: the paused queue's job waits
         assert (await admin.get(job_id)).state is JobState.AVAILABLE  # type: ignore[union-attr]
@@ -110,14 +110,14 @@ async def test_pause_and_resume_from_the_browser(
         await row.locator('button[data-action="resume"]').click()
         await expect(page.locator(".flash")).to_contain_text("Resumed")
         await expect(row.locator(".queue-state")).to_contain_text("active")
-        assert (await admin.store.queue_controls()).pauses == ()
+        assert (await admin.queue_controls()).pauses == ()
         for _ in range(200):
             found = await admin.get(job_id)
             if found is not None and found.state is JobState.COMPLETED:
                 break
             await asyncio.sleep(0.05)
         assert found is not None and found.state is JobState.COMPLETED
-        actions = [e.action for e in await admin.store.audit_list(2)]
+        actions = [e.action for e in await admin.audit(2)]
         assert actions == ["queue_resume", "queue_pause"]
 
 
@@ -142,28 +142,28 @@ async def test_concurrency_fleet_wide_then_for_one_server_and_refused_input(
         await expect(page.locator(".flash")).to_contain_text("Concurrency changed")
         assert dialogs.messages[-1].startswith("Change the concurrency of queue mail?")
         limits = {(lim.server_id, lim.concurrency)
-                  for lim in (await admin.store.queue_controls()).limits}
+                  for lim in (await admin.queue_controls()).limits}
         assert limits == {(FLEET, 3)}
         await expect(running.locator(".running-limit")).to_have_text("0 / 6")
         for s in (one, two):
             share = running.locator(f'li[data-server="{s.id}"]')
             await expect(share).to_contain_text("set fleet-wide")
             await expect(share).to_have_attribute("data-limit", "3")
-        await _until(lambda: all(s.pools["mail"].concurrency == 3 for s in servers))
+        await _until(lambda: all(s.stats().queues["mail"].concurrency == 3 for s in servers))
 
         await row.locator('input[name="concurrency"]').fill("1")
         await row.locator('select[name="server"]').select_option(two.id)
         await row.locator("form.queue-concurrency button").click()
         await expect(page.locator(".flash")).to_contain_text("Concurrency changed")
         limits = {(lim.server_id, lim.concurrency)
-                  for lim in (await admin.store.queue_controls()).limits}
+                  for lim in (await admin.queue_controls()).limits}
         assert limits == {(FLEET, 3), (two.id, 1)}
         await expect(running.locator(".running-limit")).to_have_text("0 / 4")
         await expect(running.locator(".override-count")).to_have_text("1 server override")
         await expect(running.locator(f'li[data-server="{two.id}"]')).to_contain_text(
             "1 set for this server (started with 4)")
-        await _until(lambda: one.pools["mail"].concurrency == 3
-                     and two.pools["mail"].concurrency == 1)
+        await _until(lambda: one.stats().queues["mail"].concurrency == 3
+                     and two.stats().queues["mail"].concurrency == 1)
 
         # the browser refuses a negative number itself: no request, nothing written
         await row.locator('input[name="concurrency"]').fill("-1")
@@ -183,9 +183,9 @@ async def test_concurrency_fleet_wide_then_for_one_server_and_refused_input(
             "concurrency must be between 0 and 10000, got 99999")
         await expect(page.locator("h1")).to_have_text("Queues")
         limits = {(lim.server_id, lim.concurrency)
-                  for lim in (await admin.store.queue_controls()).limits}
+                  for lim in (await admin.queue_controls()).limits}
         assert limits == {(FLEET, 3), (two.id, 1)}  # nothing was written
-        actions = [e.action for e in await admin.store.audit_list(3)]
+        actions = [e.action for e in await admin.audit(3)]
         assert actions.count("queue_concurrency") == 2
 
 
@@ -218,7 +218,7 @@ async def test_running_vs_limit_and_the_sparkline_count_what_ran(
             if {r.id for r in rows} == set(held):
                 break
             await asyncio.sleep(0.05)
-        completed = await admin.store.queue_completed_series(3600.0, 60.0)
+        completed = await admin.completed_series(3600.0, 60.0)
         assert sum(n for q, _b, n in completed if q == "mail") == 5
 
         page, _dialogs = await _queues_page(browser, live)

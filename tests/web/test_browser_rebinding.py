@@ -114,5 +114,5 @@ async def test_a_form_on_another_loopback_name_cannot_post_to_the_dashboard(
     assert response is not None and response.status == 403
     assert "Cross-origin request" in await page.content()
     assert await admin.get(job_id) is not None
-    [entry] = await admin.store.audit_list(10)
+    [entry] = await admin.audit(10)
     assert entry.action == "refused" and "evil.test" in str(entry.detail["reason"])

@@ -23,7 +23,7 @@ def _gated(client: Client, fail_on: int = 0) -> tuple[asyncio.Event, list[int]]:
     """Hold the store's requeue before its second batch until the event is set; with
     ``fail_on``, that call raises instead (a connection lost between two batches)."""
     gate, calls = asyncio.Event(), []
-    original = client.store.jobs_requeue
+    original = client._store.jobs_requeue
 
     async def requeue(f: JobFilter, dead_after: float = 60.0) -> int:
         calls.append(len(f.ids))
@@ -33,7 +33,7 @@ def _gated(client: Client, fail_on: int = 0) -> tuple[asyncio.Event, list[int]]:
             raise StoreError("jobs_requeue", "connection lost (injected)")
         return await original(f, dead_after)
 
-    setattr(client.store, "jobs_requeue", requeue)  # noqa: B010
+    setattr(client._store, "jobs_requeue", requeue)  # noqa: B010
     return gate, calls
 
 
@@ -61,14 +61,14 @@ async def test_a_long_run_shows_its_progress_until_done(make_http: MakeHttp,
     assert '<progress id="bulk-progress" max="10" value="4">' in page
     assert '<strong id="bulk-done">4</strong> requeued' in page and "Running" in page
     assert "data-refresh=" in page  # follows the run by itself
-    assert [e.count for e in await client.store.audit_list(10)] == [4]  # as it commits
+    assert [e.count for e in await client._store.audit_list(10)] == [4]  # as it commits
     gate.set()
     await asyncio.wait_for(run.task, 10)
     page = (await http.get(f"/jobs/all/runs/{match.group(1)}")).text
     assert "Done: 10 jobs requeued." in page and "data-refresh=" not in page
     assert calls == [4, 4, 2]
     assert {(await client.get(i)).state for i in ids} == {JobState.AVAILABLE}  # type: ignore[union-attr]
-    entries = await client.store.audit_list(10)
+    entries = await client._store.audit_list(10)
     assert sorted(e.count for e in entries) == [2, 4, 4]
     assert {e.detail["run"] for e in entries} == {match.group(1)}
     assert (await http.get("/jobs/all/runs/nosuchrun")).status_code == 404
@@ -95,7 +95,7 @@ async def test_a_stopped_run_finishes_the_rest_within_its_bounds(make_http: Make
     fields = hidden_fields(page)
     assert fields["max_id"] == str(max(ids))
     dashboard.bulk_wait = 5.0
-    delattr(client.store, "jobs_requeue")  # the store answers again
+    delattr(client._store, "jobs_requeue")  # the store answers again
     resumed = await http.post("/jobs/all/requeue", data=fields)
     assert resumed.headers["location"].endswith("done=requeue&n=6")
     assert {(await client.get(i)).state for i in ids} == {JobState.AVAILABLE}  # type: ignore[union-attr]

@@ -15,10 +15,10 @@ SCRIPT = "<script>alert(1)</script>"
 
 async def test_the_job_page_shows_the_result(http: httpx.AsyncClient, client: Client) -> None:
     ids = [await client.enqueue("k", {"i": i}, queue="q") for i in range(3)]
-    rows = {r.id: r for r in await client.store.job_claim("q", ["k"], 3, "srv")}
+    rows = {r.id: r for r in await client._store.job_claim("q", ["k"], 3, "srv")}
     done = [JobResult(i, "srv", rows[i].attempt, Outcome.COMPLETED) for i in ids[:2]]
     done[0] = dataclasses.replace(done[0], result=json.dumps({"rows": 3, "html": SCRIPT}))
-    assert (await client.store.job_results_apply(done)).applied == 2
+    assert (await client._store.job_results_apply(done)).applied == 2
     page = (await http.get(f"/jobs/{ids[0]}")).text
     assert '<pre class="json" id="result">' in page and "&#34;rows&#34;: 3" in page
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page

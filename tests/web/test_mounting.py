@@ -79,7 +79,7 @@ async def test_over_an_app_with_recurring_jobs(store_url: str) -> None:
         page = (await http.get("/recurring")).text
         assert "nightly-report" in page and "0 3 * * *" in page and "every 30.0s" in page
         assert "ping" in (await http.get("/jobs")).text
-    await app.client().store.close()
+    await app.client()._store.close()
 
 
 async def test_cached_value_is_fetched_once_per_ttl_and_single_flight() -> None:

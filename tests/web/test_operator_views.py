@@ -17,8 +17,8 @@ from tests.web.conftest import TOKEN, MakeHttp, fail_jobs
 
 async def complete_jobs(client: Client, n: int, kind: str = "report.build") -> list[int]:
     ids = [await client.enqueue(kind, {"i": i}, queue="reports") for i in range(n)]
-    rows = await client.store.job_claim("reports", [kind], n, "web-test-server")
-    await client.store.job_results_apply(
+    rows = await client._store.job_claim("reports", [kind], n, "web-test-server")
+    await client._store.job_results_apply(
         [JobResult(job_id=r.id, server_id="web-test-server", attempt=r.attempt,
                    outcome=Outcome.COMPLETED) for r in rows]
     )
@@ -53,9 +53,9 @@ async def test_kinds_page_counts_by_kind_with_declarations(http: httpx.AsyncClie
     await complete_jobs(client, 2)
     await fail_jobs(client, 1)
     await client.enqueue("never.declared", {}, queue="misc")
-    await client.store.server_register(server("mailer"))
+    await client._store.server_register(server("mailer"))
     mail = make_kind("email.send", lambda job: None, queue="mail", max_attempts=7)
-    await client.store.kinds_publish("mailer", "host", 1, [mail.declaration()])
+    await client._store.kinds_publish("mailer", "host", 1, [mail.declaration()])
     page = (await http.get("/kinds")).text
     assert 'href="/jobs?kind=email.send"' in page
     assert 'href="/jobs?state=completed&amp;kind=report.build">2</a>' in page
@@ -70,10 +70,10 @@ async def test_kinds_page_counts_by_kind_with_declarations(http: httpx.AsyncClie
 async def test_servers_page_shows_what_each_server_runs(http: httpx.AsyncClient,
                                                        client: Client) -> None:
     for name in ("alpha", "beta"):
-        await client.store.server_register(server(name, {"q": 2}))
+        await client._store.server_register(server(name, {"q": 2}))
     ids = [await client.enqueue("k", {"i": i}, queue="q") for i in range(3)]
-    await client.store.job_claim("q", ["k"], 2, "alpha")
-    await client.store.job_claim("q", ["k"], 1, "beta")
+    await client._store.job_claim("q", ["k"], 2, "alpha")
+    await client._store.job_claim("q", ["k"], 1, "beta")
     page = (await http.get("/servers")).text
     assert "Running now" in page and "(3)" in page
     alpha = page.split("<code>alpha</code> <small>", 1)[1]
@@ -89,11 +89,11 @@ async def test_job_timeline_shows_each_attempt_with_its_wait_and_run_time(
     http: httpx.AsyncClient, client: Client
 ) -> None:
     job_id = await client.enqueue("k", {}, queue="q", max_attempts=3)
-    [row] = await client.store.job_claim("q", ["k"], 1, "s1")
+    [row] = await client._store.job_claim("q", ["k"], 1, "s1")
     started = row.attempted_at.timestamp()  # type: ignore[union-attr]
     error = AttemptError(1, started + 0.25, "ValueError: no", "", "s1",
                          due_at=row.run_at.timestamp(), started_at=started)
-    await client.store.job_results_apply([JobResult(job_id, "s1", 1, Outcome.RETRY,
+    await client._store.job_results_apply([JobResult(job_id, "s1", 1, Outcome.RETRY,
                                                     run_at_delay=600, error=error)])
     page = (await http.get(f"/jobs/{job_id}")).text
     assert "Timeline" in page and "attempt 1" in page and "ran 250ms" in page
@@ -102,7 +102,7 @@ async def test_job_timeline_shows_each_attempt_with_its_wait_and_run_time(
     assert [s["event"] for s in steps] == ["enqueued", "attempt", "next"]
     assert abs(steps[1]["ran"] - 0.25) < 1e-6 and steps[1]["error"] == "ValueError: no"
     assert 590 < steps[2]["due_in"] <= 600 and steps[2]["attempt"] == 2
-    [row] = await client.store.job_claim("q", ["k"], 1, "s1") or [None]
+    [row] = await client._store.job_claim("q", ["k"], 1, "s1") or [None]
     assert row is None  # not due yet
 
 

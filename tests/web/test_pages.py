@@ -103,8 +103,8 @@ async def test_job_page_shows_everything(http: httpx.AsyncClient, client: Client
 
 async def test_job_params_are_shown(http: httpx.AsyncClient, client: Client) -> None:
     job_id = await client.enqueue("k", {}, queue="q")
-    [row] = await client.store.job_claim("q", ["k"], 1, "srv")
-    assert await client.store.job_param_set(job_id, "srv", row.attempt, "cursor", 1234)
+    [row] = await client._store.job_claim("q", ["k"], 1, "srv")
+    assert await client._store.job_param_set(job_id, "srv", row.attempt, "cursor", 1234)
     page = (await http.get(f"/jobs/{job_id}")).text
     assert "&#34;cursor&#34;: 1234" in page
     assert "state-running" in page
@@ -116,7 +116,7 @@ async def test_script_in_anything_a_job_carries_is_escaped(
     queue, kind = f"q{SCRIPT}"[:200], f"k{SCRIPT}"
     [job_id] = await fail_jobs(client, 1, kind=kind, queue=queue, error=SCRIPT,
                                args={"html": SCRIPT}, metadata={"note": SCRIPT})
-    await client.store.rate_limit_declare(f"r{SCRIPT}", RateLimit(rate=1))
+    await client._store.rate_limit_declare(f"r{SCRIPT}", RateLimit(rate=1))
     pages = [f"/jobs/{job_id}", "/jobs?state=failed", "/", "/queues", "/rate-limits",
              f"/jobs?state=failed&error={SCRIPT}", f"/jobs?kind={SCRIPT}",
              f"/jobs/requeue-all?state=failed&error={SCRIPT}"]

@@ -13,7 +13,7 @@ from tests.web.conftest import csrf_of, post_form
 
 
 async def _serve(client: Client, server_id: str = "srv-1", queue: str = "mail") -> None:
-    await client.store.server_register(ServerInfo(
+    await client._store.server_register(ServerInfo(
         id=server_id, host="h", pid=1, queues={queue: 4}, kinds=["email.send"],
         version="test", started_at=datetime.now(UTC),
     ))
@@ -32,12 +32,12 @@ async def test_pause_and_resume_from_the_queues_page(http: httpx.AsyncClient,
     shown = await http.get(response.headers["location"])
     assert "Paused: its servers claim nothing more" in shown.text
     assert "state-paused" in shown.text and 'data-action="resume"' in shown.text
-    assert (await client.store.queue_controls()).paused("mail")
+    assert (await client._store.queue_controls()).paused("mail")
     response = await post_form(http, "/queues", "/queues/control",
                                {"queue": "mail", "action": "resume"})
     assert response.headers["location"] == "/queues?done=resume&n=1"
-    assert not (await client.store.queue_controls()).paused("mail")
-    audit = [(e.action, e.actor, e.detail) for e in await client.store.audit_list(5)]
+    assert not (await client._store.queue_controls()).paused("mail")
+    audit = [(e.action, e.actor, e.detail) for e in await client._store.audit_list(5)]
     assert audit[0][:1] == ("queue_resume",) and audit[1][0] == "queue_pause"
     assert audit[1][2] == {"queue": "mail"} and audit[1][1]  # who: the dashboard's actor
     assert "queue_pause" in (await http.get("/audit")).text
@@ -49,7 +49,7 @@ async def test_pause_every_queue(http: httpx.AsyncClient, client: Client) -> Non
     page = await http.get("/queues")
     assert 'id="paused-all"' in page.text and "(all queues)" in page.text
     await post_form(http, "/queues", "/queues/control", {"queue": "*", "action": "resume"})
-    assert (await client.store.queue_controls()).pauses == ()
+    assert (await client._store.queue_controls()).pauses == ()
 
 
 async def test_concurrency_for_every_server_and_for_one(http: httpx.AsyncClient,
@@ -61,7 +61,7 @@ async def test_concurrency_for_every_server_and_for_one(http: httpx.AsyncClient,
     assert response.headers["location"] == "/queues?done=concurrency&n=1"
     await post_form(http, "/queues", "/queues/control", {
         "queue": "mail", "action": "concurrency", "concurrency": "1", "server": "srv-2"})
-    controls = await client.store.queue_controls()
+    controls = await client._store.queue_controls()
     assert controls.limit_of("mail", "srv-1", 4) == 2 and controls.limit_of("mail", "srv-2", 4) == 1
     page = (await http.get("/queues")).text
     assert '<span class="running-limit">0 / 3</span>' in page
@@ -93,10 +93,10 @@ async def test_bad_input_is_refused_and_writes_nothing(http: httpx.AsyncClient,
     forged = await http.post("/queues/control", data={"queue": "mail", "action": "pause",
                                                       "csrf": token[::-1]})
     assert forged.status_code == 403
-    controls = await client.store.queue_controls()
+    controls = await client._store.queue_controls()
     assert controls.pauses == () and controls.limits == ()
     # the refused forgery is audited as such; no control was
-    assert not [e for e in await client.store.audit_list() if e.action.startswith("queue_")]
+    assert not [e for e in await client._store.audit_list() if e.action.startswith("queue_")]
 
 
 async def test_bad_input_is_shown_on_the_queues_page(http: httpx.AsyncClient,
@@ -121,11 +121,11 @@ async def test_backlog_running_and_throughput_per_queue(http: httpx.AsyncClient,
     for i in range(6):
         await client.enqueue("email.send", {"i": i}, queue="mail")
     await client.enqueue("email.send", {"later": True}, queue="mail", delay=3600)
-    done = await client.store.job_claim("mail", ["email.send"], 3, "srv-1")
-    await client.store.job_results_apply([
+    done = await client._store.job_claim("mail", ["email.send"], 3, "srv-1")
+    await client._store.job_results_apply([
         JobResult(job_id=r.id, server_id="srv-1", attempt=r.attempt,
                   outcome=Outcome.COMPLETED) for r in done[:2]])
-    await client.store.job_claim("mail", ["email.send"], 1, "gone")  # a dead server's
+    await client._store.job_claim("mail", ["email.send"], 1, "gone")  # a dead server's
     await client.pause_queue("mail", actor="ops")
     await client.set_concurrency("mail", 2, server="srv-1", actor="ops")
     page = (await http.get("/queues")).text

@@ -92,7 +92,7 @@ async def test_cross_origin_posts_are_refused_and_audited(http: httpx.AsyncClien
         assert "Cross-origin request" in response.text
         assert _has_security_headers(response)
     assert (await client.get(job_id)) is not None
-    entries = await client.store.audit_list(20)
+    entries = await client._store.audit_list(20)
     assert [(e.action, e.count) for e in entries] == [("refused", 0)] * len(refused)
     assert all(e.detail["path"] == f"/jobs/{job_id}/delete" for e in entries)
     assert "evil.example" in str(entries[-1].detail["reason"])

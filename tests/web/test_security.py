@@ -97,7 +97,7 @@ async def test_actions_are_audited_with_the_user(make_http: MakeHttp, client: Cl
     http.auth = httpx.BasicAuth("alice", "correct horse")
     response = await post_form(http, f"/jobs/{job_id}", f"/jobs/{job_id}/requeue", {})
     assert response.status_code == 303
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert entry.actor.startswith("dashboard:alice@")
     assert (entry.action, entry.count) == ("requeue", 1)
 
@@ -122,7 +122,7 @@ async def test_post_without_csrf_is_refused(http: httpx.AsyncClient, client: Cli
         response = await other.post(f"/jobs/{job_id}/requeue", data={"csrf": token})
         assert response.status_code == 403
     assert (await client.get(job_id)).state is JobState.FAILED  # type: ignore[union-attr]
-    entries = await client.store.audit_list(10)  # each refusal is audited, nothing acted
+    entries = await client._store.audit_list(10)  # each refusal is audited, nothing acted
     assert [(e.action, e.count, e.detail["status"]) for e in entries] == [("refused", 0, 403)] * 5
 
 

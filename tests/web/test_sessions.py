@@ -104,7 +104,7 @@ async def test_sign_out_ends_the_session_on_the_server(client: Client) -> None:
         again, _ = await _sign_in(http)  # a new sign-in works
         assert (await http.get("/", headers={"Cookie": f"kiln_session={again}"})).status_code \
             == 200
-    actions = [e.action for e in await client.store.audit_list(10)]
+    actions = [e.action for e in await client._store.audit_list(10)]
     assert actions == ["login", "logout", "login"][::-1]
 
 
@@ -122,7 +122,7 @@ async def test_behind_a_trusted_tls_proxy_cookies_are_secure(client: Client) -> 
                      "Cookie": f"kiln_csrf={nonce}"})
         assert response.status_code == 303
         assert "Secure" in _set_cookies(response)["kiln_session"]
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert (entry.action, entry.actor) == ("login", "dashboard:token@203.0.113.7")
 
 
@@ -138,7 +138,7 @@ async def test_forwarded_headers_from_anyone_else_are_ignored(client: Client) ->
             wrong = await http.get("/", headers={**forwarded,
                                                  "Authorization": "Bearer " + "x" * 20})
             assert wrong.status_code == 401
-    entries = await client.store.audit_list(10)
+    entries = await client._store.audit_list(10)
     assert [e.actor for e in entries] == ["dashboard:anonymous@198.51.100.9",
                                           "dashboard:anonymous@127.0.0.1"]
 

@@ -86,7 +86,7 @@ async def test_requeue_all_failed_jobs_of_tenant_42(http: httpx.AsyncClient,
     states = {i: (await client.get(i)).state for i in ours + theirs + later}  # type: ignore[union-attr]
     assert [states[i] for i in ours] == [JobState.AVAILABLE] * 3
     assert [states[i] for i in theirs + later] == [JobState.FAILED] * 3
-    [entry] = await client.store.audit_list(10)
+    [entry] = await client._store.audit_list(10)
     assert entry.detail["metadata"] == {"tenant": 42} and entry.detail["tags"] == ["billing"]
     assert entry.detail["max_id"] == max(ours) and "finished_before" in entry.detail
     listing = await http.get("/jobs?state=failed&meta=tenant%3D42")
@@ -126,7 +126,7 @@ async def test_cancel_all_and_delete_all_take_the_filters_within_their_bound(
     assert response.headers["location"].endswith("done=delete&n=3")
     assert [await client.get(i) for i in ours] == [None] * 3
     assert await client.count(JobFilter()) == 2
-    entries = await client.store.audit_list(10)
+    entries = await client._store.audit_list(10)
     assert [(e.action, e.count, e.detail.get("metadata")) for e in entries] == [
         ("delete", 3, {"tenant": 42}), ("cancel", 3, {"tenant": 42})]
 

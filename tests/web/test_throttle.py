@@ -78,7 +78,7 @@ async def test_basic_auth_guesses_are_throttled_per_client(client: Client) -> No
         assert (await guesser.get("/", auth=("alice", PASSWORD))).status_code == 429
         # another client is not affected
         assert (await other.get("/", auth=("alice", PASSWORD))).status_code == 200
-    failures = [e for e in await client.store.audit_list(50) if e.action == "login-failed"]
+    failures = [e for e in await client._store.audit_list(50) if e.action == "login-failed"]
     assert len(failures) == 10  # the blocked ones are not written
     assert failures[0].detail["user"] == "alice" and failures[0].detail["scheme"] == "Basic"
 

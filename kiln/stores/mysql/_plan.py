@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -53,7 +53,6 @@ class Step:
 
 
 Plan = Generator[Step, list[Result], T]
-PlanFactory = Callable[[], Plan[T]]
 
 
 def step(*stmts: Stmt, begin: bool = False, last: bool = False) -> Step:

@@ -122,10 +122,7 @@ def _redact(url: str) -> str:
 class MySQLStore:
     """A Store over MariaDB 10.6+ or MySQL 8 (``mysql://`` or ``mariadb://``)."""
 
-    capabilities = Capabilities(
-        listen_notify=False, skip_locked=True, time_precision=1e-6, multi_host=True,
-        claim_on_notify=False,
-    )
+    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
 
     def __init__(self, url: str, *, pool: Any = None, max_conns: int = 8) -> None:
         self.url = url

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import pq
 
 from kiln._bus import STATE
-from kiln._service import stop_task
+from kiln._tasks import stop_task
 from kiln.stores._protocol import NotifyCallback
 from kiln.stores.postgres._claimer import Broken, Claimer
 from kiln.stores.postgres._plan import Counter

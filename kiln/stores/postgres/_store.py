@@ -64,10 +64,7 @@ _CLOSE_WAIT = 1.0  # seconds close() waits for the pool's workers (psycopg_pool:
 class PostgresStore:
     """A Store over PostgreSQL (``postgresql://user@host:5432/db``)."""
 
-    capabilities = Capabilities(
-        listen_notify=True, skip_locked=True, time_precision=1e-6, multi_host=True,
-        claim_on_notify=True,
-    )
+    capabilities = Capabilities(listen_notify=True, claim_on_notify=True)
 
     def __init__(
         self, url: str, max_conns: int = 8, *, connect_timeout: float = 10.0,

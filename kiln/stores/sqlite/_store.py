@@ -107,10 +107,7 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
 class SQLiteStore:
     """A Store over one SQLite file (``sqlite:///path.db``)."""
 
-    capabilities = Capabilities(
-        listen_notify=False, skip_locked=False, time_precision=1e-6, multi_host=False,
-        claim_on_notify=False,
-    )
+    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         self.path = path
