@@ -65,6 +65,7 @@ from kiln._job import (
     ServerInfo,
     StateCount,
 )
+from kiln._options import EnqueueOptions, JobOptions
 from kiln._outcomes import Cancel, Snooze
 from kiln._queues import QueueState
 from kiln._retry import Constant, Custom, Exponential, retry_window
@@ -72,7 +73,7 @@ from kiln._server import Server
 from kiln._stats import QueueStats, ServerStats
 from kiln._unique import Unique
 from kiln._version import VERSION
-from kiln.stores import TableSize
+from kiln.stores import StoreOptions, TableSize
 
 __version__ = VERSION
 
@@ -91,6 +92,7 @@ __all__ = [
     "Constant",
     "CronError",
     "Custom",
+    "EnqueueOptions",
     "EnqueueResult",
     "Event",
     "EventHub",
@@ -108,6 +110,7 @@ __all__ = [
     "JobFinished",
     "JobFinishedError",
     "JobNotFoundError",
+    "JobOptions",
     "JobReconciled",
     "JobRescued",
     "JobRow",
@@ -142,6 +145,7 @@ __all__ = [
     "StateCount",
     "StoreError",
     "StoreFailed",
+    "StoreOptions",
     "TableSize",
     "Unique",
     "UnknownKindError",

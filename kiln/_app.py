@@ -12,7 +12,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from kiln._batch import build_all
 from kiln._bus import Bus
@@ -26,9 +26,10 @@ from kiln._events import EventHub
 from kiln._executor import Middleware
 from kiln._job import EnqueueResult
 from kiln._kinds import Handler, Kind, make_kind
+from kiln._options import EnqueueOptions, JobOptions
 from kiln._portal import Portal
 from kiln._server import Server
-from kiln.stores import Store, store_from_url
+from kiln.stores import Store, StoreOptions, store_from_url
 
 F = TypeVar("F", bound=Handler)
 DEFAULT_URL = "sqlite:///kiln.db"
@@ -54,7 +55,7 @@ class App:
         *,
         bus: Bus | None = None,
         known_kinds_only: bool = True,
-        **store_options: Any,
+        **store_options: Unpack[StoreOptions],
     ) -> None:
         self.url = database_url(database_url_)
         self._store_options = store_options
@@ -75,7 +76,7 @@ class App:
         self._lock = threading.Lock()
 
     # declarations ------------------------------------------------------------------
-    def job(self, kind: str, **options: Any) -> Callable[[F], F]:
+    def job(self, kind: str, **options: Unpack[JobOptions]) -> Callable[[F], F]:
         """Register the decorated function as the handler of ``kind``."""
 
         def register(fn: F) -> F:
@@ -84,7 +85,7 @@ class App:
 
         return register
 
-    def register(self, kind: str, handler: Handler, **options: Any) -> Kind:
+    def register(self, kind: str, handler: Handler, **options: Unpack[JobOptions]) -> Kind:
         if kind in self.kinds:
             raise ConfigError("kind", kind, "this kind already has a handler")
         spec = make_kind(kind, handler, **options)
@@ -99,13 +100,13 @@ class App:
 
     def schedule(
         self, name: str, kind: str, args: Any = None, *, cron: str | None = None,
-        every: float | None = None, timezone: str = "UTC", **options: Any,
+        every: float | None = None, timezone: str = "UTC", **options: Unpack[EnqueueOptions],
     ) -> Recurring:
         """Enqueue ``kind`` on every slot of a cron expression or interval."""
         if any(r.name == name for r in self.recurring):
             raise ConfigError("name", name, "a recurring job with this name exists")
         item = Recurring(name=name, kind=kind, args={} if args is None else args, cron=cron,
-                         every=every, timezone=timezone, options=options)
+                         every=every, timezone=timezone, options=dict(options))
         self.recurring.append(item)
         return item
 
@@ -135,7 +136,7 @@ class App:
                       catalog=self._sync_catalog)
 
     def enqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         """Insert one job from sync code; with ``conn`` it joins that transaction. The
         result is the job's id (an int); ``.inserted`` is False for a unique duplicate."""
@@ -149,7 +150,7 @@ class App:
         return client.insert_many_sync(build_all(client, jobs), conn)
 
     async def aenqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         return await self.client().enqueue(kind, args, conn=conn, **options)
 

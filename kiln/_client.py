@@ -11,7 +11,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from kiln import _queues
 from kiln import _validate as v
@@ -24,6 +24,8 @@ from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobsEnqueued
 from kiln._fleet import FleetReads
 from kiln._job import (
+    DEFAULT_QUEUE,
+    MAX_ATTEMPTS,
     EnqueueResult,
     JobFilter,
     JobRow,
@@ -33,6 +35,7 @@ from kiln._job import (
 )
 from kiln._joined import joined, joined_sync
 from kiln._kinds import Declaration, Kind
+from kiln._options import ENQUEUE_OPTIONS, EnqueueOptions
 from kiln._retry import as_backoff, backoff_to_json
 from kiln._tags import check_filter, check_pairs, check_tags
 from kiln._unique import Unique
@@ -46,29 +49,26 @@ EnqueueHook = Callable[[NewJob], EnqueueFinisher | None]
 BatchFinisher = Callable[[Sequence[int] | None, BaseException | None], None]
 BatchHook = Callable[[Sequence[NewJob]], BatchFinisher | None]
 
-OPTIONS = frozenset(
-    {"queue", "priority", "delay", "run_at", "max_attempts", "timeout", "backoff", "metadata",
-     "rate_key", "rate_limit", "depends_on", "unique", "tags"}
-)
 
 
 def build_job(
     kind: str, args: Any, known: Mapping[str, Kind] | None,
-    declared: Kind | Declaration | None = None, *, limited: bool = True, **options: Any,
+    declared: Kind | Declaration | None = None, *, limited: bool = True,
+    **options: Unpack[EnqueueOptions],
 ) -> NewJob:
     """Validate and turn enqueue arguments into a NewJob; raise before anything is written.
 
     An option given here wins over the kind's declaration: the one in ``known``, else
     ``declared`` (published by a server), else the defaults."""
     v.check_name("kind", kind)
-    unknown = set(options) - OPTIONS
+    unknown = set(options) - ENQUEUE_OPTIONS
     if unknown:
         raise ValidationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
     spec = known.get(kind) if known else declared
     if known and spec is None:
         raise UnknownKindError(kind)
     args_json = encode_args(args)  # the check, and the text the store sends
-    queue = options.get("queue", spec.queue if spec else "default")
+    queue = options.get("queue", spec.queue if spec else DEFAULT_QUEUE)
     v.check_name("queue", queue)
     metadata = dict(options.get("metadata") or {})
     v.check_json("metadata", metadata)
@@ -99,7 +99,7 @@ def build_job(
         run_at=run_at,
         delay=v.check_delay(options.get("delay", 0.0)),
         max_attempts=v.check_max_attempts(
-            options.get("max_attempts", spec.max_attempts if spec else 25)
+            options.get("max_attempts", spec.max_attempts if spec else MAX_ATTEMPTS)
         ),
         timeout=None if timeout is None else v.check_timeout(timeout),
         backoff=backoff_to_json(backoff) if backoff is not None else None,
@@ -255,7 +255,8 @@ class Client(FleetReads):
         self._hooks.append(hook)
 
     def build(
-        self, kind: str, args: Any = None, *, limited: bool = True, **options: Any
+        self, kind: str, args: Any = None, *, limited: bool = True,
+        **options: Unpack[EnqueueOptions],
     ) -> NewJob:
         """A NewJob from what the catalog holds (call ``catalog.ensure`` first).
         ``limited`` False: without its concurrency key (a template, kiln._batch)."""
@@ -340,35 +341,43 @@ class Client(FleetReads):
         return ids
 
     async def enqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         """Insert one job; its id, with ``.inserted`` False for a unique job's duplicate."""
         await self.catalog.ensure((kind,))
         return (await self.insert_many([self.build(kind, args, **options)], conn))[0]
 
     def enqueue_sync(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         self.catalog.ensure_sync((kind,))
         return self.insert_many_sync([self.build(kind, args, **options)], conn)[0]
 
-    async def enqueue_chain(self, steps: Sequence[tuple[str, Any]], **options: Any) -> list[int]:
+    async def enqueue_chain(
+        self, steps: Sequence[tuple[str, Any]], **options: Unpack[EnqueueOptions]
+    ) -> list[int]:
         """Enqueue jobs that run one after another: each depends on the one before."""
         ids: list[int] = []
         for kind, args in steps:
-            extra = dict(options)
+            extra = options.copy()
             if ids:
                 extra["depends_on"] = [ids[-1]]
             ids.append(await self.enqueue(kind, args, **extra))
         return ids
 
     async def enqueue_fan_in(
-        self, parts: Sequence[tuple[str, Any]], then: tuple[str, Any], **options: Any
+        self, parts: Sequence[tuple[str, Any]], then: tuple[str, Any],
+        **options: Unpack[EnqueueOptions],
     ) -> tuple[builtins.list[EnqueueResult], EnqueueResult]:
         """Enqueue ``parts`` and one job that runs after all of them complete."""
+        if "depends_on" in options:
+            raise ValidationError("enqueue_fan_in sets depends_on itself: the final job"
+                                  " depends on the parts")
         await self.catalog.ensure(k for k, _a in parts)
         ids = await self.insert_many([self.build(k, a, **options) for k, a in parts])
-        final = await self.enqueue(then[0], then[1], depends_on=ids, **options)
+        last = options.copy()
+        last["depends_on"] = ids
+        final = await self.enqueue(then[0], then[1], **last)
         return ids, final
 
     # admin ---------------------------------------------------------------------

@@ -108,17 +108,21 @@ class RateLimit:
             raise ConfigError("burst", self.burst, "burst must not be negative")
 
 
+MAX_ATTEMPTS = 25  # attempts a job gets unless its kind or its enqueue says otherwise
+DEFAULT_QUEUE = "default"  # the queue of a kind or a job that names none
+
+
 @dataclasses.dataclass(slots=True)
 class NewJob:
     """A job to insert. The store picks the first state from its fields."""
 
     kind: str
     args: JSON
-    queue: str = "default"
+    queue: str = DEFAULT_QUEUE
     priority: int = 0
     run_at: datetime | None = None  # None: now, by the database clock
     delay: float = 0.0  # seconds after the database's now; ignored when run_at is set
-    max_attempts: int = 25
+    max_attempts: int = MAX_ATTEMPTS
     timeout: float | None = None  # seconds; None: the kind's or server's default
     backoff: JSON = None  # a serialisable policy spec, see kiln._retry
     metadata: dict[str, JSON] = dataclasses.field(default_factory=dict)

@@ -7,12 +7,13 @@ import dataclasses
 import hashlib
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from kiln._concurrency import Concurrency, Unpublished
 from kiln._concurrency import check as check_concurrency
 from kiln._errors import ConfigError
-from kiln._job import JSON, KindDeclaration, RateLimit
+from kiln._job import DEFAULT_QUEUE, JSON, MAX_ATTEMPTS, KindDeclaration, RateLimit
+from kiln._options import JOB_OPTIONS, JobOptions
 from kiln._retry import Backoff, as_backoff
 from kiln._unique import Unique
 from kiln.stores._rows import dumps
@@ -24,8 +25,8 @@ Handler = Callable[..., Any]
 class Kind:
     name: str
     handler: Handler
-    queue: str = "default"
-    max_attempts: int = 25
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = MAX_ATTEMPTS
     backoff: Backoff | None = None
     timeout: float | None = None
     priority: int = 0
@@ -70,8 +71,8 @@ class Declaration:
     """A kind's defaults as another server published them (no handler here)."""
 
     name: str
-    queue: str = "default"
-    max_attempts: int = 25
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = MAX_ATTEMPTS
     timeout: float | None = None
     priority: int = 0
     rate_limit: RateLimit | None = None
@@ -91,8 +92,8 @@ class Declaration:
         tags = o.get("tags")
         limit = o.get("concurrency")
         return cls(
-            name=published.kind, queue=o.get("queue") or "default",
-            max_attempts=int(o.get("max_attempts") or 25), timeout=o.get("timeout"),
+            name=published.kind, queue=o.get("queue") or DEFAULT_QUEUE,
+            max_attempts=int(o.get("max_attempts") or MAX_ATTEMPTS), timeout=o.get("timeout"),
             priority=int(o.get("priority") or 0),
             rate_limit=RateLimit(int(rate["rate"]), float(rate["per"]), int(rate["burst"]))
             if isinstance(rate, dict) else None,
@@ -112,35 +113,50 @@ def _backoff_json(policy: Backoff | None) -> JSON:
     return to_json() if to_json is not None else {"type": type(policy).__name__.lower()}
 
 
-def make_kind(name: str, handler: Handler, **options: Any) -> Kind:
+def make_kind(name: str, handler: Handler, **options: Unpack[JobOptions]) -> Kind:
     from kiln._validate import check_max_attempts, check_name, check_timeout
 
     check_name("kind", name)
-    queue = options.get("queue", "default")
+    unknown = sorted(set(options) - JOB_OPTIONS)
+    if unknown:
+        raise ConfigError("option", unknown[0], f"kind {name!r}: not an option of a kind"
+                          f" (the options: {', '.join(sorted(JOB_OPTIONS))})")
+    queue = options.get("queue", DEFAULT_QUEUE)
     check_name("queue", queue)
-    check_max_attempts(options.get("max_attempts", 25))
-    if options.get("timeout") is not None:
-        check_timeout(options["timeout"])
-    if "backoff" in options:
-        options["backoff"] = as_backoff(options["backoff"])
+    max_attempts = options.get("max_attempts", MAX_ATTEMPTS)
+    check_max_attempts(max_attempts)
+    timeout = options.get("timeout")
+    if timeout is not None:
+        check_timeout(timeout)
     rate_limit = options.get("rate_limit")
     if rate_limit is not None and not isinstance(rate_limit, RateLimit):
         raise ConfigError("rate_limit", rate_limit, "must be a kiln.RateLimit")
-    if rate_limit is not None and options.get("rate_key") is None:
-        options["rate_key"] = name
-    if options.get("unique") is not None and not isinstance(options["unique"], Unique):
-        raise ConfigError("unique", options["unique"], "must be a kiln.Unique")
-    if options.get("max_result_bytes") is not None:
+    rate_key = options.get("rate_key")
+    if rate_limit is not None and rate_key is None:
+        rate_key = name
+    unique = options.get("unique")
+    if unique is not None and not isinstance(unique, Unique):
+        raise ConfigError("unique", unique, "must be a kiln.Unique")
+    max_result_bytes = options.get("max_result_bytes")
+    if max_result_bytes is not None:
         from kiln._results import check_max_result_bytes
 
-        check_max_result_bytes(options["max_result_bytes"])
+        check_max_result_bytes(max_result_bytes)
+    tags: tuple[str, ...] = ()
     if "tags" in options:
         from kiln._tags import check_tags
 
-        options["tags"] = check_tags(options["tags"])
-    if check_concurrency(options.get("concurrency")) is not None and options.get("unique"):
-        raise ConfigError("concurrency", options["concurrency"],
+        tags = check_tags(options["tags"])
+    concurrency = check_concurrency(options.get("concurrency"))
+    if concurrency is not None and unique:
+        raise ConfigError("concurrency", options.get("concurrency"),
                           "a unique kind cannot have a concurrency limit (not supported yet)")
     if not callable(handler):
         raise ConfigError("handler", handler, "must be callable")
-    return Kind(name=name, handler=handler, **options)
+    return Kind(
+        name=name, handler=handler, queue=queue, max_attempts=max_attempts,
+        backoff=as_backoff(options["backoff"]) if "backoff" in options else None,
+        timeout=timeout, priority=options.get("priority", 0), rate_limit=rate_limit,
+        rate_key=rate_key, unique=unique, max_result_bytes=max_result_bytes, tags=tags,
+        concurrency=concurrency,
+    )

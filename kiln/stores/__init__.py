@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 from urllib.parse import urlsplit
 
 from kiln._errors import ConfigError
@@ -11,7 +11,34 @@ from kiln.stores._protocol import ApplyResult, Capabilities, ReleaseResult, Stor
 SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
-def store_from_url(url: str, **options: Any) -> Store:
+class StoreOptions(TypedDict, total=False):
+    """The connection options of ``kiln.App(url, ...)`` and ``store_from_url``; each
+    database takes its own (another's is refused with a ConfigError naming it)."""
+
+    max_conns: int  # PostgreSQL, MariaDB: the pool's connections (8)
+    min_conns: int  # PostgreSQL: connections kept open (1)
+    connect_timeout: float  # PostgreSQL: seconds to connect (10)
+    pool: Any  # MariaDB: an existing connection pool to use
+    busy_timeout: float  # SQLite: seconds to wait for the write lock (30)
+
+
+_TAKES = {
+    "sqlite": ("busy_timeout",),
+    "postgresql": ("max_conns", "min_conns", "connect_timeout"),
+    "mysql": ("max_conns", "pool"),
+}
+
+
+def _checked(dialect: str, options: StoreOptions) -> dict[str, Any]:
+    takes = _TAKES[dialect]
+    for name in options:
+        if name not in takes:
+            raise ConfigError("store option", name,
+                              f"a {dialect} database takes only {', '.join(takes)}")
+    return cast(dict[str, Any], options)
+
+
+def store_from_url(url: str, **options: Unpack[StoreOptions]) -> Store:
     """Build (not open) the store for ``url``.
 
     ``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://...``,
@@ -24,19 +51,22 @@ def store_from_url(url: str, **options: Any) -> Store:
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         if not path:
             raise ConfigError("database_url", url, "a SQLite URL looks like sqlite:///path.db")
-        return SQLiteStore(path, **options)
+        return SQLiteStore(path, **_checked("sqlite", options))
     if scheme in ("postgresql", "postgres"):
         from kiln.stores.postgres import PostgresStore
 
-        return PostgresStore(url, **options)
+        return PostgresStore(url, **_checked("postgresql", options))
     if scheme in ("mysql", "mariadb"):
         from kiln.stores.mysql import MySQLStore  # type: ignore[import-not-found,unused-ignore]
 
-        store: Store = MySQLStore(url, **options)
+        store: Store = MySQLStore(url, **_checked("mysql", options))
         return store
     raise ConfigError(
         "database_url", url, f"unknown scheme {scheme!r}: use one of {', '.join(SCHEMES)}"
     )
 
 
-__all__ = ["ApplyResult", "Capabilities", "ReleaseResult", "Store", "TableSize", "store_from_url"]
+__all__ = [
+    "ApplyResult", "Capabilities", "ReleaseResult", "Store", "StoreOptions", "TableSize",
+    "store_from_url",
+]

@@ -12,11 +12,10 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 from kiln._app import App
 from kiln._catalog import KindCatalog
-from kiln.stores import store_from_url
+from kiln.stores import StoreOptions, store_from_url
 from kiln.stores._scratch import scheme_of
 
 # App's attributes that follow its URL; the others (kinds, middleware, ...) stay
@@ -27,7 +26,7 @@ URL_BOUND = ("url", "_store_options", "_sync_store", "_sync_catalog", "_clients"
 def bound(app: App, url: str) -> Iterator[App]:
     """``app`` enqueues into (and drains from) ``url`` inside the block."""
     saved = {name: getattr(app, name) for name in URL_BOUND}
-    options: dict[str, Any] = app._store_options if scheme_of(app.url) == scheme_of(url) else {}
+    options: StoreOptions = app._store_options if scheme_of(app.url) == scheme_of(url) else {}
     app.url = url
     app._store_options = options
     app._sync_store = store_from_url(url, **options)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from kiln._app import App
 from kiln._events import EventHub
 from kiln._job import JobRow
+from kiln._options import EnqueueOptions
 from kiln.testing import _assertions
 from kiln.testing._assertions import State
 from kiln.testing._drain import Drained, Names, adrain, drain
@@ -67,14 +68,14 @@ class KilnJobs:
 
     def perform(
         self, kind: str, args: Any = None, *, params: dict[str, Any] | None = None,
-        attempt: int = 1, raise_errors: bool = True, **options: Any,
+        attempt: int = 1, raise_errors: bool = True, **options: Unpack[EnqueueOptions],
     ) -> Performed:
         return perform(self.app, kind, args, params=params, attempt=attempt,
                        raise_errors=raise_errors, **options)
 
     async def aperform(
         self, kind: str, args: Any = None, *, params: dict[str, Any] | None = None,
-        attempt: int = 1, raise_errors: bool = True, **options: Any,
+        attempt: int = 1, raise_errors: bool = True, **options: Unpack[EnqueueOptions],
     ) -> Performed:
         return await aperform(self.app, kind, args, params=params, attempt=attempt,
                               raise_errors=raise_errors, **options)

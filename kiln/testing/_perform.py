@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from kiln import _validate
 from kiln._app import App
@@ -23,6 +23,7 @@ from kiln._events import EventHub, JobFinished
 from kiln._executor import Executor, Next
 from kiln._handle import Job
 from kiln._job import JobRow, JobState, Outcome
+from kiln._options import EnqueueOptions
 from kiln._threads import ThreadPool
 from kiln.testing import _loop
 
@@ -47,7 +48,7 @@ def _through_json(what: str, value: Any) -> Any:
 
 
 def _row(app: App, kind: str, args: Any, params: dict[str, Any] | None, attempt: int,
-         options: dict[str, Any]) -> JobRow:
+         options: EnqueueOptions) -> JobRow:
     if kind not in app.kinds:
         raise UnknownKindError(kind)
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
@@ -69,7 +70,7 @@ def _row(app: App, kind: str, args: Any, params: dict[str, Any] | None, attempt:
 
 async def aperform(
     app: App, kind: str, args: Any = None, *, params: dict[str, Any] | None = None,
-    attempt: int = 1, raise_errors: bool = True, **options: Any,
+    attempt: int = 1, raise_errors: bool = True, **options: Unpack[EnqueueOptions],
 ) -> Performed:
     """Run ``kind``'s handler once on the running loop; see ``perform``."""
     row = _row(app, kind, args, params, attempt, options)
@@ -108,7 +109,7 @@ async def aperform(
 
 def perform(
     app: App, kind: str, args: Any = None, *, params: dict[str, Any] | None = None,
-    attempt: int = 1, raise_errors: bool = True, **options: Any,
+    attempt: int = 1, raise_errors: bool = True, **options: Unpack[EnqueueOptions],
 ) -> Performed:
     """Run ``kind``'s handler once with a real Job (no database row): through the app's
     middleware, args and checkpoints through JSON. Raises what the handler raised

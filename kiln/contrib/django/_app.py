@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from kiln._app import App as BaseApp
 from kiln._handle import Job
 from kiln._job import EnqueueResult
 from kiln._kinds import Handler, Kind, make_kind
+from kiln._options import EnqueueOptions, JobOptions
 from kiln.contrib.django._settings import database_url, kiln_settings
+from kiln.stores import StoreOptions
 
 
 class App(BaseApp):
     """``kiln.App`` on ``KILN["DATABASE"]`` (or ``database``)'s connection settings."""
 
-    def __init__(self, *, database: str | None = None, **options: Any) -> None:
+    def __init__(self, *, database: str | None = None,
+                 **options: Unpack[StoreOptions]) -> None:
         self.database = database or kiln_settings()["DATABASE"]
         super().__init__(database_url(self.database), **options)
 
-    def register(self, kind: str, handler: Handler, **options: Any) -> Kind:
+    def register(self, kind: str, handler: Handler, **options: Unpack[JobOptions]) -> Kind:
         """As ``kiln.App.register``; a sync handler (run on a thread of kiln's) closes the
         Django connections of its thread that are obsolete or broken, before and after,
         as Django does around each request: with the default ``CONN_MAX_AGE = 0`` each
@@ -46,7 +49,7 @@ class App(BaseApp):
         return django_conn if django_conn.in_atomic_block else None
 
     def enqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Any
+        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
     ) -> EnqueueResult:
         return super().enqueue(kind, args, conn=self._joined(conn), **options)
 
