@@ -52,7 +52,7 @@ class _Template:
         self.mask, self.period = 0, None
         if unique is not None:
             self.key = unique.keyer(self.job.kind, self.job.queue)
-            self.mask, self.period = unique.mask, unique.period
+            self.mask, self.period = unique.mask, unique.period_seconds
 
     def make(self, args: Any) -> NewJob:
         t = self.job

@@ -127,7 +127,7 @@ def _with_unique(unique: Any, job: NewJob) -> NewJob:
         raise ValidationError("a unique job cannot have depends_on: enqueue it without")
     job.unique_key = unique.key_of(job.kind, job.queue, job.args)
     job.unique_states = unique.mask
-    job.unique_period = unique.period
+    job.unique_period = unique.period_seconds
     return job
 
 

@@ -29,7 +29,7 @@ class Recurring:
     kind: str
     args: Any
     cron: str | None = None
-    every: float | None = None  # seconds (a timedelta is accepted and converted)
+    every: float | timedelta | None = None  # seconds (a timedelta becomes seconds)
     timezone: str = "UTC"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -57,11 +57,18 @@ class Recurring:
 
         build_job(self.kind, self.args, None, **self.options)  # ValidationError on bad options
 
+    @property
+    def every_seconds(self) -> float | None:
+        """``every`` in seconds (a timedelta given is converted at construction)."""
+        every = self.every
+        return every.total_seconds() if isinstance(every, timedelta) else every
+
     def slot_at_or_before(self, now: datetime) -> datetime:
         """The latest slot not after ``now`` (UTC-aware)."""
-        if self.every is not None:
+        every = self.every_seconds
+        if every is not None:
             epoch = now.timestamp()
-            return datetime.fromtimestamp(epoch - epoch % self.every, now.tzinfo)
+            return datetime.fromtimestamp(epoch - epoch % every, now.tzinfo)
         from croniter import croniter
 
         local = now.astimezone(ZoneInfo(self.timezone))
@@ -71,8 +78,9 @@ class Recurring:
         return prev.astimezone(now.tzinfo)
 
     def next_slot_after(self, when: datetime) -> datetime:
-        if self.every is not None:
-            return self.slot_at_or_before(when) + timedelta(seconds=self.every)
+        every = self.every_seconds
+        if every is not None:
+            return self.slot_at_or_before(when) + timedelta(seconds=every)
         from croniter import croniter
 
         local = when.astimezone(ZoneInfo(self.timezone))

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, TypeVar, overload
 
 from kiln._job import JobRow, Outcome
 
@@ -237,6 +237,9 @@ class MaintenanceRan(Event):
 
 
 Subscriber = Callable[[Event], Any]
+E = TypeVar("E", bound=Event)
+# a queued subscriber: its function, its queue, the event types it takes (None: all)
+Queued = tuple[Callable[[Any], Any], "asyncio.Queue[Event]", frozenset[type[Event]] | None]
 
 
 class EventHub:
@@ -250,7 +253,7 @@ class EventHub:
 
     def __init__(self, queue_size: int = 10_000) -> None:
         self._inline: list[tuple[Subscriber, frozenset[type[Event]] | None]] = []
-        self._queued: list[tuple[Subscriber, asyncio.Queue[Event]]] = []
+        self._queued: list[Queued] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._queue_size = queue_size
         self._warned: set[tuple[int, type[Event]]] = set()
@@ -259,23 +262,32 @@ class EventHub:
         self.errors = 0
         self.dropped = 0
 
+    @overload
     def subscribe(
-        self, fn: Subscriber, *, queued: bool = False,
+        self, fn: Callable[[E], Any], *, queued: bool = False, types: Iterable[type[E]],
+    ) -> Callable[[], None]: ...
+    @overload
+    def subscribe(
+        self, fn: Subscriber, *, queued: bool = False, types: None = None,
+    ) -> Callable[[], None]: ...
+    def subscribe(
+        self, fn: Callable[[Any], Any], *, queued: bool = False,
         types: Iterable[type[Event]] | None = None,
     ) -> Callable[[], None]:
-        """Call ``fn(event)`` for every event; returns a function that unsubscribes."""
+        """Call ``fn(event)`` for every event, or only for events of ``types`` (or of
+        ``fn.event_types``); returns a function that unsubscribes."""
         self._wanted.clear()
+        if types is None:
+            types = getattr(fn, "event_types", None)
+        only = None if types is None else frozenset(types)
+        self._all = self._all or only is None
         if not queued:
-            if types is None:
-                types = getattr(fn, "event_types", None)
-            entry = (fn, None if types is None else frozenset(types))
+            entry = (fn, only)
             self._inline.append(entry)
-            self._all = self._all or entry[1] is None
             return lambda: self._unsubscribe_inline(entry)
         queue: asyncio.Queue[Event] = asyncio.Queue(self._queue_size)
-        qentry = (fn, queue)
+        qentry = (fn, queue, only)
         self._queued.append(qentry)
-        self._all = True
         with contextlib.suppress(RuntimeError):  # no loop yet: started by start()
             self._tasks.append(asyncio.get_running_loop().create_task(self._drain(qentry)))
         return lambda: self._unsubscribe_queued(qentry)
@@ -285,14 +297,14 @@ class EventHub:
             self._inline.remove(entry)
         self._recount()
 
-    def _unsubscribe_queued(self, entry: tuple[Subscriber, asyncio.Queue[Event]]) -> None:
+    def _unsubscribe_queued(self, entry: Queued) -> None:
         if entry in self._queued:
             self._queued.remove(entry)
         self._recount()
 
     def _recount(self) -> None:
         self._wanted.clear()
-        self._all = bool(self._queued) or any(t is None for _fn, t in self._inline)
+        self._all = any(t is None for t in self._types())
 
     @property
     def active(self) -> bool:
@@ -305,9 +317,13 @@ class EventHub:
         wanted = self._wanted.get(cls)
         if wanted is None:
             wanted = self._wanted[cls] = any(
-                t is not None and cls in t for _fn, t in self._inline
-            )
+                t is not None and cls in t for t in self._types())
         return wanted
+
+    def _types(self) -> Iterator[frozenset[type[Event]] | None]:
+        """The event types of every subscriber, inline and queued (None: all)."""
+        yield from (t for _fn, t in self._inline)
+        yield from (t for _fn, _queue, t in self._queued)
 
     def emit(self, event: Event) -> None:
         for fn, types in self._inline:
@@ -317,7 +333,9 @@ class EventHub:
                 fn(event)
             except Exception:
                 self._failed(fn, event)
-        for _fn, queue in self._queued:
+        for _fn, queue, types in self._queued:
+            if types is not None and event.__class__ not in types:
+                continue
             try:
                 queue.put_nowait(event)
             except asyncio.QueueFull:
@@ -330,8 +348,8 @@ class EventHub:
             self._warned.add(key)
             log.exception("event subscriber %r failed on %s", fn, type(event).__name__)
 
-    async def _drain(self, entry: tuple[Subscriber, asyncio.Queue[Event]]) -> None:
-        fn, queue = entry
+    async def _drain(self, entry: Queued) -> None:
+        fn, queue, _types = entry
         while True:
             event = await queue.get()
             try:

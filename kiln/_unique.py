@@ -46,7 +46,7 @@ class Unique:
     by: tuple[str, ...] = ("args",)
     key: str | None = None
     states: tuple[JobState, ...] = ACTIVE
-    period: float | None = None
+    period: float | timedelta | None = None  # a timedelta becomes seconds
 
     def __post_init__(self) -> None:
         by = (self.by,) if isinstance(self.by, str) else tuple(self.by)
@@ -60,13 +60,19 @@ class Unique:
         object.__setattr__(self, "period", _period(self.period))
 
     @property
+    def period_seconds(self) -> float | None:
+        """``period`` in seconds (a timedelta given is converted at construction)."""
+        period = self.period
+        return period.total_seconds() if isinstance(period, timedelta) else period
+
+    @property
     def mask(self) -> int:
         return sum(UNIQUE_BITS[s] for s in self.states)
 
     def key_of(self, kind: str, queue: str, args: Any) -> str:
         """The job's key (without the period's bucket); ValidationError if ``by`` names
         an argument the job does not have."""
-        parts: list[JSON] = [kind, self.period]
+        parts: list[JSON] = [kind, self.period_seconds]
         if self.key is not None:
             parts.append(["key", self.key])
         else:
@@ -83,7 +89,7 @@ class Unique:
         if self.key is not None:
             fixed = self.key_of(kind, queue, None)
             return lambda args: fixed
-        head = encode([kind, self.period])[:-1] + ","
+        head = encode([kind, self.period_seconds])[:-1] + ","
         if len(self.by) == 1 and self.by[0].startswith("args."):
             return _one_arg_keyer(self, kind, queue, head)
         parts = [_part_text(part, queue) for part in self.by]
@@ -99,7 +105,7 @@ class Unique:
 
     def to_json(self) -> dict[str, JSON]:
         return {"by": list(self.by), "key": self.key, "states": [s.value for s in self.states],
-                "period": self.period}
+                "period": self.period_seconds}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Unique:

@@ -8,6 +8,7 @@ differ from what the generators make now.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,7 @@ def outputs(c: Config, root: Path = ROOT) -> dict[Path, Callable[[], str]]:
         root / "alerts" / "kiln.rules.yml": lambda: render_yaml(*rules.document(c)),
     }
     for name, build in dashboards.boards(c).items():
-        files[root / "dashboards" / name] = lambda build=build: dashboards.render(build)
+        files[root / "dashboards" / name] = functools.partial(dashboards.render, build)
     return files
 
 

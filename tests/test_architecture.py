@@ -149,7 +149,7 @@ def test_every_public_class_has_a_written_docstring() -> None:
     import inspect
 
     missing = [name for name, obj in _public() if inspect.isclass(obj)
-               and (not (obj.__doc__ or "").strip() or obj.__doc__.startswith(f"{name}("))]
+               and (not (obj.__doc__ or "").strip() or (obj.__doc__ or "").startswith(f"{name}("))]
     assert missing == []  # a dataclass without one gets "Name(field, ...)": not written
 
 

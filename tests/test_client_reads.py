@@ -17,7 +17,8 @@ GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 def block() -> str:
     text = GUIDE.read_text()
     marked = text[text.index("<!-- tested: tests/test_client_reads.py"):]
-    return re.findall(r"```python\n(.*?)```", marked, re.S)[0]
+    found: list[str] = re.findall(r"```python\n(.*?)```", marked, re.S)
+    return found[0]
 
 
 async def _run(code: str, url: str) -> dict[str, Any]:

@@ -22,13 +22,13 @@ async def test_a_shorter_deadline_added_later_still_fires_on_time() -> None:
     deadlines = Deadlines()
     long = asyncio.ensure_future(asyncio.sleep(10))
     short = asyncio.ensure_future(asyncio.sleep(10))
-    deadlines.add(long, 5.0)  # type: ignore[arg-type]
+    deadlines.add(long, 5.0)
     began = time.monotonic()
-    deadlines.add(short, 0.05)  # type: ignore[arg-type]
+    deadlines.add(short, 0.05)
     await asyncio.wait([short], timeout=2)
     assert short.cancelled() and 0.04 <= time.monotonic() - began < 1.0
-    assert deadlines.discard(short) is True  # type: ignore[arg-type]
-    assert not long.done() and deadlines.discard(long) is False  # type: ignore[arg-type]
+    assert deadlines.discard(short) is True
+    assert not long.done() and deadlines.discard(long) is False
     assert len(deadlines) == 0
     long.cancel()
     deadlines.close()

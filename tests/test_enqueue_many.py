@@ -141,15 +141,15 @@ async def test_a_single_enqueue_is_one_statement_on_postgres(
         pytest.skip("counts PostgreSQL statements")
     await app.aenqueue("mail.send", {"n": 0})  # opens the pool
     store = app.client()._store
-    before = store.query_count()  # type: ignore[attr-defined]
+    before = store.query_count()
     await app.aenqueue("mail.send", {"n": 1})
     await app.aenqueue_many([("mail.send", {"n": i}) for i in range(100)])
-    assert store.query_count() - before == 2  # type: ignore[attr-defined]
+    assert store.query_count() - before == 2
     sync_store = app._sync_store
     app.enqueue("mail.send", {"n": 2})
-    before = sync_store.query_count()  # type: ignore[attr-defined]
+    before = sync_store.query_count()
     app.enqueue("mail.send", {"n": 3})
-    assert sync_store.query_count() - before == 1  # type: ignore[attr-defined]
+    assert sync_store.query_count() - before == 1
     await app.aclose()
 
 

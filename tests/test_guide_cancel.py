@@ -36,7 +36,7 @@ async def test_the_cooperative_handler_stops_when_its_job_is_cancelled(store_url
         running = await Running(app.server({"default": 1}, config())).started()
         try:
             async def some_done() -> bool:
-                return (await job_of(store, job_id)).params.get("batch", 0) >= 3
+                return bool((await job_of(store, job_id)).params.get("batch", 0) >= 3)
 
             await wait_for(some_done, 10, "a few batches to be checkpointed")
             assert await client.cancel(kiln.filter_of(ids=[job_id]), actor="ops:alice") == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -111,7 +112,7 @@ def test_sync_enqueue_resolves_from_another_thread(store_url: str) -> None:
         app.close()
 
 
-async def _rows(app: kiln.App, ids: list[int]) -> list[kiln.JobRow]:
+async def _rows(app: kiln.App, ids: Sequence[int]) -> list[kiln.JobRow]:
     s = app.new_store()
     await s.open()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
@@ -42,13 +43,14 @@ async def test_every_producer_refuses_a_bad_name_and_writes_nothing(
     store: Store, name: str, why: str
 ) -> None:
     client = Client(store)
-    for what, call in [
+    calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         ("kind", lambda: client.enqueue(name, {})),
         ("queue", lambda: client.enqueue("k", {}, queue=name)),
         ("rate_key", lambda: client.enqueue("k", {}, rate_key=name)),
         ("kind", lambda: client.insert_many([NewJob(kind=name, args={})])),
         ("queue", lambda: client.insert_many([NewJob(kind="k", args={}, queue=name)])),
-    ]:
+    ]
+    for what, call in calls:
         with pytest.raises(ValidationError, match=re.escape(why)) as info:
             await call()
         assert str(info.value).startswith(what), str(info.value)  # names the field

@@ -62,7 +62,7 @@ async def _fenced_pool(handler: Callable[[Job], Any], live: Live) -> tuple[Pool,
     threads = ThreadPool(2 * CONCURRENCY)
     executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
                         "s1", _no_params, [])
-    completer = Completer(store, config, events, lambda released: None)  # type: ignore[arg-type]
+    completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
     pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
                 events, "s1", 0.05, lambda: True)
     store.pool = pool

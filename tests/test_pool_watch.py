@@ -128,7 +128,7 @@ async def running() -> AsyncIterator[Running]:
 
     executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
                         "s1", _no_params, [])
-    completer = Completer(store, config, events, lambda released: None)  # type: ignore[arg-type]
+    completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
     pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
                 events, "s1", 30.0, lambda: True)
     holder.append(Running(pool, store))

@@ -15,7 +15,6 @@ import logging
 from typing import Any, Protocol
 
 from kiln._health import Health
-from kiln._stats import ServerStats
 
 log = logging.getLogger("kiln.health")
 
@@ -25,9 +24,15 @@ _MAX_HEADER_LINES = 100
 _READ_TIMEOUT = 5.0
 
 
+class Snapshot(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 class Probed(Protocol):
+    """What the endpoint serves: a ``Server`` (``stats()`` is a ``ServerStats``)."""
+
     def healthy(self) -> Health: ...
-    def stats(self) -> ServerStats: ...
+    def stats(self) -> Snapshot: ...
 
 
 class HealthServer:

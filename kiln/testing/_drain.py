@@ -222,7 +222,7 @@ class _Drainer:
 async def _flush(events: EventHub, timeout: float = 2.0) -> None:
     """Let queued subscribers take what the drain emitted, then stop their tasks."""
     deadline = time.monotonic() + timeout
-    while any(q.qsize() for _fn, q in events._queued) and time.monotonic() < deadline:
+    while any(q.qsize() for _fn, q, _types in events._queued) and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
     await asyncio.sleep(0)  # the last one taken may still be in its subscriber
     await events.stop()

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -79,14 +79,14 @@ class Chaos:
         self.errors: list[str] = []  # faults the harness failed to carry out
 
     def _background(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+        task = asyncio.create_task(coro, name=coro.__qualname__)  # errors name the fault
         self.tasks.add(task)
         task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self.errors.append(f"{task.get_coro().__qualname__}: {task.exception()!r}")
+            self.errors.append(f"{task.get_name()}: {task.exception()!r}")
 
     def _job(self) -> tuple[str, dict[str, Any]]:
         r = self.rng.random()
@@ -106,7 +106,7 @@ class Chaos:
             left -= len(jobs)
             await asyncio.sleep(0.5)
 
-    async def _insert(self, jobs: list[NewJob]) -> list[int]:
+    async def _insert(self, jobs: list[NewJob]) -> Sequence[int]:
         """Insert, again if a pooled connection died in a restart before this insert began.
 
         The lock keeps restarts out while an insert runs, so an insert that failed went

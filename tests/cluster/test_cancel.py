@@ -23,7 +23,7 @@ from tests.cluster.conftest import FAST, Cluster
 # a longer heartbeat than FAST's: a worker starved of CPU for 3 heartbeats fences
 # itself, which would stop its handler too (and leave the job to a rescue)
 HEARTBEAT = 0.5
-CONFIG = {"heartbeat_interval": HEARTBEAT, "dead_after": 8.0}
+CONFIG: dict[str, Any] = {"heartbeat_interval": HEARTBEAT, "dead_after": 8.0}
 SLACK = 1.0  # process scheduling on a 2-core machine, the database's commit
 REDIS_URL = os.environ.get("KILN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

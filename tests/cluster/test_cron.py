@@ -61,7 +61,7 @@ def test_exactly_one_of_cron_and_every() -> None:
 def test_bad_job_options_fail_at_declaration() -> None:
     app = kiln.App("sqlite:///unused.db")
     with pytest.raises(kiln.ValidationError, match="unknown enqueue option"):
-        app.schedule("bad", "k", every=60, colour="blue")
+        app.schedule("bad", "k", every=60, colour="blue")  # type: ignore[call-arg]
     app.schedule("ok", "k", every=60)
     with pytest.raises(kiln.ConfigError, match="exists"):
         app.schedule("ok", "k", every=30)
@@ -89,7 +89,7 @@ def test_time_zone_and_daylight_saving() -> None:
 
 def test_interval_slots_sit_on_multiples_of_the_interval() -> None:
     r = Recurring(name="i", kind="k", args={}, every=900)
-    # a timedelta is accepted at run time too, as ServerConfig's durations are
-    assert Recurring(name="t", kind="k", args={}, every=timedelta(minutes=15)).every == 900.0  # type: ignore[arg-type]
+    # a timedelta is accepted, as ServerConfig's durations are
+    assert Recurring(name="t", kind="k", args={}, every=timedelta(minutes=15)).every == 900.0
     assert r.slot_at_or_before(at("2024-01-01T10:29:59")) == at("2024-01-01T10:15:00")
     assert r.next_slot_after(at("2024-01-01T10:15:00")) == at("2024-01-01T10:30:00")

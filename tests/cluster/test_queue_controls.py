@@ -11,6 +11,7 @@ nothing, and a per-server limit holds on that server only.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from kiln._client import Client
@@ -121,7 +122,7 @@ async def test_concurrency_changes_hold_on_both_servers(cluster: Cluster, tmp_pa
     gate.touch()
     short = [await client.enqueue("work", {"seconds": 0.1}, queue="work") for _ in range(8)]
 
-    async def finished(ids: list[int]) -> bool:
+    async def finished(ids: Sequence[int]) -> bool:
         done = JobFilter(ids=tuple(ids), states=(JobState.COMPLETED,))
         return await c.store.job_count(done) == len(ids)
 

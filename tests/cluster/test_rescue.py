@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from typing import Any
 
 import kiln
 from kiln._client import Client
@@ -22,7 +23,7 @@ POLL = FAST["poll_interval"]
 SLACK = 1.0  # process scheduling on a 2-core machine, the database's commit
 
 
-async def enqueue(c: Cluster, kind: str, args: dict[str, object], **options: object) -> int:
+async def enqueue(c: Cluster, kind: str, args: dict[str, object], **options: Any) -> int:
     return await Client(c.store).enqueue(kind, args, queue=kind, **options)
 
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kiln._errors import ConfigError
 from kiln._job import JobFilter
 from kiln.stores import store_from_url
+
+if TYPE_CHECKING:
+    from kiln.contrib.django import App as DjangoApp
 
 
 def job_count(url: str, kind: str) -> int:
@@ -28,7 +31,7 @@ def job_count(url: str, kind: str) -> int:
     return asyncio.run(count())
 
 
-def make_app(alias: str) -> Any:
+def make_app(alias: str) -> tuple[DjangoApp, str]:
     from kiln.contrib.django import App
 
     kind = f"email.{uuid.uuid4().hex[:8]}"  # this test's own kind: counts start at 0

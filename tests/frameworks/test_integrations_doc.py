@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 import kiln
+import kiln.sqlalchemy
 from kiln._job import JobFilter
 from kiln.cli import run
 from kiln.stores import Store, _migrations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import kiln
 from kiln.stores import Store, store_from_url
@@ -68,17 +68,20 @@ async def open_store(url: str) -> Store:
     return store
 
 
+@overload
 async def wait_for(
-    condition: Callable[[], T | None] | Callable[[], Awaitable[T | None]], timeout: float,
-    what: str,
-) -> T:
+    condition: Callable[[], Awaitable[T | None]], timeout: float, what: str
+) -> T: ...
+@overload
+async def wait_for(condition: Callable[[], T | None], timeout: float, what: str) -> T: ...
+async def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if asyncio.iscoroutine(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.02)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import kiln
 from kiln.stores import store_from_url
 
-FAST = {"poll_interval": 0.1, "heartbeat_interval": 0.2, "kill_grace": 0.2, "dead_after": 6,
-        "leader_ttl": 1}
+FAST: dict[str, Any] = {"poll_interval": 0.1, "heartbeat_interval": 0.2, "kill_grace": 0.2,
+                        "dead_after": 6, "leader_ttl": 1}
 
 
 class DownBus(kiln.InProcessBus):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import kiln
+from tests.integration.inprocess import job_of
 from tests.plugins.workers import ROOT
 from tests.test_cli import cli_env, ok
 
@@ -52,7 +53,8 @@ async def test_declared_tags_hold_for_the_cli_and_a_handler_less_client(
         plain, replaced, many = json.loads(
             await asyncio.to_thread(_run, "-c", PRODUCER, url=store_url))
         client = kiln.Client(server._store)
-        tags = {i: (await client.get(i)).tags for i in (cli, given, plain, replaced, many)}
+        tags = {i: (await job_of(server._store, i)).tags
+                for i in (cli, given, plain, replaced, many)}
         assert tags == {cli: ["billing", "nightly"], given: ["manual"],
                         plain: ["billing", "nightly"], replaced: ["adhoc"],
                         many: ["billing", "nightly"]}

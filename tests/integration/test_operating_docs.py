@@ -37,7 +37,7 @@ async def test_the_cooperative_handler_stops_in_time_and_resumes(store_url: str)
         first = await Running(app.server({"default": 1}, cfg)).started()
 
         async def some_done() -> bool:
-            return (await job_of(store, job_id)).params.get("done", 0) >= 3
+            return bool((await job_of(store, job_id)).params.get("done", 0) >= 3)
 
         await wait_for(some_done, 10, "a few steps to be checkpointed")
         took = await first.stop()

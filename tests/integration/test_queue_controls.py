@@ -99,6 +99,7 @@ async def test_unknown_queues_and_bad_values_write_nothing(store_url: str) -> No
             await client.pause_queue("paymetns")
         with pytest.raises(kiln.UnknownQueueError):
             await client.set_concurrency("paymetns", 2)
+        bad: Any
         for bad in (-1, 10_001, 2.5, True, "3"):
             with pytest.raises(kiln.ValidationError, match="concurrency must be"):
                 await client.set_concurrency("payments", bad)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixin import build
+from mixin import build, rules
 from mixin.config import Config, LatencySLO
 from tests.ops import promql
 from tests.ops.conftest import Run
@@ -72,7 +72,7 @@ def test_per_queue_thresholds_deployment_labels_and_runbook_base(
 
 def test_every_alert_of_the_default_config_is_in_the_shipped_file() -> None:
     shipped = {a["alert"] for a in promql.alerts()}
-    _header, generated = build.rules.document(Config())
+    _header, generated = rules.document(Config())
     assert {r["alert"] for g in generated["groups"] for r in g["rules"]} == shipped
 
 

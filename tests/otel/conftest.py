@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -142,5 +142,5 @@ class Running:
             await self.task
 
 
-async def count(client: kiln.Client, state: str, ids: list[int] | None = None) -> int:
+async def count(client: kiln.Client, state: str, ids: Sequence[int] | None = None) -> int:
     return await client.count(kiln.filter_of(ids=ids or (), state=state))

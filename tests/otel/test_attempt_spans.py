@@ -185,7 +185,7 @@ async def test_an_untouched_completed_attempt_never_becomes_an_sdk_span() -> Non
     provider = TracerProvider()
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing = Tracing(provider.get_tracer("kiln"), "link")  # type: ignore[arg-type]
+    tracing = Tracing(provider.get_tracer("kiln"), "link")
     row = _row(1)
     seen: list[Any] = []
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,7 @@ class Lines(logging.Handler):
 
 
 @pytest.fixture
-def captured() -> list[Lines]:
+def captured() -> Iterator[list[Lines]]:
     handlers = [Lines(JsonFormatter()), Lines(TextFormatter())]
     logger = logging.getLogger("tests.logs")
     logger.setLevel(logging.INFO)

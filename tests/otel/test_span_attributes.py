@@ -99,5 +99,5 @@ async def test_value_length_limits_still_apply(app: kiln.App, client: kiln.Clien
     provider.shutdown()
 
 
-async def _completed(client: kiln.Client, ids: list[int]) -> bool:
+async def _completed(client: kiln.Client, ids: Sequence[int]) -> bool:
     return await count(client, "completed", ids) == len(ids)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -193,7 +195,7 @@ async def test_a_batch_insert_is_one_send_span_linked_from_every_job(
     await running.started()
     ids = await client.insert_many([client.build("ok", {"i": i}) for i in range(3)])
     for job_id in ids:
-        await wait_until(lambda job_id=job_id: _done(client, job_id), 20, "batch completed")
+        await wait_until(functools.partial(_done, client, job_id), 20, "batch completed")
     await running.stop()
     spans = telemetry.spans()
     (send,) = [s for s in spans if s.kind is SpanKind.PRODUCER]
@@ -204,7 +206,8 @@ async def test_a_batch_insert_is_one_send_span_linked_from_every_job(
     assert list(attrs["kiln.job.ids"]) == [str(i) for i in ids]  # type: ignore[call-overload]
     assert "messaging.message.id" not in attrs
     process = [s for s in spans if s.kind is SpanKind.CONSUMER]
-    assert sorted(_attrs(s)["messaging.message.id"] for s in process) == sorted(map(str, ids))
+    assert sorted(str(_attrs(s)["messaging.message.id"]) for s in process) == sorted(
+        map(str, ids))
     for span in process:
         assert [lk.context.span_id for lk in span.links] == [send.context.span_id]
     for job_id in ids:

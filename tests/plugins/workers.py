@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +128,20 @@ class Admin:
     def client(self) -> Client:
         return Client(self.store, load_app(self.app_spec).kinds)
 
-    def enqueue(self, kind: str, args: object = None, **options: object) -> int:
+    def enqueue(self, kind: str, args: object = None, **options: Any) -> int:
         return self.portal.run(self.client().enqueue(kind, args, **options))
 
-    def enqueue_many(self, kind: str, args_list: list[object], **options: object) -> list[int]:
+    def enqueue_many(self, kind: str, args_list: list[object], **options: Any) -> list[int]:
         client = self.client()
         jobs = [client.build(kind, a, **options) for a in args_list]
-        return self.portal.run(client.insert_many(jobs))
+        return [int(i) for i in self.portal.run(client.insert_many(jobs))]
 
     def job(self, job_id: int) -> JobRow:
         row = self.portal.run(self.store.job_get(job_id))
         assert row is not None, f"job {job_id} disappeared"
         return row
 
-    def states(self, ids: list[int]) -> dict[str, int]:
+    def states(self, ids: Sequence[int]) -> dict[str, int]:
         rows = self.portal.run(self.store.job_list(JobFilter(ids=tuple(ids)), limit=1000))
         out: dict[str, int] = {}
         for row in rows:

@@ -67,7 +67,7 @@ async def refusing(url: str) -> Refusing:
     return Refusing(store)
 
 
-async def enqueue(app: kiln.App, good: int, bad: int) -> tuple[list[int], list[int]]:
+async def enqueue(app: kiln.App, good: int, bad: int) -> tuple[Sequence[int], Sequence[int]]:
     client = app.client()
     await app.amigrate()
     goods = [await client.enqueue("good", {"i": i}) for i in range(good)]
@@ -75,7 +75,7 @@ async def enqueue(app: kiln.App, good: int, bad: int) -> tuple[list[int], list[i
     return goods, bads
 
 
-async def states(app: kiln.App, ids: list[int]) -> list[JobState | None]:
+async def states(app: kiln.App, ids: Sequence[int]) -> list[JobState | None]:
     rows = [await app.client().get(i) for i in ids]
     return [None if r is None else r.state for r in rows]
 
@@ -165,7 +165,7 @@ async def test_a_crashed_results_writer_is_reported_at_once_and_restarted(
     store.garbage = 1  # the next write returns None: the writer task raises
     crashes: list[kiln.CompleterCrashed] = []
     server = await serve(app, {"q": 8}, store=store)
-    server.events.subscribe(lambda e: crashes.append(e), types=[kiln.CompleterCrashed])
+    server.events.subscribe(crashes.append, types=[kiln.CompleterCrashed])
     goods, _ = await enqueue(app, 3, 0)
 
     async def crashed() -> bool:

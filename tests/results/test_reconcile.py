@@ -71,10 +71,11 @@ async def test_a_claim_whose_reply_is_lost_is_handed_back_under_a_live_server(
     real_claim = proxied_store.job_claim
     lost: list[asyncio.Future[asyncio.Task[None]]] = []
 
-    async def claim(queue: str, kinds: Sequence[str], limit: int, sid: str) -> list[JobRow]:
+    async def claim(queue: str, kinds: Sequence[str], limit: int, server_id: str,
+                    limited: bool = False) -> list[JobRow]:
         if not lost:  # the pool's first claim, which finds both jobs
             lost.append(proxy.lose_reply(lambda data: claim_request(backend) in data))
-        return await real_claim(queue, kinds, limit, sid)
+        return await real_claim(queue, kinds, limit, server_id, limited)
 
     proxied_store.job_claim = claim  # type: ignore[method-assign]
     reconciled: list[kiln.JobReconciled] = []
@@ -101,8 +102,9 @@ async def test_a_committed_claim_that_raises_is_handed_back(
     real_claim = server_store.job_claim
     lost: list[list[JobRow]] = []
 
-    async def claim(queue: str, kinds: Sequence[str], limit: int, sid: str) -> list[JobRow]:
-        rows = await real_claim(queue, kinds, limit, sid)
+    async def claim(queue: str, kinds: Sequence[str], limit: int, server_id: str,
+                    limited: bool = False) -> list[JobRow]:
+        rows = await real_claim(queue, kinds, limit, server_id, limited)
         if rows and not lost:
             lost.append(rows)
             raise UnreachableError("job_claim", "connection lost with the reply")
@@ -124,14 +126,15 @@ async def _lost(lost: list[list[JobRow]]) -> bool:
     return bool(lost)
 
 
-async def _running(store: Store, ids: list[int], server_id: str) -> bool:
+async def _running(store: Store, ids: Sequence[int], server_id: str) -> bool:
     rows = [await store.job_get(i) for i in ids]
     return all(r is not None and r.state is JobState.RUNNING and r.server_id == server_id
                for r in rows)
 
 
 async def _check_reconciled(
-    store: Store, ids: list[int], server: kiln.Server, cut_at: float, started: list[int],
+    store: Store, ids: Sequence[int], server: kiln.Server, cut_at: float,
+    started: Sequence[int],
     reconciled: list[kiln.JobReconciled],
 ) -> None:
     async def completed() -> bool:

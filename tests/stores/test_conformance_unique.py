@@ -92,7 +92,7 @@ async def test_a_requeue_skips_a_job_whose_key_another_holds(store: Store) -> No
 
 
 async def test_rate_limited_unique_jobs_wait_for_admission(store: Store) -> None:
-    limited = {"rate_key": "rk", "rate_limit": RateLimit(1, per=3600)}
+    limited: dict[str, Any] = {"rate_key": "rk", "rate_limit": RateLimit(1, per=3600)}
     [a, b] = await store.job_insert_many(
         [uniq({"tenant": 1}, **limited), uniq({"tenant": 1}, **limited)]
     )
@@ -144,7 +144,7 @@ def test_bad_unique_input_is_refused_before_anything_is_written() -> None:
     with pytest.raises(KilnError, match="cannot have depends_on"):
         uniq({"tenant": 1}, depends_on=[1])
     with pytest.raises(KilnError, match=r"kiln\.Unique"):
-        build_job("k", {}, None, unique="yes")
+        build_job("k", {}, None, unique="yes")  # type: ignore[arg-type]
 
 
 async def test_a_requeue_of_two_finished_jobs_of_one_key_puts_back_the_newest(

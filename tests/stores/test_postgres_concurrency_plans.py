@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -57,11 +58,11 @@ async def test_the_plain_claim_skips_a_blocked_backlog(pg_url: str, store: Store
     assert len(await store.job_claim("q", ["k"], 10, "s1", limited=True)) == 10
 
 
-def _nodes(node: dict[str, object], kind: str) -> Iterator[dict[str, object]]:
+def _nodes(node: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
     if node.get("Node Type") == kind:
         yield node
-    for child in node.get("Plans", []) or []:  # type: ignore[union-attr]
-        yield from _nodes(child, kind)  # type: ignore[arg-type]
+    for child in node.get("Plans", []) or []:
+        yield from _nodes(child, kind)
 
 
 async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store: Store) -> None:
@@ -91,7 +92,7 @@ async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store
     reads = [n for kind in ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")
              for n in _nodes(plan[0]["Plan"], kind) if n.get("Relation Name") == "kiln_jobs"]
     assert not [n for n in reads if n["Node Type"] == "Seq Scan"], text
-    assert reads and all(int(n.get("Actual Rows", 0)) <= limit for n in reads), text  # type: ignore[call-overload]
+    assert reads and all(n.get("Actual Rows", 0) <= limit for n in reads), text
     assert len(await store.job_claim("q", ["k", "k2"], limit, "s1", limited=True)) == limit
 
 

@@ -91,7 +91,7 @@ def test_bad_input_is_refused_before_the_handler_runs(app: kiln.App) -> None:
     with pytest.raises(kiln.ValidationError, match="args must be JSON-serialisable"):
         testing.perform(app, "k", {"x": object()})
     with pytest.raises(kiln.ValidationError, match="unknown enqueue option"):
-        testing.perform(app, "k", colour="red")
+        testing.perform(app, "k", colour="red")  # type: ignore[call-arg]
     with pytest.raises(kiln.ValidationError, match="attempt must be a whole number"):
         testing.perform(app, "k", attempt=0)
     with pytest.raises(kiln.ValidationError, match="past max_attempts=1"):

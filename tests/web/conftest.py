@@ -102,7 +102,7 @@ async def fail_jobs(
     ]
     applied = await client._store.job_results_apply(results)
     assert applied.applied == n
-    return ids
+    return [int(i) for i in ids]
 
 
 # the browser tests' fixtures ------------------------------------------------------------

@@ -17,7 +17,7 @@ from tests.web.conftest import csrf_of, hidden_fields
 async def _fail(client: Client, rows: list[JobRow]) -> None:
     await client._store.job_results_apply([
         JobResult(r.id, "srv", r.attempt, Outcome.FAILED,
-                  error=AttemptError(r.attempt, time.time(), "SMTP timeout", None, "srv"))
+                  error=AttemptError(r.attempt, time.time(), "SMTP timeout", "", "srv"))
         for r in rows])
 
 

@@ -31,8 +31,8 @@ def _rename_jobs_table(url: str, old: str, new: str) -> None:
     """A store outage the dashboard cannot paper over: its jobs table disappears."""
     sql = f"ALTER TABLE {old} RENAME TO {new}"
     if url.startswith("sqlite"):
-        with sqlite3.connect(urlsplit(url).path) as conn:
-            conn.execute(sql)
+        with sqlite3.connect(urlsplit(url).path) as lite:
+            lite.execute(sql)
     elif url.startswith("postgres"):
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(sql)

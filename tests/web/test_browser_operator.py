@@ -10,7 +10,7 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -28,12 +28,12 @@ PAGES = ["/", "/jobs", "/jobs?state=failed", "/queues", "/kinds", "/servers"]
 
 
 @pytest.fixture
-async def jobs(admin: Client) -> dict[str, list[int]]:
+async def jobs(admin: Client) -> dict[str, Sequence[int]]:
     return await _seed(admin)
 
 
 @pytest.fixture
-async def live(store_url: str, jobs: dict[str, list[int]]) -> AsyncIterator[LiveDashboard]:
+async def live(store_url: str, jobs: dict[str, Sequence[int]]) -> AsyncIterator[LiveDashboard]:
     """Started after the seeding, so its first counts already hold every job."""
     dashboard = LiveDashboard(store_url, token=TOKEN)
     await asyncio.to_thread(dashboard.start)
@@ -43,7 +43,7 @@ async def live(store_url: str, jobs: dict[str, list[int]]) -> AsyncIterator[Live
         await asyncio.to_thread(dashboard.stop)
 
 
-async def _seed(admin: Client) -> dict[str, list[int]]:
+async def _seed(admin: Client) -> dict[str, Sequence[int]]:
     """Five completed and two failed jobs of a 200-character kind in a 200-character
     queue, one job running on a registered server, one waiting."""
     ids = [await admin.enqueue(LONG_KIND, {"tenant": "t" * 200, "i": i}, queue=LONG_QUEUE,
@@ -94,7 +94,7 @@ async def _widest(page: Page) -> str:
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 async def test_operator_views_in_the_browser(
-    browser: Browser, live: LiveDashboard, jobs: dict[str, list[int]], tmp_path: Path
+    browser: Browser, live: LiveDashboard, jobs: dict[str, Sequence[int]], tmp_path: Path
 ) -> None:
     shots = Path(os.environ.get("KILN_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ NASTY = ("--5", "--1", "-1", "0", "²", "٣", "1e3", "0x10", " 7 ", "9" * 30, st
 SETTINGS = settings(max_examples=60, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 text = st.one_of(st.sampled_from(NASTY),
-                 st.text(st.characters(blacklist_categories=("Cs",)), max_size=40))
+                 st.text(st.characters(exclude_categories=["Cs"]), max_size=40))
 queries = st.dictionaries(st.one_of(st.sampled_from(PARAMS), text), text, max_size=5)
 
 
