@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import kiln
-from tests.integration.inprocess import Running, config, open_store, wait_for
+from tests.integration.inprocess import Running, all_completed, config, open_store, wait_for
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 
@@ -39,11 +39,8 @@ async def test_the_guides_results_blocks(store_url: str) -> None:
         ids = [*namespace["parts"], namespace["total"], namespace["export"]]
         running = await Running(app.server(config=config())).started()
         try:
-            async def done() -> bool:
-                rows = [await store.job_get(i) for i in ids]
-                return all(r is not None and r.state is kiln.JobState.COMPLETED for r in rows)
-
-            await wait_for(done, 15, "the guide's jobs to complete")
+            await wait_for(lambda: all_completed(store.job_get, ids), 15,
+                           "the guide's jobs to complete")
         finally:
             await running.stop()
         await run_block(reader, namespace)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar, overload
 
 import kiln
@@ -85,6 +85,14 @@ async def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> A
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+async def all_completed(get: Callable[[int], Awaitable[kiln.JobRow | None]],
+                        ids: Iterable[int]) -> bool:
+    """Whether every job of ``ids`` (read with ``get``: a store's job_get or a client's
+    get) exists and completed."""
+    rows = [await get(i) for i in ids]
+    return all(r is not None and r.state is kiln.JobState.COMPLETED for r in rows)
 
 
 async def job_of(store: Store, job_id: int) -> kiln.JobRow:

@@ -62,7 +62,7 @@ def test_an_object_with_an_async_call_is_an_async_handler() -> None:
 async def test_each_release_is_said_once_with_its_reason(store_url: str) -> None:
     """A scheduled job's release is one JobsReleased "scheduled", a chain's next step
     one "dependencies"; the server's wake-up says nothing twice."""
-    from tests.integration.inprocess import Running, config, wait_for
+    from tests.integration.inprocess import Running, all_completed, config, wait_for
 
     app = kiln.App(store_url, bus=kiln.InProcessBus())
 
@@ -80,11 +80,7 @@ async def test_each_release_is_said_once_with_its_reason(store_url: str) -> None
            *await client.enqueue_chain([("step", {}), ("step", {})])]
     running = await Running(app.server({"later": 1, "steps": 1}, config())).started()
     try:
-        async def done() -> bool:
-            rows = [await client.get(i) for i in ids]
-            return all(r is not None and r.state is kiln.JobState.COMPLETED for r in rows)
-
-        await wait_for(done, 10, "the three jobs to complete")
+        await wait_for(lambda: all_completed(client.get, ids), 10, "the three jobs to complete")
     finally:
         await running.stop()
         await app.aclose()
