@@ -12,6 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
+from kiln.stores._filters import (
+    DELETABLE,
+    MAKE_DUE,
+    REQUEUEABLE,
+    FilterSql,
+    compile_filter,
+    members,
+)
 from kiln.stores._rows import dumps, loads
 from kiln.stores.mysql._jobs import (
     JOB_COLS,
@@ -22,9 +30,6 @@ from kiln.stores.mysql._jobs import (
 )
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 
-REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
-CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
-DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
 CHUNK = 1000  # ids per statement in bulk operations
 
 
@@ -34,35 +39,6 @@ ERROR_MATCH = (
     " (msg LONGTEXT CHARACTER SET utf8mb4 PATH '$.error')) AS e"
     " WHERE LOCATE(LOWER(%s), LOWER(e.msg)) > 0)"
 )
-
-
-def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if f.states:
-        clauses.append(f"state IN ({marks(len(f.states))})")
-        params.extend(s.value for s in f.states)
-    if allowed is not None:
-        clauses.append(f"state IN ({marks(len(allowed))})")
-        params.extend(allowed)
-    if f.queue is not None:
-        clauses.append("queue = %s")
-        params.append(f.queue)
-    if f.kind is not None:
-        clauses.append("kind = %s")
-        params.append(f.kind)
-    if f.error_contains:
-        clauses.append(ERROR_MATCH)
-        params.append(f.error_contains)
-    if f.ids:
-        clauses.append(f"id IN ({marks(len(f.ids))})")
-        params.extend(f.ids)
-    if f.tags or f.metadata or f.args:
-        tagged, tag_params = tag_clauses(f)
-        clauses, params = clauses + tagged, params + tag_params
-    bounds, bound_params = upper_bounds(f)
-    clauses, params = clauses + bounds, params + bound_params
-    return (" AND ".join(clauses) or "TRUE"), params
 
 
 def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
@@ -86,22 +62,18 @@ def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
-def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if f.max_id is not None:
-        clauses.append("id <= %s")
-        params.append(f.max_id)
-    if f.finished_before is not None:
-        clauses.append("finished_at <= %s")
-        params.append(to_db(f.finished_before))
-    if f.created_after is not None:
-        clauses.append("created_at >= %s")
-        params.append(to_db(f.created_after))
-    if f.created_before is not None:
-        clauses.append("created_at < %s")
-        params.append(to_db(f.created_before))
-    return clauses, params
+FILTER_SQL = FilterSql(
+    mark="%s",
+    true="TRUE",
+    member=members("%s"),
+    errors=lambda text: ([ERROR_MATCH], [text]),
+    tagged=tag_clauses,
+    when=to_db,
+)
+
+
+def where(f: JobFilter, allowed: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    return compile_filter(f, FILTER_SQL, allowed)
 
 
 def chunks(ids: list[int]) -> list[list[int]]:
@@ -221,7 +193,7 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
 
 def make_due(f: JobFilter) -> Plan[int]:
     """Bring the run_at of matching scheduled and pending jobs forward to now."""
-    cond, params = where(f, ["scheduled", "pending"])
+    cond, params = where(f, MAKE_DUE)
     out = yield step(
         Stmt(f"UPDATE kiln_jobs SET run_at = {NOW} WHERE {cond} AND run_at > {NOW}", params),
         last=True,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kiln._job import CancelRequest, JobFilter
-from kiln.stores.mysql._admin import CANCELLABLE, NOT_HELD, chunks, where
+from kiln.stores._filters import CANCELLABLE
+from kiln.stores.mysql._admin import NOT_HELD, chunks, where
 from kiln.stores.mysql._jobs import NOW
 from kiln.stores.mysql._plan import Plan, Stmt, marks, one, step
 

@@ -31,6 +31,13 @@ from kiln._job import (
     Outcome,
     StateCount,
 )
+from kiln.stores._filters import (
+    DELETABLE,
+    MAKE_DUE,
+    REQUEUEABLE,
+    FilterSql,
+    compile_filter,
+)
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     UniqueSplit,
@@ -550,11 +557,6 @@ NOT_HELD = (
 
 
 # admin -------------------------------------------------------------------------------
-REQUEUEABLE = ["failed", "cancelled", "completed", "scheduled", "available", "awaiting"]
-CANCELLABLE = ["awaiting", "pending", "scheduled", "available", "running"]
-DELETABLE = ["awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed"]
-
-
 # the error messages only, not the JSON around them (keys, timestamps, tracebacks)
 ERROR_MATCH = (
     "EXISTS (SELECT 1 FROM jsonb_array_elements(errors) e WHERE lower(e->>'error') LIKE %s)"
@@ -562,39 +564,17 @@ ERROR_MATCH = (
 JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON text writes escaped
 
 
-def where(f: JobFilter, allowed: list[str] | None = None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if f.states:
-        clauses.append("state = ANY(%s::text[])")
-        params.append([s.value for s in f.states])
-    if allowed is not None:
-        clauses.append("state = ANY(%s::text[])")
-        params.append(allowed)
-    if f.queue is not None:
-        clauses.append("queue = %s")
-        params.append(f.queue)
-    if f.kind is not None:
-        clauses.append("kind = %s")
-        params.append(f.kind)
-    if f.error_contains:
-        pattern = "%" + like_escape(f.error_contains.lower()) + "%"
-        if not JSON_ESCAPED.search(f.error_contains):
-            # the text appears as it is in the errors' JSON too, so the trigram index
-            # over it (migration 0003) narrows the candidates first
-            clauses.append("lower(errors::text) LIKE %s")
-            params.append(pattern)
-        clauses.append(ERROR_MATCH)
-        params.append(pattern)
-    if f.ids:
-        clauses.append("id = ANY(%s::bigint[])")
-        params.append(list(f.ids))
-    if f.tags or f.metadata or f.args:
-        tagged, tag_params = tag_clauses(f)
-        clauses, params = clauses + tagged, params + tag_params
-    bounds, bound_params = upper_bounds(f)
-    clauses, params = clauses + bounds, params + bound_params
-    return (" AND ".join(clauses) or "true"), params
+def error_clauses(text: str) -> tuple[list[str], list[Any]]:
+    pattern = "%" + like_escape(text.lower()) + "%"
+    if JSON_ESCAPED.search(text):
+        return [ERROR_MATCH], [pattern]
+    # the text appears as it is in the errors' JSON too, so the trigram index over it
+    # (migration 0003) narrows the candidates first
+    return ["lower(errors::text) LIKE %s", ERROR_MATCH], [pattern, pattern]
+
+
+def any_of(column: str, values: Sequence[Any], sql_type: str) -> tuple[list[str], list[Any]]:
+    return [f"{column} = ANY(%s::{sql_type}[])"], [list(values)]
 
 
 def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
@@ -620,22 +600,18 @@ def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
-def upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if f.max_id is not None:
-        clauses.append("id <= %s")
-        params.append(f.max_id)
-    if f.finished_before is not None:
-        clauses.append("finished_at <= %s")
-        params.append(f.finished_before)
-    if f.created_after is not None:
-        clauses.append("created_at >= %s")
-        params.append(f.created_after)
-    if f.created_before is not None:
-        clauses.append("created_at < %s")
-        params.append(f.created_before)
-    return clauses, params
+FILTER_SQL = FilterSql(
+    mark="%s",
+    true="true",
+    member=any_of,
+    errors=error_clauses,
+    tagged=tag_clauses,
+    when=lambda at: at,
+)
+
+
+def where(f: JobFilter, allowed: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    return compile_filter(f, FILTER_SQL, allowed)
 
 
 GET = (
@@ -791,7 +767,7 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
 
 def make_due(f: JobFilter) -> Plan[int]:
     """Bring the run_at of matching scheduled and pending jobs forward to now."""
-    cond, params = where(f, ["scheduled", "pending"])
+    cond, params = where(f, MAKE_DUE)
     sql = (
         f"WITH upd AS (UPDATE kiln_jobs SET run_at = now() WHERE {cond} AND run_at > now()"
         " RETURNING 1) SELECT count(*) FROM upd"

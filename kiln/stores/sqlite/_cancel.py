@@ -12,7 +12,8 @@ import time
 from collections.abc import Sequence
 
 from kiln._job import CancelRequest, JobFilter
-from kiln.stores.sqlite._ops import CANCELLABLE, _restrict
+from kiln.stores._filters import CANCELLABLE
+from kiln.stores.sqlite._ops import where
 
 # the record of who cancelled, in the shape of an AttemptError (kiln._job); column
 # references on the right of SET read the row before the update
@@ -23,13 +24,13 @@ RECORD = (
 
 
 def cancel(conn: sqlite3.Connection, f: JobFilter, actor: str | None) -> int:
-    where, params = _restrict(f, CANCELLABLE)
+    cond, params = where(f, CANCELLABLE)
     now = time.time()
     record = "" if actor is None else f", errors = json_insert(errors, '$[#]', {RECORD})"
     message = [] if actor is None else [now, f"Cancelled by {actor}"]
     cur = conn.execute(
         "UPDATE kiln_jobs SET state = 'cancelled', finished_at = ?,"
-        f" attempt_running = (state = 'running'){record} WHERE {where}",
+        f" attempt_running = (state = 'running'){record} WHERE {cond}",
         [now, *message, *params],
     )
     return cur.rowcount

@@ -25,6 +25,14 @@ from kiln._job import (
     StateCount,
 )
 from kiln.stores import _migrations
+from kiln.stores._filters import (
+    DELETABLE,
+    MAKE_DUE,
+    REQUEUEABLE,
+    FilterSql,
+    compile_filter,
+    members,
+)
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     args_text,
@@ -138,36 +146,10 @@ ERROR_MATCH = (
 )
 
 
-def _where(f: JobFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if f.states:
-        clauses.append(f"state IN ({','.join('?' * len(f.states))})")
-        params.extend(s.value for s in f.states)
-    if f.queue is not None:
-        clauses.append("queue = ?")
-        params.append(f.queue)
-    if f.kind is not None:
-        clauses.append("kind = ?")
-        params.append(f.kind)
-    if f.error_contains:
-        clauses.append(ERROR_MATCH)
-        params.append(f.error_contains.lower())
-    if f.ids:
-        clauses.append(f"id IN ({','.join('?' * len(f.ids))})")
-        params.extend(f.ids)
-    if f.tags or f.metadata or f.args:
-        tagged, tag_params = _tag_clauses(f)
-        clauses, params = clauses + tagged, params + tag_params
-    bounds, bound_params = _upper_bounds(f)
-    clauses, params = clauses + bounds, params + bound_params
-    return (" AND ".join(clauses) or "1=1"), params
-
-
 TAG_MATCH = "EXISTS (SELECT 1 FROM json_each(kiln_jobs.tags) t WHERE t.value = ?)"
 
 
-def _tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     """All of the tags, and metadata / args keys equal to values, compared by JSON type
     and value (json_extract alone reads true as 1). No index serves these: they are
     checked on the rows the other conditions leave (see docs/guide.md)."""
@@ -188,22 +170,18 @@ def _tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
-def _upper_bounds(f: JobFilter) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if f.max_id is not None:
-        clauses.append("id <= ?")
-        params.append(f.max_id)
-    if f.finished_before is not None:
-        clauses.append("finished_at <= ?")
-        params.append(epoch(f.finished_before))
-    if f.created_after is not None:
-        clauses.append("created_at >= ?")
-        params.append(epoch(f.created_after))
-    if f.created_before is not None:
-        clauses.append("created_at < ?")
-        params.append(epoch(f.created_before))
-    return clauses, params
+FILTER_SQL = FilterSql(
+    mark="?",
+    true="1=1",
+    member=members("?"),
+    errors=lambda text: ([ERROR_MATCH], [text.lower()]),
+    tagged=tag_clauses,
+    when=epoch,
+)
+
+
+def where(f: JobFilter, allowed: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    return compile_filter(f, FILTER_SQL, allowed)
 
 
 # insert ------------------------------------------------------------------------------
@@ -647,34 +625,23 @@ def _listed(
     conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
     after_id: int | None, cols: str,
 ) -> list[Any]:
-    where, params = _where(f)
+    cond, params = where(f)
     if before_id is not None:
-        where += " AND id < ?"
+        cond += " AND id < ?"
         params.append(before_id)
     if after_id is not None:
-        where += " AND id > ?"
+        cond += " AND id > ?"
         params.append(after_id)
     order = "ASC" if after_id is not None else "DESC"
     return conn.execute(
-        f"SELECT {cols} FROM kiln_jobs WHERE {where} ORDER BY id {order} LIMIT ?",
+        f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT ?",
         [*params, limit],
     ).fetchall()
 
 
 def count(conn: sqlite3.Connection, f: JobFilter) -> int:
-    where, params = _where(f)
-    return int(conn.execute(f"SELECT COUNT(*) FROM kiln_jobs WHERE {where}", params).fetchone()[0])
-
-
-REQUEUEABLE = ("failed", "cancelled", "completed", "scheduled", "available", "awaiting")
-CANCELLABLE = ("awaiting", "pending", "scheduled", "available", "running")
-DELETABLE = ("awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed")
-
-
-def _restrict(f: JobFilter, allowed: Sequence[str]) -> tuple[str, list[Any]]:
-    where, params = _where(f)
-    marks = ",".join("?" * len(allowed))
-    return f"{where} AND state IN ({marks})", [*params, *allowed]
+    cond, params = where(f)
+    return int(conn.execute(f"SELECT COUNT(*) FROM kiln_jobs WHERE {cond}", params).fetchone()[0])
 
 
 # a job cancelled while running waits until that attempt ended or its server is dead
@@ -685,8 +652,8 @@ ATTEMPT_OVER = (
 
 
 def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
-    where, params = _restrict(f, REQUEUEABLE)
-    movable = f"{where} AND {NOT_HELD} AND {ATTEMPT_OVER}"
+    cond, params = where(f, REQUEUEABLE)
+    movable = f"{cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
     now = time.time()
     cur = conn.execute(
         "UPDATE kiln_jobs SET state = CASE WHEN EXISTS (SELECT 1 FROM kiln_job_deps d"
@@ -707,17 +674,17 @@ def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
 
 def make_due(conn: sqlite3.Connection, f: JobFilter) -> int:
     """Bring the run_at of matching scheduled and pending jobs forward to now."""
-    where, params = _restrict(f, ("scheduled", "pending"))
+    cond, params = where(f, MAKE_DUE)
     now = time.time()
     cur = conn.execute(
-        f"UPDATE kiln_jobs SET run_at = ? WHERE {where} AND run_at > ?", [now, *params, now]
+        f"UPDATE kiln_jobs SET run_at = ? WHERE {cond} AND run_at > ?", [now, *params, now]
     )
     return cur.rowcount
 
 
 def delete(conn: sqlite3.Connection, f: JobFilter) -> int:
-    where, params = _restrict(f, DELETABLE)
-    ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM kiln_jobs WHERE {where}", params)]
+    cond, params = where(f, DELETABLE)
+    ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM kiln_jobs WHERE {cond}", params)]
     if not ids:
         return 0
     remove(conn, ids)

@@ -1,0 +1,93 @@
+"""The rules every store shares for admin operations: which states each one may
+touch, and how a ``JobFilter`` becomes a WHERE clause.
+
+The filter's shape (which conditions, in which order, joined by AND) is decided
+here once; a dialect gives only its own SQL pieces in a ``FilterSql``: how it
+writes a placeholder, "true", a membership test, an error-text match, the tag and
+JSON-key conditions, and how it passes a timestamp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from kiln._job import JobFilter
+
+# the states an admin operation may move a job out of
+REQUEUEABLE = ("failed", "cancelled", "completed", "scheduled", "available", "awaiting")
+CANCELLABLE = ("awaiting", "pending", "scheduled", "available", "running")
+DELETABLE = ("awaiting", "pending", "scheduled", "available", "failed", "cancelled", "completed")
+MAKE_DUE = ("scheduled", "pending")
+
+Clauses = tuple[list[str], list[Any]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilterSql:
+    """One dialect's pieces of a WHERE clause."""
+
+    mark: str  # a placeholder: "%s" or "?"
+    true: str  # what an empty filter matches with
+    # (column, values, SQL type of the values) -> a membership test and its params
+    member: Callable[[str, Sequence[Any], str], Clauses]
+    errors: Callable[[str], Clauses]  # some error message of the job contains the text
+    tagged: Callable[[JobFilter], Clauses]  # all the tags, metadata and args pairs
+    when: Callable[[datetime], Any]  # a timestamp as the driver passes it
+
+
+def members(mark: str) -> Callable[[str, Sequence[Any], str], Clauses]:
+    """``column IN (?, ?, ...)``: the membership test of dialects without arrays."""
+
+    def member(column: str, values: Sequence[Any], _type: str) -> Clauses:
+        return [f"{column} IN ({', '.join([mark] * len(values))})"], list(values)
+
+    return member
+
+
+def compile_filter(
+    f: JobFilter, sql: FilterSql, allowed: Sequence[str] | None = None
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (without the keyword) and its params for ``f``; ``allowed``
+    restricts the states further (an operation's own set, such as REQUEUEABLE)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+
+    def add(part: Clauses) -> None:
+        clauses.extend(part[0])
+        params.extend(part[1])
+
+    if f.states:
+        add(sql.member("state", [s.value for s in f.states], "text"))
+    if allowed is not None:
+        add(sql.member("state", list(allowed), "text"))
+    for column, value in (("queue", f.queue), ("kind", f.kind)):
+        if value is not None:
+            add(([f"{column} = {sql.mark}"], [value]))
+    if f.error_contains:
+        add(sql.errors(f.error_contains))
+    if f.ids:
+        add(sql.member("id", list(f.ids), "bigint"))
+    if f.tags or f.metadata or f.args:
+        add(sql.tagged(f))
+    add(_bounds(f, sql))
+    return (" AND ".join(clauses) or sql.true), params
+
+
+def _bounds(f: JobFilter, sql: FilterSql) -> Clauses:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.max_id is not None:
+        clauses.append(f"id <= {sql.mark}")
+        params.append(f.max_id)
+    for condition, at in (
+        ("finished_at <=", f.finished_before),
+        ("created_at >=", f.created_after),
+        ("created_at <", f.created_before),
+    ):
+        if at is not None:
+            clauses.append(f"{condition} {sql.mark}")
+            params.append(sql.when(at))
+    return clauses, params
