@@ -21,8 +21,10 @@ process (``bench/scale_app.py``) runs them, and its own pruner deletes old ones.
   PostgreSQL how many samples (every 20 ms) found a kiln session waiting on a lock.
 - ``steady``: a fresh table, a worker that prunes completed jobs after
   ``--retention`` seconds (default 300), inflow at ``--rate`` for ``--steady``
-  seconds (default 3,600) at the database's default autovacuum settings; every
-  ``--sample`` seconds the table's live and dead rows and its table and index sizes.
+  seconds (default 3,600) at the database's default autovacuum settings (on
+  PostgreSQL, autovacuum is turned on for the run with ALTER SYSTEM if the server
+  has it off, as CI images do, and reset after); every ``--sample`` seconds the
+  table's live and dead rows and its table and index sizes.
 
 Prints one JSON object per measurement, then a summary with the ratios.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -44,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +114,9 @@ class Db:
             return pymysql.connect(host=p.hostname, port=p.port or 3306,
                                    user=p.username or "root", password=p.password or "",
                                    database=p.path.lstrip("/"), autocommit=True)
+        # a sampler thread's connection is closed by the main thread at the end
         conn = sqlite3.connect(self.url.removeprefix("sqlite:///"), timeout=30,
-                               isolation_level=None)
+                               isolation_level=None, check_same_thread=False)
         return conn
 
     def run(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
@@ -252,6 +256,28 @@ class Db:
                              for p in ("page_count", "freelist_count", "page_size"))
         return {"live_rows": self.run("SELECT count(*) FROM kiln_jobs")[0][0],
                 "file_mb": _mb(pages * size), "free_mb": _mb(free * size)}
+
+    @contextlib.contextmanager
+    def default_autovacuum(self) -> Iterator[str]:
+        """PostgreSQL's default autovacuum for the duration, whatever the server says.
+
+        A server may run with ``autovacuum = off`` (CI images turn it off); the steady
+        case is about the default settings, so it turns autovacuum on with ALTER SYSTEM
+        and a reload, and resets it after. Yields the setting the server had."""
+        if self.kind != "postgresql":
+            yield ""
+            return
+        before = str(self.run("SHOW autovacuum")[0][0])
+        if before == "on":
+            yield before
+            return
+        self.run("ALTER SYSTEM SET autovacuum = on")
+        self.run("SELECT pg_reload_conf()")
+        try:
+            yield before
+        finally:
+            self.run("ALTER SYSTEM RESET autovacuum")
+            self.run("SELECT pg_reload_conf()")
 
     def lock_waits(self) -> int:
         """Sessions of this database waiting on a heavyweight lock (PostgreSQL)."""
@@ -464,16 +490,18 @@ def steady(database: str, rate: float, seconds: float, retention: float, every: 
                 print(json.dumps(row), flush=True)
 
         sampler = threading.Thread(target=sample, daemon=True)
-        try:
-            sampler.start()
-            sent = asyncio.run(inflow(db.url, rate, seconds))
-            wait_until(lambda: db.left() == 0, 120)
-        finally:
-            stop.set()
-            sampler.join()
-            worker.stop()
+        with db.default_autovacuum() as server_setting:
+            try:
+                sampler.start()
+                sent = asyncio.run(inflow(db.url, rate, seconds))
+                wait_until(lambda: db.left() == 0, 120)
+            finally:
+                stop.set()
+                sampler.join()
+                worker.stop()
         samples.append({"case": "steady", "database": database, "end": True, "sent": sent,
-                        "retention_s": retention, **db.sizes()})
+                        "retention_s": retention, "server_autovacuum": server_setting,
+                        **db.sizes()})
         return samples
     finally:
         db.drop()
