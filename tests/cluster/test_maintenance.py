@@ -22,7 +22,7 @@ from kiln._events import Event, EventHub
 from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln._kinds import make_kind
 from kiln.maintenance import leader_services
-from kiln.maintenance.pruner import Pruner
+from kiln.maintenance.pruner import BEHIND_GRACE, MAX_BATCHES, REST, Pruner, rest_factor
 from kiln.maintenance.rescuer import Rescuer, rescue_result
 from kiln.maintenance.scheduler import Scheduler
 from kiln.maintenance.sweeper import Sweeper
@@ -200,6 +200,35 @@ async def test_prune_keeps_jobs_younger_than_the_retention(store: Store) -> None
     ])
     await asyncio.sleep(0.15)
     assert await Pruner(ctx).run_once() == {"completed": 0, "cancelled": 0, "failed": 1}
+
+
+def test_prune_rest_shrinks_only_after_a_long_backlog() -> None:
+    assert rest_factor(None) == REST
+    assert rest_factor(0.0) == rest_factor(BEHIND_GRACE - 1) == REST
+    assert rest_factor(BEHIND_GRACE) == REST / 2
+    assert rest_factor(BEHIND_GRACE + 60) == REST / 4
+    assert rest_factor(BEHIND_GRACE + 3600) == 0.0  # full speed, however long behind
+
+
+async def test_prune_backlog_clock_starts_at_a_capped_pass_and_ends_when_caught_up(
+        store: Store) -> None:
+    ctx = context(store, prune_batch=1, prune_completed_after=0.05)
+    total = MAX_BATCHES + 3  # one pass deletes MAX_BATCHES: the next finds 3 left
+    await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(total)])
+    rows = await store.job_claim("q", ["k"], total, "s")
+    await store.job_results_apply([
+        JobResult(job_id=r.id, server_id="s", attempt=r.attempt, outcome=Outcome.COMPLETED)
+        for r in rows
+    ])
+    await asyncio.sleep(0.15)
+    now = [1000.0]
+    pruner = Pruner(ctx, clock=lambda: now[0])
+    assert (await pruner.run_once())["completed"] == MAX_BATCHES
+    assert pruner.behind_since == 1000.0 and pruner.rest() == REST
+    now[0] += BEHIND_GRACE + 61  # still behind after the grace: the rest shrinks
+    assert pruner.rest() == REST / 4
+    assert (await pruner.run_once())["completed"] == 3  # caught up
+    assert pruner.behind_since is None and pruner.rest() == REST
 
 
 async def test_sweep_removes_long_dead_servers(store: Store) -> None:
