@@ -58,6 +58,7 @@ from kiln.stores._protocol import (
     ReleaseResult,
     TableSize,
 )
+from kiln.stores._translator import Translator
 from kiln.stores.mysql import (
     _admin,
     _cancel,
@@ -70,19 +71,21 @@ from kiln.stores.mysql import (
     _schema,
     _sizes,
 )
-from kiln.stores.mysql._kept import SESSION, Kept, alive, release
-from kiln.stores.mysql._plan import (
+from kiln.stores.mysql._errors import (
     DEADLOCK,
     DUPLICATE_KEY,
+    error_code,
+    is_driver_error,
+    translate,
+)
+from kiln.stores.mysql._kept import SESSION, Kept, alive, release
+from kiln.stores.mysql._plan import (
     Counter,
     Plan,
-    error_code,
     from_db_required,
-    is_driver_error,
     run_async,
     run_sync,
     server_is_mariadb,
-    translate,
 )
 
 T = TypeVar("T")
@@ -128,6 +131,7 @@ class MySQLStore:
         self.url = url
         self._args = connect_args(url)
         self._where = f"{self._args['host']}:{self._args['port']}/{self._args['db']}"
+        self._errors = Translator(self._where, is_driver_error, translate)
         if pool is not None:
             size = getattr(pool, "maxsize", None)
             if not isinstance(size, int) or size < 2:
@@ -161,7 +165,7 @@ class MySQLStore:
         async with self._open_lock:
             if self._kept is not None:
                 return
-            try:
+            with self._errors("open"):
                 if self._pool is None:
                     self._pool = await asyncmy.create_pool(
                         minsize=1, maxsize=self._max_conns, autocommit=True,
@@ -175,10 +179,6 @@ class MySQLStore:
                     await _kept.leave(kept)
                     raise
                 self._kept = kept
-            except Exception as exc:
-                if is_driver_error(exc):
-                    raise translate("open", self._where, exc) from exc
-                raise
 
     async def close(self) -> None:
         kept, self._kept = self._kept, None
@@ -206,44 +206,35 @@ class MySQLStore:
         kept = self._kept
         assert kept is not None
         async with kept.lock:
-            for attempt in range(DEADLOCK_RETRIES):
-                try:
-                    conn = await kept.get()
-                    return await run_async(conn, factory(), self._counter, own=True)
-                except Exception as exc:
-                    await kept.discard_if_dead()
-                    if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
-                        await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
-                        continue
-                    if is_driver_error(exc):
-                        raise translate(operation, self._where, exc) from exc
-                    raise
-                except BaseException:
-                    await kept.discard_if_dead()
-                    raise
+            with self._errors(operation):
+                for attempt in range(DEADLOCK_RETRIES):
+                    try:
+                        conn = await kept.get()
+                        return await run_async(conn, factory(), self._counter, own=True)
+                    except Exception as exc:
+                        await kept.discard_if_dead()
+                        if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
+                            await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
+                            continue
+                        raise
+                    except BaseException:
+                        await kept.discard_if_dead()
+                        raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, operation: str, plan: Plan[T]) -> T:
         """Run a read-only plan on any pooled connection other than the kept one."""
         if self._kept is None:
             await self.open()
-        try:
+        with self._errors(operation):
             conn = await self._pool.acquire()
-        except Exception as exc:
-            if is_driver_error(exc):
-                raise translate(operation, self._where, exc) from exc
-            raise
-        try:
-            result = await run_async(conn, plan, self._counter, own=True)
-            if not conn.get_autocommit():
-                await conn.rollback()  # a lent pool's connection: end the read's snapshot
-            return result
-        except Exception as exc:
-            if is_driver_error(exc):
-                raise translate(operation, self._where, exc) from exc
-            raise
-        finally:
-            await release(self._pool, conn)
+            try:
+                result = await run_async(conn, plan, self._counter, own=True)
+                if not conn.get_autocommit():
+                    await conn.rollback()  # a lent pool's connection: end the read's snapshot
+                return result
+            finally:
+                await release(self._pool, conn)
 
     # schema --------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
@@ -279,13 +270,9 @@ class MySQLStore:
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             if _is_async(conn):
-                try:  # the caller's transaction: no framing, the caller commits
+                with self._errors("job_insert"):  # the caller's transaction: it commits
                     plan = _jobs.insert(jobs, server_is_mariadb(conn))
                     return await run_async(conn, plan, self._counter, own=False)
-                except Exception as exc:
-                    if is_driver_error(exc):
-                        raise translate("job_insert", self._where, exc) from exc
-                    raise
             return self.job_insert_many_sync(jobs, conn)
         ids = await self._write("job_insert", lambda: _jobs.insert(jobs, self._mariadb))
         self._empty_queues.difference_update(j.queue for j in jobs)
@@ -305,12 +292,8 @@ class MySQLStore:
                 f"MySQLStore joins only a MySQL DB-API connection's transaction (PyMySQL, "
                 f"mysqlclient, ...), not {type(conn).__name__}"
             )
-        try:
+        with self._errors("job_insert"):
             return run_sync(conn, _jobs.insert(jobs, server_is_mariadb(conn)), self._counter)
-        except Exception as exc:
-            if is_driver_error(exc):
-                raise translate("job_insert", self._where, exc) from exc
-            raise
 
     def _sync_portal(self) -> Portal:
         with self._portal_lock:  # several threads may enqueue at once
@@ -324,17 +307,13 @@ class MySQLStore:
         if self._sync_lock is None:
             self._sync_lock = asyncio.Lock()
         async with self._sync_lock:
-            try:
+            with self._errors(operation):
                 if self._sync_conn is None or not alive(self._sync_conn):
                     self._sync_conn = await asyncmy.connect(
                         autocommit=True, init_command=SESSION, **self._args
                     )
                 conn = self._sync_conn
                 return await run_async(conn, factory(conn), self._counter, own=True)
-            except Exception as exc:
-                if is_driver_error(exc):
-                    raise translate(operation, self._where, exc) from exc
-                raise
 
     async def _close_sync(self) -> None:
         portal, self._portal = self._portal, None

@@ -1,4 +1,4 @@
-"""PostgreSQL plans for the cluster: schema, servers, leader, rescue, sweep, prune,
+"""PostgreSQL plans for the cluster: servers, leader, rescue, sweep, prune,
 rate-limit admission, recurring jobs and the audit log.
 
 Owns these statements; the store runs the plans (see _plan). Time is the database's.
@@ -20,65 +20,10 @@ from kiln._job import (
     RunningJob,
     ServerInfo,
 )
-from kiln.stores import _migrations
 from kiln.stores._admission import plan as admission_plan
 from kiln.stores._rows import dumps, epoch, loads
 from kiln.stores.postgres import _jobs
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
-
-MIGRATE_LOCK = 7_250_311_614_113_729  # pg_advisory_xact_lock key of `kiln migrate`
-
-
-# schema ------------------------------------------------------------------------------
-SCHEMA_VERSION = (
-    "SELECT CASE WHEN to_regclass('kiln_migrations') IS NULL THEN 0"
-    " ELSE (SELECT coalesce(max(version), 0) FROM kiln_migrations) END"
-)
-
-
-def schema_version() -> Plan[int]:
-    rows = (yield one(SCHEMA_VERSION))[0]
-    return int(rows[0][0])
-
-
-def applied_version() -> Plan[int]:
-    """Like ``schema_version``, and 0 without kiln_migrations (SCHEMA_VERSION's subquery
-    names the table, so it fails to plan before the table exists)."""
-    rows = (yield one("SELECT to_regclass('kiln_migrations') IS NOT NULL"))[0]
-    if not rows[0][0]:
-        return 0
-    rows = (yield one("SELECT coalesce(max(version), 0) FROM kiln_migrations"))[0]
-    return int(rows[0][0])
-
-
-def migrate(versions: list[tuple[int, str]]) -> Plan[list[int]]:
-    """Apply missing versions in one transaction, under an advisory lock so that two
-    processes migrating at once apply each version once."""
-    out = yield step(
-        Stmt("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,)),
-        Stmt(
-            "CREATE TABLE IF NOT EXISTS kiln_migrations (version INTEGER PRIMARY KEY,"
-            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        ),
-        Stmt(SCHEMA_VERSION),
-    )
-    have = int(out[2][0][0])
-    applied: list[int] = []
-    for version, sql in versions:
-        if version <= have:
-            continue
-        stmts = [Stmt(s) for s in _migrations.split_statements(sql)]
-        stmts.append(Stmt("INSERT INTO kiln_migrations (version) VALUES (%s)", (version,)))
-        yield step(*stmts)
-        applied.append(version)
-    return applied
-
-
-def now() -> Plan[datetime]:
-    rows = (yield one("SELECT now()"))[0]
-    value: datetime = rows[0][0]
-    return value
-
 
 # servers and leader ------------------------------------------------------------------
 SERVER_REGISTER = (

@@ -40,7 +40,6 @@ from kiln._job import (
     ServerInfo,
     StateCount,
 )
-from kiln.stores import _migrations
 from kiln.stores._protocol import (
     DEAD_AFTER,
     ApplyResult,
@@ -51,12 +50,22 @@ from kiln.stores._protocol import (
     ReleaseResult,
     TableSize,
 )
-from kiln.stores.postgres import _cancel, _cluster, _concurrency, _controls, _jobs, _kinds, _sizes
+from kiln.stores._translator import Translator
+from kiln.stores.postgres import (
+    _cancel,
+    _cluster,
+    _concurrency,
+    _controls,
+    _jobs,
+    _kinds,
+    _schema,
+    _sizes,
+)
+from kiln.stores.postgres._errors import is_driver_error, translate, where
 from kiln.stores.postgres._listener import Listener
-from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync, translate, where
+from kiln.stores.postgres._plan import Counter, Plan, run_async, run_sync
 
 T = TypeVar("T")
-_PACKAGE = "kiln.stores.postgres"
 _RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 _CLOSE_WAIT = 1.0  # seconds close() waits for the pool's workers (psycopg_pool: 5)
 
@@ -80,6 +89,7 @@ class PostgresStore:
         self._listener = Listener(url, self._counter, connect_timeout=connect_timeout)
         self._sync_conn: psycopg.Connection[Any] | None = None
         self._sync_lock = threading.Lock()
+        self._errors = Translator(url, is_driver_error, translate)
 
     # lifecycle -----------------------------------------------------------------
     async def open(self) -> None:
@@ -138,33 +148,31 @@ class PostgresStore:
         assert pool is not None
         task = asyncio.current_task()
         cancels = task.cancelling() if task is not None else 0
-        for attempt in range(3):
-            try:
-                async with pool.connection() as conn:
-                    if task is not None and task.cancelling() > cancels:
-                        # a cancel that came while psycopg_pool waited for a connection:
-                        # on Python 3.11 its asyncio.wait_for can return the connection
-                        # and drop the cancellation, which would keep a stopping service
-                        # running for ever
-                        raise asyncio.CancelledError
-                    return await run_async(conn, plan(), self._counter, tx=tx)
-            except _RETRIED as exc:  # the whole transaction rolled back: safe to run again
-                if attempt == 2:
-                    raise translate(operation, self.url, exc) from exc
-            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-                raise translate(operation, self.url, exc) from exc
+        with self._errors(operation):
+            for attempt in range(3):
+                try:
+                    async with pool.connection() as conn:
+                        if task is not None and task.cancelling() > cancels:
+                            # a cancel that came while psycopg_pool waited for a
+                            # connection: on Python 3.11 its asyncio.wait_for can return
+                            # the connection and drop the cancellation, which would keep
+                            # a stopping service running for ever
+                            raise asyncio.CancelledError
+                        return await run_async(conn, plan(), self._counter, tx=tx)
+                except _RETRIED:  # the whole transaction rolled back: safe to run again
+                    if attempt == 2:
+                        raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def query_count(self) -> int:
         return self._counter.value
 
     async def migrate(self) -> list[int]:
-        versions = _migrations.load(_PACKAGE)
-        return await self._run("migrate", lambda: _cluster.migrate(versions), tx=True)
+        return await self._run("migrate", _schema.migrate, tx=True)
 
     async def schema_check(self) -> None:
-        want = _migrations.latest(_PACKAGE)
-        have = await self._run("schema_check", _cluster.schema_version)
+        want = _schema.latest()
+        have = await self._run("schema_check", _schema.version)
         if have < want:
             raise NotMigratedError(
                 "schema_check",
@@ -173,10 +181,10 @@ class PostgresStore:
             )
 
     async def schema_version(self) -> int:
-        return await self._run("schema_version", _cluster.applied_version)
+        return await self._run("schema_version", _schema.version)
 
     async def now(self) -> datetime:
-        return await self._run("now", _cluster.now)
+        return await self._run("now", _schema.now)
 
     async def listen(self, callback: NotifyCallback) -> None:
         await self._listener.start(callback)
@@ -192,34 +200,27 @@ class PostgresStore:
             return self.job_insert_many_sync(jobs, conn)
         if not isinstance(conn, psycopg.AsyncConnection):
             raise TypeError("PostgresStore joins only a psycopg Connection or AsyncConnection")
-        try:  # the caller owns the transaction: no BEGIN, no COMMIT
+        with self._errors("job_insert"):  # the caller owns the transaction: no BEGIN, no COMMIT
             return await run_async(conn, _jobs.insert(jobs), self._counter, tx=False)
-        except psycopg.Error as exc:
-            raise translate("job_insert", self.url, exc) from exc
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             if not isinstance(conn, psycopg.Connection):
                 raise TypeError("PostgresStore joins only a psycopg Connection's transaction")
-            try:
+            with self._errors("job_insert"):
                 return run_sync(conn, _jobs.insert(jobs), self._counter, tx=False)
-            except psycopg.Error as exc:
-                raise translate("job_insert", self.url, exc) from exc
         return self._run_sync("job_insert", _jobs.insert(jobs), tx=True)
 
     def _run_sync(self, operation: str, plan: Plan[T], *, tx: bool = False) -> T:
         """Run ``plan`` on the store's one sync connection (sync callers, any thread)."""
-        with self._sync_lock:
-            try:
-                if self._sync_conn is None or self._sync_conn.closed:
-                    self._sync_conn = psycopg.connect(
-                        self.url, autocommit=True, connect_timeout=self._timeout_s()
-                    )
-                    # sync callers may never await close(): close it with the store
-                    weakref.finalize(self, self._sync_conn.close)
-                return run_sync(self._sync_conn, plan, self._counter, tx=tx)
-            except psycopg.Error as exc:
-                raise translate(operation, self.url, exc) from exc
+        with self._sync_lock, self._errors(operation):
+            if self._sync_conn is None or self._sync_conn.closed:
+                self._sync_conn = psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=self._timeout_s()
+                )
+                # sync callers may never await close(): close it with the store
+                weakref.finalize(self, self._sync_conn.close)
+            return run_sync(self._sync_conn, plan, self._counter, tx=tx)
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,

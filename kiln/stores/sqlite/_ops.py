@@ -1,16 +1,14 @@
-"""SQLite statements for jobs: schema, insert, claim, results, release and admin.
+"""SQLite statements for jobs: insert, claim, results, release and admin.
 
-Servers, leader and maintenance are in _cluster; rate limits in _rates.
-
-Write operations are called through ``write`` which wraps them in BEGIN IMMEDIATE,
-so the write lock is taken before anything is read and "now" is read after it.
+Servers, leader and maintenance are in _cluster; rate limits in _rates; the schema in
+_schema. Write operations run through ``_plan.write`` (BEGIN IMMEDIATE).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from kiln._job import (
@@ -24,7 +22,6 @@ from kiln._job import (
     Outcome,
     StateCount,
 )
-from kiln.stores import _migrations
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -60,54 +57,6 @@ from kiln.stores.sqlite._runs import (
 )
 
 T = TypeVar("T")
-
-
-def write(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(conn, *args)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-    return result
-
-
-# schema ------------------------------------------------------------------------------
-def schema_version(conn: sqlite3.Connection) -> int:
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='kiln_migrations'"
-    ).fetchone()
-    if not exists:
-        return 0
-    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM kiln_migrations").fetchone()
-    return int(row[0])
-
-
-def migrate(conn: sqlite3.Connection, versions: list[tuple[int, str]]) -> list[int]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS kiln_migrations "
-            "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        have = schema_version(conn)
-        applied: list[int] = []
-        for version, sql in versions:
-            if version <= have:
-                continue
-            for statement in _migrations.split_statements(sql):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO kiln_migrations (version, applied_at) VALUES (?, ?)",
-                (version, time.time()),
-            )
-            applied.append(version)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-    return applied
 
 
 # rows --------------------------------------------------------------------------------
