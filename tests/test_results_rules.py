@@ -113,7 +113,7 @@ def test_results_of_none_take_the_statements_without_a_result_column() -> None:
     statements it ran before stored results existed, on every store."""
     from kiln.stores.mysql import _jobs as mysql
     from kiln.stores.postgres import _jobs as postgres
-    from kiln.stores.sqlite import _ops as sqlite
+    from kiln.stores.sqlite import _jobs as sqlite
 
     plain = [JobResult(i, "s1", 1, Outcome.COMPLETED) for i in range(3)]
     stmt = postgres._results_stmt(plain, False)

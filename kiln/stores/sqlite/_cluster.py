@@ -26,7 +26,7 @@ from kiln.stores._rows import (
     ts,
     ts_required,
 )
-from kiln.stores.sqlite._ops import MET, insert_jobs, release_rows, remove, row_to_job
+from kiln.stores.sqlite._jobs import MET, insert_jobs, release_rows, remove, row_to_job
 
 
 # servers and leader ------------------------------------------------------------------
