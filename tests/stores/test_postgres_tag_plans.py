@@ -19,7 +19,7 @@ import pytest
 
 from kiln._job import JobFilter, JobState, NewJob
 from kiln.stores import Store
-from kiln.stores.postgres._jobs import count_stmt, tagged_list_stmts
+from kiln.stores.postgres._admin import count_stmt, tagged_list_stmts
 from kiln.stores.postgres._plan import Stmt
 
 JOBS = 10_000

@@ -16,7 +16,7 @@ import pytest
 
 from kiln._job import JobFilter, NewJob
 from kiln.stores import Store
-from kiln.stores.postgres._jobs import list_stmt
+from kiln.stores.postgres._admin import list_stmt
 
 JOBS = 20_000
 

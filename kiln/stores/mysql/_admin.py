@@ -1,5 +1,6 @@
-"""MySQL/MariaDB plans for the admin side of jobs: get, list, count, requeue, cancel,
-delete, dependents, and the cheap aggregates behind gauges.
+"""MySQL/MariaDB plans for admin: a filter's WHERE clause, get, list, count, requeue,
+make due, delete, dependents, and the cheap aggregates behind gauges (cancel is in
+_cancel).
 
 Owns these statements only. MySQL refuses a subquery on the table an UPDATE or DELETE
 changes, so bulk operations lock the matching ids first, then change them by id in
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
+from kiln._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -199,18 +200,6 @@ def make_due(f: JobFilter) -> Plan[int]:
         last=True,
     )
     return int(out[0].rowcount)
-
-
-def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
-    """The fenced-off results of jobs cancelled while running end those attempts."""
-    fence = [x for r in results for x in (r.job_id, r.server_id, r.attempt)]
-    out = yield step(Stmt(
-        "UPDATE kiln_jobs SET attempt_running = FALSE WHERE attempt_running"
-        f" AND state = 'cancelled' AND id IN ({marks(len(results))}) AND"
-        f" (id, server_id, attempt) IN ({', '.join(['(%s, %s, %s)'] * len(results))})",
-        (*(r.job_id for r in results), *fence),
-    ), last=True)
-    return out[0].rowcount
 
 
 def delete(f: JobFilter) -> Plan[int]:

@@ -11,7 +11,8 @@ session settings back when the store closes.
 No LISTEN/NOTIFY: servers on this store are woken through a Bus, or poll.
 
 Owns connections, the sync path and error translation at the boundary; the
-statements live in _jobs, _admin and _cluster.
+statements live in the modules named alike in every dialect (see
+docs/adr/0002-store-contract.md): _jobs, _admin, _cluster, _rates, _schema, ...
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from kiln.stores.mysql import (
     _jobs,
     _kept,
     _kinds,
+    _rates,
     _schema,
     _sizes,
 )
@@ -371,7 +373,7 @@ class MySQLStore:
             applied |= more.applied_ids
             _jobs.merge(released, more.released)
         if len(applied) < len(results):  # some were fenced off: cancelled while running?
-            await self._write("job_results_apply", lambda: _admin.attempts_end(results))
+            await self._write("job_results_apply", lambda: _jobs.attempts_end(results))
         self._empty_queues.difference_update(released)
         return ApplyResult(applied=len(applied), released=released, applied_ids=applied)
 
@@ -535,18 +537,18 @@ class MySQLStore:
 
     # rate limits -----------------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
-        await self._write("rate_limit_declare", lambda: _cluster.rate_limit_declare(key, limit))
+        await self._write("rate_limit_declare", lambda: _rates.rate_limit_declare(key, limit))
 
     async def rate_keys_pending(self) -> list[str]:
-        return await self._read("rate_keys_pending", _cluster.rate_keys_pending())
+        return await self._read("rate_keys_pending", _rates.rate_keys_pending())
 
     async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        result = await self._write("jobs_admit", lambda: _cluster.admit(key, max_batch))
+        result = await self._write("jobs_admit", lambda: _rates.admit(key, max_batch))
         self._empty_queues.difference_update(a.queue for a in result.admitted)
         return result
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
-        return await self._read("rate_limit_list", _cluster.rate_limit_list())
+        return await self._read("rate_limit_list", _rates.rate_limit_list())
 
     # recurring jobs and audit ------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:

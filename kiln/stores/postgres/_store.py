@@ -2,10 +2,11 @@
 
 Owns the connection pool (``max_conns``, 8 by default), the one extra LISTEN
 connection, the lazily opened sync connection for enqueue from sync code, and the
-boundary where psycopg errors become kiln errors. The statements live in _jobs and
-_cluster; this module only runs them. Pool connections are in autocommit mode: a
-single statement is its own transaction, and multi-statement plans send BEGIN and
-COMMIT in the same pipelines as their statements.
+boundary where psycopg errors become kiln errors. The statements live in the
+modules named alike in every dialect (_jobs, _admin, _cluster, _rates, _schema, ...:
+see docs/adr/0002-store-contract.md); this module only runs them. Pool connections
+are in autocommit mode: a single statement is its own transaction, and
+multi-statement plans send BEGIN and COMMIT in the same pipelines as their statements.
 """
 
 from __future__ import annotations
@@ -52,12 +53,14 @@ from kiln.stores._protocol import (
 )
 from kiln.stores._translator import Translator
 from kiln.stores.postgres import (
+    _admin,
     _cancel,
     _cluster,
     _concurrency,
     _controls,
     _jobs,
     _kinds,
+    _rates,
     _schema,
     _sizes,
 )
@@ -267,28 +270,28 @@ class PostgresStore:
         return await self._run("jobs_release_due", _jobs.release_due)
 
     async def job_get(self, job_id: int) -> JobRow | None:
-        return await self._run("job_get", lambda: _jobs.get(job_id))
+        return await self._run("job_get", lambda: _admin.get(job_id))
 
     async def job_list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
         after_id: int | None = None,
     ) -> list[JobRow]:
         return await self._run("job_list",
-                               lambda: _jobs.list_jobs(filter, limit, before_id, after_id))
+                               lambda: _admin.list_jobs(filter, limit, before_id, after_id))
 
     async def job_ids(
         self, filter: JobFilter, limit: int, before_id: int | None = None
     ) -> list[int]:
-        return await self._run("job_ids", lambda: _jobs.list_ids(filter, limit, before_id))
+        return await self._run("job_ids", lambda: _admin.list_ids(filter, limit, before_id))
 
     async def job_count(self, filter: JobFilter) -> int:
-        return await self._run("job_count", lambda: _jobs.count(filter))
+        return await self._run("job_count", lambda: _admin.count(filter))
 
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
-        return await self._run("jobs_requeue", lambda: _jobs.requeue(filter, dead_after))
+        return await self._run("jobs_requeue", lambda: _admin.requeue(filter, dead_after))
 
     async def jobs_make_due(self, filter: JobFilter) -> int:
-        return await self._run("jobs_make_due", lambda: _jobs.make_due(filter))
+        return await self._run("jobs_make_due", lambda: _admin.make_due(filter))
 
     async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
         return await self._run("jobs_cancel", lambda: _cancel.cancel(filter, actor))
@@ -301,44 +304,44 @@ class PostgresStore:
         )
 
     async def jobs_delete(self, filter: JobFilter) -> int:
-        return await self._run("jobs_delete", lambda: _jobs.delete(filter), tx=True)
+        return await self._run("jobs_delete", lambda: _admin.delete(filter), tx=True)
 
     async def job_dependents(self, job_id: int) -> list[int]:
-        return await self._run("job_dependents", lambda: _jobs.dependents(job_id))
+        return await self._run("job_dependents", lambda: _admin.dependents(job_id))
 
     async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
         return await self._run(
-            "job_dependency_results", lambda: _jobs.dependency_results(job_id)
+            "job_dependency_results", lambda: _admin.dependency_results(job_id)
         )
 
     async def job_counts(self) -> list[StateCount]:
-        return await self._run("job_counts", _jobs.state_counts)
+        return await self._run("job_counts", _admin.state_counts)
 
     async def queue_oldest_available(self) -> dict[str, float]:
-        return await self._run("queue_oldest_available", _jobs.oldest_available)
+        return await self._run("queue_oldest_available", _admin.oldest_available)
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
-        return await self._run("job_throughput", lambda: _jobs.throughput(since_seconds))
+        return await self._run("job_throughput", lambda: _admin.throughput(since_seconds))
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
-        return await self._run("job_counts_by_kind", _jobs.counts_by_kind)
+        return await self._run("job_counts_by_kind", _admin.counts_by_kind)
 
     async def job_finished_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[int, str, int]]:
         return await self._run("job_finished_series",
-                               lambda: _jobs.finished_series(since_seconds, bucket_seconds))
+                               lambda: _admin.finished_series(since_seconds, bucket_seconds))
 
     async def queue_completed_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[str, int, int]]:
         return await self._run(
             "queue_completed_series",
-            lambda: _jobs.completed_series_by_queue(since_seconds, bucket_seconds),
+            lambda: _admin.completed_series_by_queue(since_seconds, bucket_seconds),
         )
 
     async def queue_running_counts(self) -> list[tuple[str, str, int]]:
-        return await self._run("queue_running_counts", _jobs.running_by_server)
+        return await self._run("queue_running_counts", _admin.running_by_server)
 
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
@@ -412,16 +415,16 @@ class PostgresStore:
 
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
-        await self._run("rate_limit_declare", lambda: _cluster.rate_limit_declare(key, limit))
+        await self._run("rate_limit_declare", lambda: _rates.rate_limit_declare(key, limit))
 
     async def rate_keys_pending(self) -> list[str]:
-        return await self._run("rate_keys_pending", _cluster.rate_keys_pending)
+        return await self._run("rate_keys_pending", _rates.rate_keys_pending)
 
     async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        return await self._run("jobs_admit", lambda: _cluster.admit(key, max_batch), tx=True)
+        return await self._run("jobs_admit", lambda: _rates.admit(key, max_batch), tx=True)
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
-        return await self._run("rate_limit_list", _cluster.rate_limit_list)
+        return await self._run("rate_limit_list", _rates.rate_limit_list)
 
     # recurring jobs ----------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:

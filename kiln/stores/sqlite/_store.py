@@ -49,6 +49,7 @@ from kiln.stores._protocol import (
 )
 from kiln.stores._translator import Translator
 from kiln.stores.sqlite import (
+    _admin,
     _cancel,
     _cluster,
     _concurrency,
@@ -208,14 +209,14 @@ class SQLiteStore:
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             return self.job_insert_many_sync(jobs, conn)
-        return await self._run("job_insert", lambda c: write(c, _jobs.insert_jobs, jobs))
+        return await self._run("job_insert", lambda c: write(c, _jobs.insert, jobs))
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             if not isinstance(conn, sqlite3.Connection):
                 raise TypeError("SQLiteStore joins only a sqlite3.Connection's transaction")
-            return _jobs.insert_jobs(conn, jobs)  # the caller owns the transaction
-        return self._run_sync("job_insert", lambda c: write(c, _jobs.insert_jobs, jobs))
+            return _jobs.insert(conn, jobs)  # the caller owns the transaction
+        return self._run_sync("job_insert", lambda c: write(c, _jobs.insert, jobs))
 
     def _run_sync(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on this thread's own connection (sync callers, any thread)."""
@@ -252,7 +253,7 @@ class SQLiteStore:
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         return await self._run(
-            "job_results_apply", lambda c: write(c, _jobs.apply_results, results)
+            "job_results_apply", lambda c: write(c, _jobs.results_apply, results)
         )
 
     async def job_param_set(
@@ -267,31 +268,31 @@ class SQLiteStore:
         return await self._run("jobs_release_due", lambda c: write(c, _jobs.release_due))
 
     async def job_get(self, job_id: int) -> JobRow | None:
-        return await self._run("job_get", lambda c: _jobs.get(c, job_id))
+        return await self._run("job_get", lambda c: _admin.get(c, job_id))
 
     async def job_list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
         after_id: int | None = None,
     ) -> list[JobRow]:
         return await self._run(
-            "job_list", lambda c: _jobs.list_jobs(c, filter, limit, before_id, after_id)
+            "job_list", lambda c: _admin.list_jobs(c, filter, limit, before_id, after_id)
         )
 
     async def job_ids(
         self, filter: JobFilter, limit: int, before_id: int | None = None
     ) -> list[int]:
-        return await self._run("job_ids", lambda c: _jobs.list_ids(c, filter, limit, before_id))
+        return await self._run("job_ids", lambda c: _admin.list_ids(c, filter, limit, before_id))
 
     async def job_count(self, filter: JobFilter) -> int:
-        return await self._run("job_count", lambda c: _jobs.count(c, filter))
+        return await self._run("job_count", lambda c: _admin.count(c, filter))
 
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         return await self._run(
-            "jobs_requeue", lambda c: write(c, _jobs.requeue, filter, dead_after)
+            "jobs_requeue", lambda c: write(c, _admin.requeue, filter, dead_after)
         )
 
     async def jobs_make_due(self, filter: JobFilter) -> int:
-        return await self._run("jobs_make_due", lambda c: write(c, _jobs.make_due, filter))
+        return await self._run("jobs_make_due", lambda c: write(c, _admin.make_due, filter))
 
     async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
         return await self._run(
@@ -306,34 +307,34 @@ class SQLiteStore:
         )
 
     async def jobs_delete(self, filter: JobFilter) -> int:
-        return await self._run("jobs_delete", lambda c: write(c, _jobs.delete, filter))
+        return await self._run("jobs_delete", lambda c: write(c, _admin.delete, filter))
 
     async def job_dependents(self, job_id: int) -> list[int]:
-        return await self._run("job_dependents", lambda c: _jobs.dependents(c, job_id))
+        return await self._run("job_dependents", lambda c: _admin.dependents(c, job_id))
 
     async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
         return await self._run(
-            "job_dependency_results", lambda c: _jobs.dependency_results(c, job_id)
+            "job_dependency_results", lambda c: _admin.dependency_results(c, job_id)
         )
 
     async def job_counts(self) -> list[StateCount]:
-        return await self._run("job_counts", _jobs.state_counts)
+        return await self._run("job_counts", _admin.state_counts)
 
     async def queue_oldest_available(self) -> dict[str, float]:
-        return await self._run("queue_oldest_available", _jobs.oldest_available)
+        return await self._run("queue_oldest_available", _admin.oldest_available)
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
-        return await self._run("job_throughput", lambda c: _jobs.throughput(c, since_seconds))
+        return await self._run("job_throughput", lambda c: _admin.throughput(c, since_seconds))
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
-        return await self._run("job_counts_by_kind", _jobs.counts_by_kind)
+        return await self._run("job_counts_by_kind", _admin.counts_by_kind)
 
     async def job_finished_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[int, str, int]]:
         return await self._run(
             "job_finished_series",
-            lambda c: _jobs.finished_series(c, since_seconds, bucket_seconds),
+            lambda c: _admin.finished_series(c, since_seconds, bucket_seconds),
         )
 
     async def queue_completed_series(
@@ -341,11 +342,11 @@ class SQLiteStore:
     ) -> list[tuple[str, int, int]]:
         return await self._run(
             "queue_completed_series",
-            lambda c: _jobs.completed_series_by_queue(c, since_seconds, bucket_seconds),
+            lambda c: _admin.completed_series_by_queue(c, since_seconds, bucket_seconds),
         )
 
     async def queue_running_counts(self) -> list[tuple[str, str, int]]:
-        return await self._run("queue_running_counts", _jobs.running_by_server)
+        return await self._run("queue_running_counts", _admin.running_by_server)
 
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
