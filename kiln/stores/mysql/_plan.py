@@ -214,3 +214,25 @@ def batches(runner: Runner[T]) -> Plan[T]:
         runner, lambda batch: Step(tuple(Stmt(sql) for sql in batch)),
         lambda out: [r.rows[0][0] if r.rows else None for r in out],
     )
+
+
+# the session clock, moved ahead for tests (MySQLStore.clock_shift): UTC_TIMESTAMP and
+# NOW read the session's timestamp, which SET fixes; SYSDATE keeps the server's clock
+SET_CLOCK = "SET timestamp = UNIX_TIMESTAMP(SYSDATE(6)) + %s"
+
+
+def clocked(plan: Plan[T], ahead: float) -> Plan[T]:
+    """``plan`` with the session clock set ``ahead`` seconds past the server's before
+    its first step (tests only: the conformance suite's clock)."""
+    try:
+        st = next(plan)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    out = yield Step((Stmt(SET_CLOCK, (ahead,)), *st.stmts), begin=st.begin, last=st.last)
+    results = out[1:]
+    while True:
+        try:
+            st = plan.send(results)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        results = yield st

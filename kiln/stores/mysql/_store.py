@@ -69,6 +69,7 @@ from kiln.stores.mysql._plan import (
     Plan,
     Result,
     Step,
+    clocked,
     from_db_required,
     run_async,
     run_sync,
@@ -153,6 +154,7 @@ class MySQLStore(PlanStore[Step, list[Result]]):
         self._portal_lock = threading.Lock()
         self._sync_conn: Any = None
         self._sync_lock: asyncio.Lock | None = None
+        self._ahead = 0.0  # seconds the session clock runs ahead: clock_shift, tests only
 
     # lifecycle -----------------------------------------------------------------------
     async def open(self) -> None:
@@ -209,7 +211,8 @@ class MySQLStore(PlanStore[Step, list[Result]]):
                 for attempt in range(DEADLOCK_RETRIES):
                     try:
                         conn = await kept.get()
-                        return await run_async(conn, factory(), self._counter, own=True)
+                        plan = self._clocked(factory())
+                        return await run_async(conn, plan, self._counter, own=True)
                     except Exception as exc:
                         await kept.discard_if_dead()
                         if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
@@ -228,12 +231,21 @@ class MySQLStore(PlanStore[Step, list[Result]]):
         with self._errors(operation):
             conn = await self._pool.acquire()
             try:
-                result = await run_async(conn, make(), self._counter, own=True)
+                result = await run_async(conn, self._clocked(make()), self._counter, own=True)
                 if not conn.get_autocommit():
                     await conn.rollback()  # a lent pool's connection: end the read's snapshot
                 return result
             finally:
                 await release(self._pool, conn)
+
+    def clock_shift(self, seconds: float) -> None:
+        """Tests only: from now on, this store's statements see the database clock
+        ``seconds`` further ahead (cumulative). The database clock still decides: the
+        shift is added to the server's own time in each session (SET timestamp)."""
+        self._ahead += seconds
+
+    def _clocked(self, plan: Plan[T]) -> Plan[T]:
+        return clocked(plan, self._ahead) if self._ahead else plan
 
     # schema --------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
