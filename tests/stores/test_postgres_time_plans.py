@@ -1,7 +1,7 @@
 """PostgreSQL: a listing filtered by enqueue time uses the BRIN index over created_at
 (migration 0009) when the range holds few jobs, instead of walking the id index.
 
-EXPLAIN of the store's own listing statement (_jobs.list_stmt) over 20,000 jobs after
+EXPLAIN of the store's own listing statement (_admin.list_stmt) over 20,000 jobs after
 ANALYZE: an "until" long before any job goes through kiln_jobs_created.
 """
 

@@ -20,6 +20,7 @@ from kiln.stores._filters import (
     FilterSql,
     compile_filter,
     members,
+    page,
 )
 from kiln.stores._rows import dumps, loads
 from kiln.stores.mysql._jobs import (
@@ -120,15 +121,7 @@ def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]
 def _listed(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None, cols: str
 ) -> Plan[list[Any]]:
-    cond, params = where(f)
-    if before_id is not None:
-        cond += " AND id < %s"
-        params.append(before_id)
-    if after_id is not None:
-        cond += " AND id > %s"
-        params.append(after_id)
-    order = "ASC" if after_id is not None else "DESC"
-    sql = f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
+    sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
     out = yield one(sql, *params, limit)
     return list(out[0].rows)
 

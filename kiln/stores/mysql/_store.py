@@ -36,13 +36,10 @@ from kiln.stores._plan_store import PlanSql, PlanStore
 from kiln.stores._protocol import (
     DEAD_AFTER,
     ApplyResult,
-    Capabilities,
-    ClaimCallback,
-    ClaimWatch,
-    NotifyCallback,
     ReleaseResult,
 )
 from kiln.stores._translator import Translator
+from kiln.stores._unnotified import Unnotified
 from kiln.stores.mysql import (
     _admin,
     _cancel,
@@ -116,12 +113,13 @@ _SQL: PlanSql[Step, list[Result]] = PlanSql(
 )
 
 
-class MySQLStore(PlanStore[Step, list[Result]]):
+class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
     """A Store over MariaDB 10.6+ or MySQL 8 (``mysql://`` or ``mariadb://``).
 
-    The operations that only forward to a statement are PlanStore's."""
+    The operations that only forward to a statement are PlanStore's; having no
+    LISTEN/NOTIFY, it says so as Unnotified."""
 
-    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
+    database = "MySQL"
     _sql = _SQL
 
     def __init__(self, url: str, *, pool: Any = None, max_conns: int = 8) -> None:
@@ -258,12 +256,6 @@ class MySQLStore(PlanStore[Step, list[Result]]):
     async def now(self) -> datetime:
         return from_db_required(await self._read("now", _schema.now))
 
-    async def listen(self, callback: NotifyCallback) -> None:
-        raise NotImplementedError("MySQL has no LISTEN/NOTIFY: use a Bus")
-
-    def listening(self) -> bool:
-        return False
-
     # jobs ----------------------------------------------------------------------------
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
@@ -349,12 +341,6 @@ class MySQLStore(PlanStore[Step, list[Result]]):
 
     async def concurrency_in_use(self) -> dict[str, int]:
         return await self._read("concurrency_in_use", _concurrency.in_use)
-
-    def job_claim_watch(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        on_claimed: ClaimCallback,
-    ) -> ClaimWatch | None:
-        return None  # no LISTEN connection to claim on: servers claim when woken
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         first, again = await self._write(

@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._job import JobFilter, JobRow, JobState, StateCount
-from kiln.stores._filters import DELETABLE, MAKE_DUE, REQUEUEABLE, FilterSql, compile_filter
+from kiln.stores._filters import (
+    DELETABLE,
+    MAKE_DUE,
+    REQUEUEABLE,
+    FilterSql,
+    compile_filter,
+    keyset,
+    page,
+)
 from kiln.stores._rows import dumps
 from kiln.stores.postgres._jobs import (
     JOB_COLS,
@@ -120,23 +128,8 @@ def list_stmt(
     cols: str = JOB_COLS,
 ) -> Stmt:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
-    cond, params = where(f)
-    cond, order = keyset(cond, params, before_id, after_id)
-    sql = f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
+    sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
     return Stmt(sql, (*params, limit))
-
-
-def keyset(
-    cond: str, params: list[Any], before_id: int | None, after_id: int | None
-) -> tuple[str, str]:
-    """``cond`` narrowed to the page after the cursor (params extended), and the order."""
-    if before_id is not None:
-        cond += " AND id < %s"
-        params.append(before_id)
-    if after_id is not None:
-        cond += " AND id > %s"
-        params.append(after_id)
-    return cond, "ASC" if after_id is not None else "DESC"
 
 
 def tagged_list_stmts(
@@ -157,7 +150,7 @@ def tagged_list_stmts(
     plain = dataclasses.replace(f, tags=(), metadata={}, args={})
     base, base_params = where(plain)
     tagged, tag_params = tag_clauses(f)
-    base, order = keyset(base, base_params, before_id, after_id)
+    base, order = keyset(base, base_params, before_id, after_id, "%s")
     probe = (
         f"SELECT {cols} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
         f" LIMIT {PROBE_WINDOW}) AS recent WHERE {' AND '.join(tagged)}"

@@ -22,6 +22,7 @@ from kiln.stores._filters import (
     FilterSql,
     compile_filter,
     members,
+    page,
 )
 from kiln.stores._rows import epoch, loads
 from kiln.stores.sqlite._jobs import NOT_HELD, release_dependents, row_to_job
@@ -115,18 +116,8 @@ def _listed(
     conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
     after_id: int | None, cols: str,
 ) -> list[Any]:
-    cond, params = where(f)
-    if before_id is not None:
-        cond += " AND id < ?"
-        params.append(before_id)
-    if after_id is not None:
-        cond += " AND id > ?"
-        params.append(after_id)
-    order = "ASC" if after_id is not None else "DESC"
-    return conn.execute(
-        f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT ?",
-        [*params, limit],
-    ).fetchall()
+    sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
+    return conn.execute(sql, [*params, limit]).fetchall()
 
 
 def count(conn: sqlite3.Connection, f: JobFilter) -> int:

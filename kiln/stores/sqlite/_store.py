@@ -40,14 +40,11 @@ from kiln._job import (
 from kiln.stores._protocol import (
     DEAD_AFTER,
     ApplyResult,
-    Capabilities,
-    ClaimCallback,
-    ClaimWatch,
-    NotifyCallback,
     ReleaseResult,
     TableSize,
 )
 from kiln.stores._translator import Translator
+from kiln.stores._unnotified import Unnotified
 from kiln.stores.sqlite import (
     _admin,
     _cancel,
@@ -107,10 +104,10 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
             time.sleep(0.01)
 
 
-class SQLiteStore:
+class SQLiteStore(Unnotified):
     """A Store over one SQLite file (``sqlite:///path.db``)."""
 
-    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
+    database = "SQLite"
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         self.path = path
@@ -199,12 +196,6 @@ class SQLiteStore:
 
         return ts_required(time.time())
 
-    async def listen(self, callback: NotifyCallback) -> None:
-        raise NotImplementedError("SQLite has no notifications: use a Bus")
-
-    def listening(self) -> bool:
-        return False
-
     # jobs ------------------------------------------------------------------------
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
@@ -244,12 +235,6 @@ class SQLiteStore:
 
     async def concurrency_in_use(self) -> dict[str, int]:
         return await self._run("concurrency_in_use", _concurrency.in_use)
-
-    def job_claim_watch(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        on_claimed: ClaimCallback,
-    ) -> ClaimWatch | None:
-        return None  # no LISTEN connection to claim on: servers claim when woken
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         return await self._run(
