@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
-from kiln._errors import StoreError
+from kiln._errors import NotMigratedError, StoreError
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 T = TypeVar("T")
@@ -67,6 +67,16 @@ def load(package: str) -> list[tuple[int, str]]:
 def latest(package: str) -> int:
     versions = load(package)
     return versions[-1][0] if versions else 0
+
+
+def require(have: int, want: int, where: str) -> None:
+    """``schema_check``'s rule: a database below the version this kiln needs refuses
+    to run (NotMigratedError naming both versions and the fix)."""
+    if have < want:
+        raise NotMigratedError(
+            "schema_check",
+            f"database {where} is at schema {have}, kiln needs {want}: run `kiln migrate`",
+        )
 
 
 def applied(d: Dialect) -> Runner[int]:

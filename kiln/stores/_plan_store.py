@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from kiln._controls import QueueControls
-from kiln._errors import NotMigratedError
 from kiln._job import (
     AdmitResult,
     AuditEntry,
@@ -39,6 +38,7 @@ from kiln._job import (
     ServerInfo,
     StateCount,
 )
+from kiln.stores import _migrations
 from kiln.stores._protocol import DEAD_AFTER, TableSize
 
 S = TypeVar("S")  # a dialect's step
@@ -186,14 +186,8 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     # schema --------------------------------------------------------------------------
     async def schema_check(self) -> None:
-        want = self._sql.schema.latest()
         have = await self._read("schema_check", self._sql.schema.version)
-        if have < want:
-            raise NotMigratedError(
-                "schema_check",
-                f"database {self._where} is at schema {have}, kiln needs {want}:"
-                " run `kiln migrate`",
-            )
+        _migrations.require(have, self._sql.schema.latest(), self._where)
 
     async def schema_version(self) -> int:
         return await self._read("schema_version", self._sql.schema.version)

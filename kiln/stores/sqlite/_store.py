@@ -37,6 +37,7 @@ from kiln._job import (
     ServerInfo,
     StateCount,
 )
+from kiln.stores import _migrations
 from kiln.stores._protocol import (
     DEAD_AFTER,
     ApplyResult,
@@ -177,14 +178,8 @@ class SQLiteStore(Unnotified):
         return await self._run("migrate", _schema.migrate)
 
     async def schema_check(self) -> None:
-        want = _schema.latest()
         have = await self._run("schema_check", _schema.version)
-        if have < want:
-            raise NotMigratedError(
-                "schema_check",
-                f"database {self.path!r} is at schema {have}, kiln needs {want}: "
-                "run `kiln migrate`",
-            )
+        _migrations.require(have, _schema.latest(), repr(self.path))
 
     async def schema_version(self) -> int:
         if self._conn is None and not os.path.exists(self.path):
