@@ -10,37 +10,41 @@ run afterwards and finds the schema current.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from kiln.stores import _script
+from kiln.stores import _migrations, _script
+
+T = TypeVar("T")
 
 
 def upgrade(bind: Any) -> list[int]:
     """Apply kiln's pending migrations on ``bind``: a SQLAlchemy ``Connection`` or
     Alembic's ``op``. Returns the versions applied (none when already current)."""
     conn = _connection(bind)
-    dialect = _script.dialect(conn.dialect.name)
-    have = schema_version(conn)
-    if have == 0:
-        conn.exec_driver_sql(dialect.create_table)
-    # the driver is handed parameters (none), so a format-style driver reads % as one
-    percent = "%%" if conn.dialect.paramstyle in ("format", "pyformat") else "%"
-    applied: list[int] = []
-    for version, statements in _script.statements(dialect, have):
-        for statement in statements:
-            conn.exec_driver_sql(statement.replace("%", percent))
-        applied.append(version)
-    return applied
+    # kiln migrate's runner, without its lock: the caller's tool runs one at a time
+    return _batches(conn, _migrations.run(_script.dialect(conn.dialect.name), lock=False))
 
 
 def schema_version(bind: Any) -> int:
     """The highest kiln migration applied on ``bind``'s database; 0 for none."""
     conn = _connection(bind)
-    if not sa.inspect(conn).has_table("kiln_migrations"):
-        return 0
-    return int(conn.exec_driver_sql(_script.VERSION).scalar_one())
+    return _batches(conn, _migrations.applied(_script.dialect(conn.dialect.name)))
+
+
+def _batches(conn: sa.Connection, runner: _migrations.Runner[T]) -> T:
+    """Run a statement-batch runner of kiln.stores._migrations on ``conn``."""
+    # the driver is handed parameters (none), so a format-style driver reads % as one
+    percent = "%%" if conn.dialect.paramstyle in ("format", "pyformat") else "%"
+    return _migrations.execute(
+        runner, lambda batch: [_first(conn, sql.replace("%", percent)) for sql in batch]
+    )
+
+
+def _first(conn: sa.Connection, sql: str) -> Any:
+    result = conn.exec_driver_sql(sql)
+    return result.scalar() if result.returns_rows else None
 
 
 def _connection(bind: Any) -> sa.Connection:

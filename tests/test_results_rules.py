@@ -113,13 +113,13 @@ def test_results_of_none_take_the_statements_without_a_result_column() -> None:
     statements it ran before stored results existed, on every store."""
     from kiln.stores.mysql import _jobs as mysql
     from kiln.stores.postgres import _jobs as postgres
-    from kiln.stores.sqlite import _ops as sqlite
+    from kiln.stores.sqlite import _jobs as sqlite
 
     plain = [JobResult(i, "s1", 1, Outcome.COMPLETED) for i in range(3)]
     stmt = postgres._results_stmt(plain, False)
     assert stmt.sql == postgres.RESULTS_APPLY and "result" not in stmt.sql
     assert "result" not in " ".join(s.sql for s in mysql._completions(plain))
-    assert "result" not in sqlite.APPLY
+    assert "result" not in sqlite.RESULTS_APPLY
     one = [plain[0], JobResult(9, "s1", 1, Outcome.COMPLETED, result="[1]")]
     assert postgres._results_stmt(one, False).sql == postgres.RESULTS_APPLY_STORED
     assert "result = CASE id WHEN" in mysql._completions(one)[1].sql

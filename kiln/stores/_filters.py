@@ -1,5 +1,5 @@
 """The rules every store shares for admin operations: which states each one may
-touch, and how a ``JobFilter`` becomes a WHERE clause.
+touch, how a ``JobFilter`` becomes a WHERE clause, and how a listing pages.
 
 The filter's shape (which conditions, in which order, joined by AND) is decided
 here once; a dialect gives only its own SQL pieces in a ``FilterSql``: how it
@@ -91,3 +91,30 @@ def _bounds(f: JobFilter, sql: FilterSql) -> Clauses:
             clauses.append(f"{condition} {sql.mark}")
             params.append(sql.when(at))
     return clauses, params
+
+
+def keyset(
+    cond: str, params: list[Any], before_id: int | None, after_id: int | None, mark: str
+) -> tuple[str, str]:
+    """``cond`` narrowed to the page past the cursor (``params`` extended), and the
+    page's order: newest first below ``before_id``, oldest first above ``after_id``."""
+    if before_id is not None:
+        cond += f" AND id < {mark}"
+        params.append(before_id)
+    if after_id is not None:
+        cond += f" AND id > {mark}"
+        params.append(after_id)
+    return cond, "ASC" if after_id is not None else "DESC"
+
+
+def page(
+    f: JobFilter, sql: FilterSql, cols: str, before_id: int | None, after_id: int | None
+) -> tuple[str, list[Any]]:
+    """A listing's page of ``cols`` under ``f`` (see ``keyset``) and its params; the
+    value of its LIMIT, the last placeholder, is the caller's."""
+    cond, params = compile_filter(f, sql)
+    cond, order = keyset(cond, params, before_id, after_id, sql.mark)
+    return (
+        f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT {sql.mark}",
+        params,
+    )

@@ -8,51 +8,16 @@ row that records it in ``kiln_migrations``, preceded by that table's creation: w
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.resources
 
 from kiln._errors import ConfigError
 from kiln.stores import _migrations
+from kiln.stores._migrations import Dialect
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Dialect:
-    name: str
-    package: str
-    create_table: str  # kiln_migrations, IF NOT EXISTS
-    record: str  # INSERT of one applied version; {version} is filled in
-    transactional: bool  # DDL rolls back with the transaction
-
-
-DIALECTS = {
-    "postgresql": Dialect(
-        "postgresql", "kiln.stores.postgres",
-        "CREATE TABLE IF NOT EXISTS kiln_migrations (version INTEGER PRIMARY KEY,"
-        " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-        "INSERT INTO kiln_migrations (version) VALUES ({version})",
-        transactional=True,
-    ),
-    "mysql": Dialect(
-        "mysql", "kiln.stores.mysql",
-        "CREATE TABLE IF NOT EXISTS kiln_migrations (version INT NOT NULL PRIMARY KEY,"
-        " applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
-        "INSERT INTO kiln_migrations (version, applied_at) VALUES ({version},"
-        " UTC_TIMESTAMP(6))",
-        transactional=False,
-    ),
-    "sqlite": Dialect(
-        "sqlite", "kiln.stores.sqlite",
-        "CREATE TABLE IF NOT EXISTS kiln_migrations "
-        "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)",
-        "INSERT INTO kiln_migrations (version, applied_at) VALUES ({version},"
-        " (julianday('now') - 2440587.5) * 86400.0)",
-        transactional=True,
-    ),
-}
+DIALECTS = {d.name: d for d in (_migrations.POSTGRES, _migrations.MYSQL, _migrations.SQLITE)}
 ALIASES = {"postgres": "postgresql", "mariadb": "mysql", "sqlite3": "sqlite"}
 
-# the applied version, once kiln_migrations is known to exist (the same in every dialect)
-VERSION = "SELECT COALESCE(MAX(version), 0) FROM kiln_migrations"
+VERSION = _migrations.VERSION
 
 
 def dialect(name: str) -> Dialect:

@@ -1,4 +1,5 @@
-"""Store conformance fixtures: a second store on the same database, for concurrency."""
+"""Store conformance fixtures: a second store on the same database, for concurrency,
+and the clock that lease and heartbeat tests advance (tests/stores/clock.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kiln.stores import Store, store_from_url
+from tests.stores.clock import clock
+
+__all__ = ["clock", "other_store"]
 
 
 @pytest.fixture

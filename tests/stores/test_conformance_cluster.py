@@ -1,12 +1,24 @@
-"""Conformance: servers, the leader lease, rescue, sweep and prune."""
+"""Conformance: servers, the leader lease, rescue, sweep and prune.
+
+Ages and leases wait on the database clock, moved forward by ``clock.advance``
+(tests/stores/clock.py), not on sleeps.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kiln._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
+from tests.stores.clock import Clock, clockable_url
 from tests.stores.factories import claim, complete, insert, job, result, server
+
+
+@pytest.fixture
+def store_url(store_url: str) -> str:
+    return clockable_url(store_url)
 
 
 async def test_register_list_heartbeat_deregister(store: Store) -> None:
@@ -23,9 +35,9 @@ async def test_register_list_heartbeat_deregister(store: Store) -> None:
     assert [s.id for s in await store.server_list()] == ["b"]
 
 
-async def test_heartbeat_age_follows_the_database_clock(store: Store) -> None:
+async def test_heartbeat_age_follows_the_database_clock(store: Store, clock: Clock) -> None:
     await store.server_register(server("a"))
-    await asyncio.sleep(0.2)
+    await clock.advance(0.2)
     [before] = await store.server_list()
     assert before.heartbeat_age is not None and before.heartbeat_age >= 0.15
     await store.server_heartbeat("a")
@@ -33,13 +45,13 @@ async def test_heartbeat_age_follows_the_database_clock(store: Store) -> None:
     assert after.heartbeat_age is not None and after.heartbeat_age < before.heartbeat_age
 
 
-async def test_leader_lease_is_exclusive_until_it_expires(store: Store) -> None:
+async def test_leader_lease_is_exclusive_until_it_expires(store: Store, clock: Clock) -> None:
     assert await store.leader_get() is None
     assert await store.leader_elect("a", 0.4)
     assert not await store.leader_elect("b", 0.4)
     assert await store.leader_elect("a", 0.4)  # renew
     assert await store.leader_get() == "a"
-    await asyncio.sleep(0.5)
+    await clock.advance(0.5)
     assert await store.leader_get() is None
     assert await store.leader_elect("b", 5)
     assert not await store.leader_elect("a", 5)
@@ -57,17 +69,20 @@ async def test_resign_and_deregister_give_up_the_lease(store: Store) -> None:
     assert await store.leader_elect("a", 30)
 
 
-async def test_concurrent_elections_have_one_winner(store: Store, other_store: Store) -> None:
+async def test_concurrent_elections_have_one_winner(
+    store: Store, other_store: Store, clock: Clock
+) -> None:
+    clock.add(other_store)
     for round_ in range(3):
         names = [f"r{round_}-{i}" for i in range(6)]
         stores = [store, other_store] * 3
         won = await asyncio.gather(*(s.leader_elect(n, 0.2) for s, n in zip(stores, names,
                                                                              strict=True)))
         assert sum(won) == 1
-        await asyncio.sleep(0.25)
+        await clock.advance(0.25)
 
 
-async def test_rescue_candidates_only_from_silent_servers(store: Store) -> None:
+async def test_rescue_candidates_only_from_silent_servers(store: Store, clock: Clock) -> None:
     await store.server_register(server("dead"))
     await store.server_register(server("alive"))
     await store.job_insert_many([job(args={"i": i}) for i in range(3)])
@@ -75,9 +90,9 @@ async def test_rescue_candidates_only_from_silent_servers(store: Store) -> None:
     [r2] = await claim(store, limit=1, server="alive")
     [r3] = await claim(store, limit=1, server="never-registered")
     assert await store.jobs_rescue_candidates(0.3, 10) == []
-    await asyncio.sleep(0.2)
+    await clock.advance(0.2)
     await store.server_heartbeat("alive")
-    await asyncio.sleep(0.2)
+    await clock.advance(0.2)
     await store.server_heartbeat("alive")
     found = await store.jobs_rescue_candidates(0.3, 10)
     assert sorted((c.job.id, c.dead_server_id) for c in found) == sorted(
@@ -94,23 +109,23 @@ async def test_rescue_candidates_only_from_silent_servers(store: Store) -> None:
     assert r2.server_id == "alive"
 
 
-async def test_sweep_removes_servers_silent_for_long(store: Store) -> None:
+async def test_sweep_removes_servers_silent_for_long(store: Store, clock: Clock) -> None:
     await store.server_register(server("old"))
-    await asyncio.sleep(0.25)
+    await clock.advance(0.25)
     await store.server_register(server("new"))
     assert await store.servers_sweep(0.2) == 1
     assert [s.id for s in await store.server_list()] == ["new"]
     assert await store.servers_sweep(0.2) == 0
 
 
-async def test_prune_is_bounded_by_limit_and_state(store: Store) -> None:
+async def test_prune_is_bounded_by_limit_and_state(store: Store, clock: Clock) -> None:
     await store.job_insert_many([job(args={"i": i}) for i in range(5)])
     rows = await claim(store, limit=5)
     for row in rows[:4]:
         await complete(store, row)
     await store.job_results_apply([result(rows[4], Outcome.FAILED)])
     assert await store.jobs_prune(JobState.COMPLETED, 60, 10) == 0  # not old enough
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert await store.jobs_prune(JobState.COMPLETED, 0.01, 3) == 3
     assert await store.jobs_prune(JobState.COMPLETED, 0.01, 3) == 1
     assert await store.jobs_prune(JobState.COMPLETED, 0.01, 3) == 0
@@ -119,23 +134,23 @@ async def test_prune_is_bounded_by_limit_and_state(store: Store) -> None:
     assert await store.jobs_prune(JobState.FAILED, 0.01, 3) == 1
 
 
-async def test_prune_never_touches_unfinished_jobs(store: Store) -> None:
+async def test_prune_never_touches_unfinished_jobs(store: Store, clock: Clock) -> None:
     await insert(store, job(), job(delay=60))
     await claim(store, limit=1)
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     for state in JobState:
         await store.jobs_prune(state, 0.0, 100)
     assert await store.job_count(JobFilter()) == 2
 
 
-async def test_jobs_running_on_a_server_past_a_margin(store: Store) -> None:
+async def test_jobs_running_on_a_server_past_a_margin(store: Store, clock: Clock) -> None:
     """Reconciliation's read: this server's running jobs, only those claimed long enough
     ago that no claim of its own can still be on its way back."""
     await store.job_insert_many([job(args={"i": i}) for i in range(5)])
     mine = await claim(store, limit=3, server="s1")
     [theirs] = await claim(store, limit=1, server="s2")
     assert await store.jobs_running_on("s1", 60.0, 100) == []  # all claimed just now
-    await asyncio.sleep(0.3)
+    await clock.advance(0.3)
     [late] = await claim(store, limit=1, server="s1")
     await complete(store, mine[0])
     found = await store.jobs_running_on("s1", 0.2, 100)

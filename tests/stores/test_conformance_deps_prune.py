@@ -1,12 +1,14 @@
 """Conformance: pruning a dependency frees its dependents as deleting it does, and the
-sweep releases dependents left waiting on jobs that no longer exist."""
+sweep releases dependents left waiting on jobs that no longer exist. Ages wait on the
+database clock (``clock.advance``, tests/stores/clock.py)."""
 
 from __future__ import annotations
 
-import asyncio
+import pytest
 
 from kiln._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
+from tests.stores.clock import Clock, clockable_url
 from tests.stores.factories import (
     claim,
     complete,
@@ -16,6 +18,11 @@ from tests.stores.factories import (
     result,
     state_of,
 )
+
+
+@pytest.fixture
+def store_url(store_url: str) -> str:
+    return clockable_url(store_url)
 
 
 async def _finished(store: Store, outcome: Outcome) -> int:
@@ -29,12 +36,14 @@ async def _finished(store: Store, outcome: Outcome) -> int:
     return dep
 
 
-async def test_pruning_a_cancelled_dependency_releases_its_dependents(store: Store) -> None:
+async def test_pruning_a_cancelled_dependency_releases_its_dependents(
+    store: Store, clock: Clock
+) -> None:
     dep = await _finished(store, Outcome.CANCELLED)
     [c] = await insert(store, job(kind="c", depends_on=[dep]))
     [r] = await insert(store, job(kind="r", depends_on=[dep], rate_key="key"))
     assert await state_of(store, c) == "awaiting"
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert await store.jobs_prune(JobState.CANCELLED, 0.01, 10) == 1
     assert await state_of(store, dep) is None
     assert await state_of(store, c) == "available"
@@ -42,11 +51,11 @@ async def test_pruning_a_cancelled_dependency_releases_its_dependents(store: Sto
     assert await store.job_dependents(dep) == []
 
 
-async def test_pruning_a_failed_dependency_waits_for_the_others(store: Store) -> None:
+async def test_pruning_a_failed_dependency_waits_for_the_others(store: Store, clock: Clock) -> None:
     dep = await _finished(store, Outcome.FAILED)
     [other] = await insert(store, job(kind="o"))
     [c] = await insert(store, job(kind="c", depends_on=[dep, other]))
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert await store.jobs_prune(JobState.FAILED, 0.01, 10) == 1
     assert await state_of(store, c) == "awaiting"  # other is still to do
     [row] = await claim(store, kinds=("o",))
@@ -54,12 +63,12 @@ async def test_pruning_a_failed_dependency_waits_for_the_others(store: Store) ->
     assert await state_of(store, c) == "available"
 
 
-async def test_pruning_completed_jobs_leaves_no_edges_behind(store: Store) -> None:
+async def test_pruning_completed_jobs_leaves_no_edges_behind(store: Store, clock: Clock) -> None:
     [a, b] = await insert(store, job(), job(kind="b"))
     [c] = await insert(store, job(kind="c", depends_on=[a, b]))
     [row] = await claim(store)
     await complete(store, row)
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert await store.jobs_prune(JobState.COMPLETED, 0.01, 10) == 1
     assert await store.job_dependents(a) == []
     assert await state_of(store, c) == "awaiting"  # b is still to do

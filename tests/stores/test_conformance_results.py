@@ -1,12 +1,19 @@
-"""Conformance: applying results with fencing, and parameter checkpoints."""
+"""Conformance: applying results with fencing, and parameter checkpoints. A snooze
+waits on the database clock (``clock.advance``, tests/stores/clock.py)."""
 
 from __future__ import annotations
 
-import asyncio
+import pytest
 
 from kiln._job import JobState, Outcome
 from kiln.stores import Store
+from tests.stores.clock import Clock, clockable_url
 from tests.stores.factories import claim, eventually, insert, job, result
+
+
+@pytest.fixture
+def store_url(store_url: str) -> str:
+    return clockable_url(store_url)
 
 
 async def test_complete(store: Store) -> None:
@@ -167,12 +174,12 @@ async def test_release_due_makes_delayed_jobs_available_on_time(store: Store) ->
     assert empty.released == {} and empty.next_at is None
 
 
-async def test_snoozed_job_comes_back_after_its_delay(store: Store) -> None:
+async def test_snoozed_job_comes_back_after_its_delay(store: Store, clock: Clock) -> None:
     [job_id] = await insert(store, job())
     [row] = await claim(store)
     await store.job_results_apply([result(row, Outcome.SNOOZED, delay=0.2)])
     assert (await store.job_get(job_id)).state is JobState.SCHEDULED  # type: ignore[union-attr]
-    await asyncio.sleep(0.25)
+    await clock.advance(0.25)
     assert (await store.jobs_release_due()).released == {"q": 1}
     [again] = await claim(store)
     assert again.attempt == 1

@@ -18,7 +18,7 @@ from kiln._errors import ConfigError, NotMigratedError, StoreError, UnreachableE
 from kiln._job import JobFilter, RateLimit
 from kiln.stores import store_from_url
 from kiln.stores.mysql import MySQLStore
-from kiln.stores.mysql._plan import translate
+from kiln.stores.mysql._errors import translate
 from tests.stores.factories import claim, job, result, state_of
 
 

@@ -1,7 +1,7 @@
 """PostgreSQL: the tag and metadata filters use their indexes (migration 0007).
 
 EXPLAIN of the statements the store runs (count, and the listing's statement for rare
-matches, see _jobs.tagged_list_stmts) over 10,000 jobs after ANALYZE: a selective tag
+matches, see _admin.tagged_list_stmts) over 10,000 jobs after ANALYZE: a selective tag
 filter goes through kiln_jobs_tags, a metadata filter through kiln_jobs_metadata
 (jsonb_path_ops), alongside the state index. Without the predicates the partial
 indexes need, or with the wrong operator, the plan would be a sequential scan, and
@@ -19,7 +19,7 @@ import pytest
 
 from kiln._job import JobFilter, JobState, NewJob
 from kiln.stores import Store
-from kiln.stores.postgres._jobs import count_stmt, tagged_list_stmts
+from kiln.stores.postgres._admin import count_stmt, tagged_list_stmts
 from kiln.stores.postgres._plan import Stmt
 
 JOBS = 10_000

@@ -1,7 +1,7 @@
 """PostgreSQL: a listing filtered by enqueue time uses the BRIN index over created_at
 (migration 0009) when the range holds few jobs, instead of walking the id index.
 
-EXPLAIN of the store's own listing statement (_jobs.list_stmt) over 20,000 jobs after
+EXPLAIN of the store's own listing statement (_admin.list_stmt) over 20,000 jobs after
 ANALYZE: an "until" long before any job goes through kiln_jobs_created.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from kiln._job import JobFilter, NewJob
 from kiln.stores import Store
-from kiln.stores.postgres._jobs import list_stmt
+from kiln.stores.postgres._admin import list_stmt
 
 JOBS = 20_000
 

@@ -95,7 +95,7 @@ async def test_driver_errors_are_translated(store: Store) -> None:
 
 def test_postgres_error_translation() -> None:
     from kiln._errors import NotMigratedError
-    from kiln.stores.postgres._plan import translate
+    from kiln.stores.postgres._errors import translate
 
     url = "postgresql://u:secret@db.example:6543/app"
     missing = translate("job_get", url, psycopg.errors.UndefinedTable("no kiln_jobs"))

@@ -1,5 +1,6 @@
-"""MySQL/MariaDB plans for the admin side of jobs: get, list, count, requeue, cancel,
-delete, dependents, and the cheap aggregates behind gauges.
+"""MySQL/MariaDB plans for admin: a filter's WHERE clause, get, list, count, requeue,
+make due, delete, dependents, and the cheap aggregates behind gauges (cancel is in
+_cancel).
 
 Owns these statements only. MySQL refuses a subquery on the table an UPDATE or DELETE
 changes, so bulk operations lock the matching ids first, then change them by id in
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobResult, JobRow, JobState, StateCount
+from kiln._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -19,6 +20,7 @@ from kiln.stores._filters import (
     FilterSql,
     compile_filter,
     members,
+    page,
 )
 from kiln.stores._rows import dumps, loads
 from kiln.stores.mysql._jobs import (
@@ -119,15 +121,7 @@ def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]
 def _listed(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None, cols: str
 ) -> Plan[list[Any]]:
-    cond, params = where(f)
-    if before_id is not None:
-        cond += " AND id < %s"
-        params.append(before_id)
-    if after_id is not None:
-        cond += " AND id > %s"
-        params.append(after_id)
-    order = "ASC" if after_id is not None else "DESC"
-    sql = f"SELECT {cols} FROM kiln_jobs WHERE {cond} ORDER BY id {order} LIMIT %s"
+    sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
     out = yield one(sql, *params, limit)
     return list(out[0].rows)
 
@@ -199,18 +193,6 @@ def make_due(f: JobFilter) -> Plan[int]:
         last=True,
     )
     return int(out[0].rowcount)
-
-
-def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
-    """The fenced-off results of jobs cancelled while running end those attempts."""
-    fence = [x for r in results for x in (r.job_id, r.server_id, r.attempt)]
-    out = yield step(Stmt(
-        "UPDATE kiln_jobs SET attempt_running = FALSE WHERE attempt_running"
-        f" AND state = 'cancelled' AND id IN ({marks(len(results))}) AND"
-        f" (id, server_id, attempt) IN ({', '.join(['(%s, %s, %s)'] * len(results))})",
-        (*(r.job_id for r in results), *fence),
-    ), last=True)
-    return out[0].rowcount
 
 
 def delete(f: JobFilter) -> Plan[int]:

@@ -411,6 +411,18 @@ def results_release(completions: Sequence[JobResult]) -> Plan[ApplyResult]:
                        applied_ids=applied)
 
 
+def attempts_end(results: Sequence[JobResult]) -> Plan[int]:
+    """The fenced-off results of jobs cancelled while running end those attempts."""
+    fence = [x for r in results for x in (r.job_id, r.server_id, r.attempt)]
+    out = yield step(Stmt(
+        "UPDATE kiln_jobs SET attempt_running = FALSE WHERE attempt_running"
+        f" AND state = 'cancelled' AND id IN ({marks(len(results))}) AND"
+        f" (id, server_id, attempt) IN ({', '.join(['(%s, %s, %s)'] * len(results))})",
+        (*(r.job_id for r in results), *fence),
+    ), last=True)
+    return out[0].rowcount
+
+
 def param_set(job_id: int, server_id: str, attempt: int, name: str, value: Any) -> Plan[bool]:
     # The fenced SELECT decides, not the UPDATE's row count: without CLIENT_FOUND_ROWS
     # MySQL counts changed rows, and writing an unchanged value changes none.

@@ -11,7 +11,7 @@ path and a caller's own connection all run the same plan; only the execution dif
 - on a caller's connection each statement is sent on its own and nothing is framed:
   the caller's transaction decides, so the job exists if and only if it commits.
 
-Owns the execution of plans and the translation of driver errors into kiln's errors.
+Owns the execution of plans (the errors they raise are translated in _errors).
 Knows nothing about individual operations.
 """
 
@@ -23,7 +23,8 @@ from collections.abc import Generator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from kiln._errors import NotMigratedError, StoreError, UnreachableError
+from kiln.stores._migrations import Runner, plan_of
+from kiln.stores.mysql._errors import is_disconnect
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -207,51 +208,31 @@ def server_is_mariadb(conn: Any) -> bool:
     return "mariadb" in version.lower()
 
 
-# errors -------------------------------------------------------------------------------
-NO_SUCH_TABLE = 1146
-DEADLOCK = 1213
-DUPLICATE_KEY = 1062
-LOCK_WAIT_TIMEOUT = 1205
-# can't connect, unknown host, gone away, lost, access denied, unknown database,
-# too many connections, server shutting down, connection killed
-_UNREACHABLE = {2002, 2003, 2005, 2006, 2013, 2055, 1045, 1049, 1040, 1053, 1927, 4031}
-
-
-def error_code(exc: BaseException) -> int | None:
-    args = getattr(exc, "args", ())
-    if args and isinstance(args[0], int):
-        return args[0]
-    return None
-
-
-_DRIVERS = ("asyncmy", "aiomysql", "pymysql", "MySQLdb", "mysql")
-
-
-def is_driver_error(exc: BaseException) -> bool:
-    """A MySQL driver error or a socket-level failure: what the store translates."""
-    if isinstance(exc, OSError | TimeoutError):
-        return True
-    return type(exc).__module__.split(".")[0] in _DRIVERS
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    code = error_code(exc)
-    return isinstance(exc, OSError | TimeoutError) or (code is not None and code >= 2000) or (
-        code in _UNREACHABLE
+def batches(runner: Runner[T]) -> Plan[T]:
+    """A statement-batch runner (the migration runner) as a plan: a batch per step."""
+    return plan_of(
+        runner, lambda batch: Step(tuple(Stmt(sql) for sql in batch)),
+        lambda out: [r.rows[0][0] if r.rows else None for r in out],
     )
 
 
-def translate(operation: str, where: str, exc: BaseException) -> StoreError:
-    """A kiln error for a driver error, to be raised ``from`` it."""
-    code = error_code(exc)
-    text = str(exc.args[1]) if len(getattr(exc, "args", ())) > 1 else str(exc)
-    text = text.strip() or type(exc).__name__
-    if code == NO_SUCH_TABLE:
-        return NotMigratedError(
-            operation, f"the kiln schema is missing at {where}: run `kiln migrate` ({text})"
-        )
-    if isinstance(exc, OSError | TimeoutError) or code in _UNREACHABLE or (
-        code is not None and 2000 <= code < 3000
-    ):
-        return UnreachableError(operation, f"cannot reach MySQL at {where}: {text}")
-    return StoreError(operation, f"{text} (MySQL error {code})" if code else text)
+# the session clock, moved ahead for tests (MySQLStore.clock_shift): UTC_TIMESTAMP and
+# NOW read the session's timestamp, which SET fixes; SYSDATE keeps the server's clock
+SET_CLOCK = "SET timestamp = UNIX_TIMESTAMP(SYSDATE(6)) + %s"
+
+
+def clocked(plan: Plan[T], ahead: float) -> Plan[T]:
+    """``plan`` with the session clock set ``ahead`` seconds past the server's before
+    its first step (tests only: the conformance suite's clock)."""
+    try:
+        st = next(plan)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    out = yield Step((Stmt(SET_CLOCK, (ahead,)), *st.stmts), begin=st.begin, last=st.last)
+    results = out[1:]
+    while True:
+        try:
+            st = plan.send(results)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        results = yield st

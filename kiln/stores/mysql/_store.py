@@ -11,7 +11,8 @@ session settings back when the store closes.
 No LISTEN/NOTIFY: servers on this store are woken through a Bus, or poll.
 
 Owns connections, the sync path and error translation at the boundary; the
-statements live in _jobs, _admin and _cluster.
+statements live in the modules named alike in every dialect (see
+docs/adr/0002-store-contract.md): _jobs, _admin, _cluster, _rates, _schema, ...
 """
 
 from __future__ import annotations
@@ -28,36 +29,17 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncmy  # at import, not at open: it takes ~70 ms to load (Cython modules)
 
-from kiln._controls import QueueControls
-from kiln._errors import ConfigError, NotMigratedError
-from kiln._job import (
-    AdmitResult,
-    AuditEntry,
-    CancelRequest,
-    JobFilter,
-    JobResult,
-    JobRow,
-    JobState,
-    KindDeclaration,
-    NewJob,
-    PublishedKind,
-    RateLimit,
-    RescueCandidate,
-    RunningJob,
-    ServerInfo,
-    StateCount,
-)
+from kiln._errors import ConfigError
+from kiln._job import AdmitResult, JobFilter, JobResult, JobRow, KindDeclaration, NewJob
 from kiln._portal import Portal
+from kiln.stores._plan_store import PlanSql, PlanStore
 from kiln.stores._protocol import (
     DEAD_AFTER,
     ApplyResult,
-    Capabilities,
-    ClaimCallback,
-    ClaimWatch,
-    NotifyCallback,
     ReleaseResult,
-    TableSize,
 )
+from kiln.stores._translator import Translator
+from kiln.stores._unnotified import Unnotified
 from kiln.stores.mysql import (
     _admin,
     _cancel,
@@ -67,22 +49,28 @@ from kiln.stores.mysql import (
     _jobs,
     _kept,
     _kinds,
+    _rates,
     _schema,
     _sizes,
 )
-from kiln.stores.mysql._kept import SESSION, Kept, alive, release
-from kiln.stores.mysql._plan import (
+from kiln.stores.mysql._errors import (
     DEADLOCK,
     DUPLICATE_KEY,
+    error_code,
+    is_driver_error,
+    translate,
+)
+from kiln.stores.mysql._kept import SESSION, Kept, alive, release
+from kiln.stores.mysql._plan import (
     Counter,
     Plan,
-    error_code,
+    Result,
+    Step,
+    clocked,
     from_db_required,
-    is_driver_error,
     run_async,
     run_sync,
     server_is_mariadb,
-    translate,
 )
 
 T = TypeVar("T")
@@ -119,15 +107,26 @@ def _redact(url: str) -> str:
     return url.replace(f":{parts.password}@", ":***@", 1)
 
 
-class MySQLStore:
-    """A Store over MariaDB 10.6+ or MySQL 8 (``mysql://`` or ``mariadb://``)."""
+_SQL: PlanSql[Step, list[Result]] = PlanSql(
+    schema=_schema, jobs=_jobs, admin=_admin, cancel=_cancel, cluster=_cluster,
+    rates=_rates, kinds=_kinds, controls=_controls, sizes=_sizes,
+)
 
-    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
+
+class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
+    """A Store over MariaDB 10.6+ or MySQL 8 (``mysql://`` or ``mariadb://``).
+
+    The operations that only forward to a statement are PlanStore's; having no
+    LISTEN/NOTIFY, it says so as Unnotified."""
+
+    database = "MySQL"
+    _sql = _SQL
 
     def __init__(self, url: str, *, pool: Any = None, max_conns: int = 8) -> None:
         self.url = url
         self._args = connect_args(url)
         self._where = f"{self._args['host']}:{self._args['port']}/{self._args['db']}"
+        self._errors = Translator(self._where, is_driver_error, translate)
         if pool is not None:
             size = getattr(pool, "maxsize", None)
             if not isinstance(size, int) or size < 2:
@@ -153,6 +152,7 @@ class MySQLStore:
         self._portal_lock = threading.Lock()
         self._sync_conn: Any = None
         self._sync_lock: asyncio.Lock | None = None
+        self._ahead = 0.0  # seconds the session clock runs ahead: clock_shift, tests only
 
     # lifecycle -----------------------------------------------------------------------
     async def open(self) -> None:
@@ -161,7 +161,7 @@ class MySQLStore:
         async with self._open_lock:
             if self._kept is not None:
                 return
-            try:
+            with self._errors("open"):
                 if self._pool is None:
                     self._pool = await asyncmy.create_pool(
                         minsize=1, maxsize=self._max_conns, autocommit=True,
@@ -175,10 +175,6 @@ class MySQLStore:
                     await _kept.leave(kept)
                     raise
                 self._kept = kept
-            except Exception as exc:
-                if is_driver_error(exc):
-                    raise translate("open", self._where, exc) from exc
-                raise
 
     async def close(self) -> None:
         kept, self._kept = self._kept, None
@@ -197,53 +193,57 @@ class MySQLStore:
 
     # running plans -------------------------------------------------------------------
     async def _write(
-        self, operation: str, factory: Callable[[], Plan[T]], retry: tuple[int, ...] = (DEADLOCK,)
+        self, operation: str, factory: Callable[[], Plan[T]], *, tx: bool = False,
+        retry: tuple[int, ...] = (DEADLOCK,),
     ) -> T:
         """Run a plan on the kept connection, one at a time; retry deadlock victims (the
-        server rolled their transaction back) and the errors in ``retry``."""
+        server rolled their transaction back) and the errors in ``retry``. ``tx`` is for
+        the dialects that frame a plan's transaction here: a MySQL plan frames its own
+        (``Step.begin``)."""
         if self._kept is None:
             await self.open()
         kept = self._kept
         assert kept is not None
         async with kept.lock:
-            for attempt in range(DEADLOCK_RETRIES):
-                try:
-                    conn = await kept.get()
-                    return await run_async(conn, factory(), self._counter, own=True)
-                except Exception as exc:
-                    await kept.discard_if_dead()
-                    if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
-                        await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
-                        continue
-                    if is_driver_error(exc):
-                        raise translate(operation, self._where, exc) from exc
-                    raise
-                except BaseException:
-                    await kept.discard_if_dead()
-                    raise
+            with self._errors(operation):
+                for attempt in range(DEADLOCK_RETRIES):
+                    try:
+                        conn = await kept.get()
+                        plan = self._clocked(factory())
+                        return await run_async(conn, plan, self._counter, own=True)
+                    except Exception as exc:
+                        await kept.discard_if_dead()
+                        if error_code(exc) in retry and attempt + 1 < DEADLOCK_RETRIES:
+                            await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
+                            continue
+                        raise
+                    except BaseException:
+                        await kept.discard_if_dead()
+                        raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _read(self, operation: str, plan: Plan[T]) -> T:
+    async def _read(self, operation: str, make: Callable[[], Plan[T]]) -> T:
         """Run a read-only plan on any pooled connection other than the kept one."""
         if self._kept is None:
             await self.open()
-        try:
+        with self._errors(operation):
             conn = await self._pool.acquire()
-        except Exception as exc:
-            if is_driver_error(exc):
-                raise translate(operation, self._where, exc) from exc
-            raise
-        try:
-            result = await run_async(conn, plan, self._counter, own=True)
-            if not conn.get_autocommit():
-                await conn.rollback()  # a lent pool's connection: end the read's snapshot
-            return result
-        except Exception as exc:
-            if is_driver_error(exc):
-                raise translate(operation, self._where, exc) from exc
-            raise
-        finally:
-            await release(self._pool, conn)
+            try:
+                result = await run_async(conn, self._clocked(make()), self._counter, own=True)
+                if not conn.get_autocommit():
+                    await conn.rollback()  # a lent pool's connection: end the read's snapshot
+                return result
+            finally:
+                await release(self._pool, conn)
+
+    def clock_shift(self, seconds: float) -> None:
+        """Tests only: from now on, this store's statements see the database clock
+        ``seconds`` further ahead (cumulative). The database clock still decides: the
+        shift is added to the server's own time in each session (SET timestamp)."""
+        self._ahead += seconds
+
+    def _clocked(self, plan: Plan[T]) -> Plan[T]:
+        return clocked(plan, self._ahead) if self._ahead else plan
 
     # schema --------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
@@ -253,39 +253,16 @@ class MySQLStore:
             if self._kept is not None:  # a closed connection released the lock already
                 await self._write("migrate", _schema.unlock)
 
-    async def schema_check(self) -> None:
-        want = _schema.latest()
-        have = await self._read("schema_check", _schema.version())
-        if have < want:
-            raise NotMigratedError(
-                "schema_check",
-                f"database {self._where} is at schema {have}, kiln needs {want}: "
-                "run `kiln migrate`",
-            )
-
-    async def schema_version(self) -> int:
-        return await self._read("schema_version", _schema.version())
-
     async def now(self) -> datetime:
-        return from_db_required(await self._read("now", _schema.now()))
-
-    async def listen(self, callback: NotifyCallback) -> None:
-        raise NotImplementedError("MySQL has no LISTEN/NOTIFY: use a Bus")
-
-    def listening(self) -> bool:
-        return False
+        return from_db_required(await self._read("now", _schema.now))
 
     # jobs ----------------------------------------------------------------------------
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             if _is_async(conn):
-                try:  # the caller's transaction: no framing, the caller commits
+                with self._errors("job_insert"):  # the caller's transaction: it commits
                     plan = _jobs.insert(jobs, server_is_mariadb(conn))
                     return await run_async(conn, plan, self._counter, own=False)
-                except Exception as exc:
-                    if is_driver_error(exc):
-                        raise translate("job_insert", self._where, exc) from exc
-                    raise
             return self.job_insert_many_sync(jobs, conn)
         ids = await self._write("job_insert", lambda: _jobs.insert(jobs, self._mariadb))
         self._empty_queues.difference_update(j.queue for j in jobs)
@@ -305,12 +282,8 @@ class MySQLStore:
                 f"MySQLStore joins only a MySQL DB-API connection's transaction (PyMySQL, "
                 f"mysqlclient, ...), not {type(conn).__name__}"
             )
-        try:
+        with self._errors("job_insert"):
             return run_sync(conn, _jobs.insert(jobs, server_is_mariadb(conn)), self._counter)
-        except Exception as exc:
-            if is_driver_error(exc):
-                raise translate("job_insert", self._where, exc) from exc
-            raise
 
     def _sync_portal(self) -> Portal:
         with self._portal_lock:  # several threads may enqueue at once
@@ -324,17 +297,13 @@ class MySQLStore:
         if self._sync_lock is None:
             self._sync_lock = asyncio.Lock()
         async with self._sync_lock:
-            try:
+            with self._errors(operation):
                 if self._sync_conn is None or not alive(self._sync_conn):
                     self._sync_conn = await asyncmy.connect(
                         autocommit=True, init_command=SESSION, **self._args
                     )
                 conn = self._sync_conn
                 return await run_async(conn, factory(conn), self._counter, own=True)
-            except Exception as exc:
-                if is_driver_error(exc):
-                    raise translate(operation, self._where, exc) from exc
-                raise
 
     async def _close_sync(self) -> None:
         portal, self._portal = self._portal, None
@@ -371,13 +340,7 @@ class MySQLStore:
         await self._write("concurrency_declare", lambda: _concurrency.declare(limits))
 
     async def concurrency_in_use(self) -> dict[str, int]:
-        return await self._read("concurrency_in_use", _concurrency.in_use())
-
-    def job_claim_watch(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        on_claimed: ClaimCallback,
-    ) -> ClaimWatch | None:
-        return None  # no LISTEN connection to claim on: servers claim when woken
+        return await self._read("concurrency_in_use", _concurrency.in_use)
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         first, again = await self._write(
@@ -392,16 +355,9 @@ class MySQLStore:
             applied |= more.applied_ids
             _jobs.merge(released, more.released)
         if len(applied) < len(results):  # some were fenced off: cancelled while running?
-            await self._write("job_results_apply", lambda: _admin.attempts_end(results))
+            await self._write("job_results_apply", lambda: _jobs.attempts_end(results))
         self._empty_queues.difference_update(released)
         return ApplyResult(applied=len(applied), released=released, applied_ids=applied)
-
-    async def job_param_set(
-        self, job_id: int, server_id: str, attempt: int, name: str, value: Any
-    ) -> bool:
-        return await self._write(
-            "job_param_set", lambda: _jobs.param_set(job_id, server_id, attempt, name, value)
-        )
 
     async def jobs_release_due(self) -> ReleaseResult:
         probe = self._due_at is None or time.monotonic() < self._due_at
@@ -410,202 +366,27 @@ class MySQLStore:
         self._empty_queues.difference_update(result.released)
         return result
 
-    async def job_get(self, job_id: int) -> JobRow | None:
-        return await self._read("job_get", _admin.get(job_id))
-
-    async def job_list(
-        self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
-        after_id: int | None = None,
-    ) -> list[JobRow]:
-        return await self._read("job_list",
-                                _admin.list_jobs(filter, limit, before_id, after_id))
-
-    async def job_ids(
-        self, filter: JobFilter, limit: int, before_id: int | None = None
-    ) -> list[int]:
-        return await self._read("job_ids", _admin.list_ids(filter, limit, before_id))
-
-    async def job_count(self, filter: JobFilter) -> int:
-        return await self._read("job_count", _admin.count(filter))
-
-    async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
-        n = await self._write("jobs_requeue", lambda: _admin.requeue(filter, dead_after))
-        self._empty_queues.clear()
-        return n
-
-    async def jobs_make_due(self, filter: JobFilter) -> int:
-        return await self._write("jobs_make_due", lambda: _admin.make_due(filter))
-
-    async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
-        return await self._write("jobs_cancel", lambda: _cancel.cancel(filter, actor))
-
-    async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
-        if not job_ids:
-            return []
-        return await self._read(
-            "jobs_cancel_requested", _cancel.cancel_requested(list(job_ids))
-        )
-
-    async def jobs_delete(self, filter: JobFilter) -> int:
-        return await self._write("jobs_delete", lambda: _admin.delete(filter))
-
-    async def job_dependents(self, job_id: int) -> list[int]:
-        return await self._read("job_dependents", _admin.dependents(job_id))
-
-    async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
-        return await self._read("job_dependency_results", _admin.dependency_results(job_id))
-
-    async def job_counts(self) -> list[StateCount]:
-        return await self._read("job_counts", _admin.state_counts())
-
-    async def queue_oldest_available(self) -> dict[str, float]:
-        return await self._read("queue_oldest_available", _admin.oldest_available())
-
-    async def job_throughput(self, since_seconds: float) -> dict[str, int]:
-        return await self._read("job_throughput", _admin.throughput(since_seconds))
-
-    async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
-        return await self._read("job_counts_by_kind", _admin.counts_by_kind())
-
-    async def job_finished_series(
-        self, since_seconds: float, bucket_seconds: float
-    ) -> list[tuple[int, str, int]]:
-        return await self._read("job_finished_series",
-                                _admin.finished_series(since_seconds, bucket_seconds))
-
-    async def queue_completed_series(
-        self, since_seconds: float, bucket_seconds: float
-    ) -> list[tuple[str, int, int]]:
-        return await self._read(
-            "queue_completed_series",
-            _admin.completed_series_by_queue(since_seconds, bucket_seconds),
-        )
-
-    async def queue_running_counts(self) -> list[tuple[str, str, int]]:
-        return await self._read("queue_running_counts", _admin.running_by_server())
-
-    # servers, leader, maintenance ------------------------------------------------------
-    async def server_register(self, info: ServerInfo) -> None:
-        await self._write("server_register", lambda: _cluster.server_register(info))
-
-    async def server_heartbeat(self, server_id: str) -> bool:
-        return await self._write("server_heartbeat", lambda: _cluster.server_heartbeat(server_id))
-
-    async def server_deregister(self, server_id: str) -> None:
-        await self._write("server_deregister", lambda: _cluster.server_deregister(server_id))
-
-    async def server_list(self) -> list[ServerInfo]:
-        return await self._read("server_list", _cluster.server_list())
-
-    async def leader_elect(self, server_id: str, ttl: float) -> bool:
-        return await self._write("leader_elect", lambda: _cluster.leader_elect(server_id, ttl))
-
-    async def leader_resign(self, server_id: str) -> None:
-        await self._write("leader_resign", lambda: _cluster.leader_resign(server_id))
-
-    async def leader_get(self) -> str | None:
-        return await self._read("leader_get", _cluster.leader_get())
-
-    async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
-        return await self._read(
-            "jobs_rescue_candidates", _cluster.rescue_candidates(dead_after, limit)
-        )
-
-    async def jobs_running_on(
-        self, server_id: str, older_than: float, limit: int
-    ) -> list[RunningJob]:
-        return await self._read(
-            "jobs_running_on", _cluster.running_on(server_id, older_than, limit)
-        )
-
-    async def servers_sweep(self, dead_for: float) -> int:
-        return await self._write("servers_sweep", lambda: _cluster.sweep(dead_for))
-
-    async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
-        return await self._write(
-            "jobs_prune", lambda: _cluster.prune(state, older_than, limit)
-        )
-
-    async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
-        return await self._write(
-            "jobs_release_stranded", lambda: _cluster.release_stranded(limit)
-        )
-
-    # published kind declarations -----------------------------------------------------
-    async def kinds_publish(
-        self, server_id: str, host: str, pid: int, kinds: Sequence[KindDeclaration]
-    ) -> None:
-        await self._write("kinds_publish", lambda: _kinds.publish(server_id, host, pid, kinds))
-
-    async def kind_declarations(self) -> list[KindDeclaration]:
-        return await self._read("kind_declarations", _kinds.newest())
-
     def kind_declarations_sync(self) -> list[KindDeclaration]:
         return self._sync_portal().run(
             self._on_sync_conn("kind_declarations", lambda c: _kinds.newest())
         )
 
-    async def kinds_list(self) -> list[PublishedKind]:
-        return await self._read("kinds_list", _kinds.listed())
-
-    async def kind_conflicts(self) -> int:
-        return await self._read("kind_conflicts", _kinds.conflicts())
-
-    async def table_sizes(self) -> list[TableSize]:
-        return await self._read("table_sizes", _sizes.sizes())
-
-    # rate limits -----------------------------------------------------------------------
-    async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
-        await self._write("rate_limit_declare", lambda: _cluster.rate_limit_declare(key, limit))
-
-    async def rate_keys_pending(self) -> list[str]:
-        return await self._read("rate_keys_pending", _cluster.rate_keys_pending())
-
-    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        result = await self._write("jobs_admit", lambda: _cluster.admit(key, max_batch))
-        self._empty_queues.difference_update(a.queue for a in result.admitted)
-        return result
-
-    async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
-        return await self._read("rate_limit_list", _cluster.rate_limit_list())
-
-    # recurring jobs and audit ------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
         return await self._write(
             "cron_enqueue", lambda: _cluster.cron_enqueue(name, slot, job, self._mariadb),
             retry=(DEADLOCK, DUPLICATE_KEY),
         )
 
-    async def cron_last_slot(self, name: str) -> datetime | None:
-        return await self._read("cron_last_slot", _cluster.cron_last_slot(name))
+    # what MySQL adds around the plain forwards: the claim hints of ``_empty_queues``
+    async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
+        n = await super().jobs_requeue(filter, dead_after)
+        self._empty_queues.clear()
+        return n
 
-    # queue controls ----------------------------------------------------------------
-    async def queue_pause(self, queue: str, actor: str) -> bool:
-        return await self._write("queue_pause", lambda: _controls.pause(queue, actor))
-
-    async def queue_resume(self, queue: str, actor: str) -> int:
-        return await self._write("queue_resume", lambda: _controls.resume(queue, actor))
-
-    async def queue_limit_set(
-        self, queue: str, server_id: str, concurrency: int | None, actor: str
-    ) -> None:
-        await self._write(
-            "queue_limit_set", lambda: _controls.limit_set(queue, server_id, concurrency, actor)
-        )
-
-    async def queue_controls(self) -> QueueControls:
-        return await self._read("queue_controls", _controls.controls())
-
-    async def audit_record(
-        self, actor: str, action: str, count: int, detail: dict[str, Any]
-    ) -> None:
-        await self._write(
-            "audit_record", lambda: _cluster.audit_record(actor, action, count, detail)
-        )
-
-    async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
-        return await self._read("audit_list", _cluster.audit_list(limit))
-
+    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
+        result = await super().jobs_admit(key, max_batch)
+        self._empty_queues.difference_update(a.queue for a in result.admitted)
+        return result
 
 def _is_async(conn: Any) -> bool:
     """An asyncmy or aiomysql connection (their methods are coroutines)."""

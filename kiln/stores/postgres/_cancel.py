@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from kiln._bus import CANCEL_PAYLOAD
 from kiln._job import CancelRequest, JobFilter
 from kiln.stores._filters import CANCELLABLE
-from kiln.stores.postgres._jobs import where
+from kiln.stores.postgres._admin import where
 from kiln.stores.postgres._plan import Plan, one
 
 # the record of who cancelled, in the shape of an AttemptError (kiln._job); column

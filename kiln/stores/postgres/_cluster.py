@@ -1,5 +1,5 @@
-"""PostgreSQL plans for the cluster: schema, servers, leader, rescue, sweep, prune,
-rate-limit admission, recurring jobs and the audit log.
+"""PostgreSQL plans for the cluster: servers, leader, rescue, sweep, prune, recurring
+jobs and the audit log (rate limits are in _rates).
 
 Owns these statements; the store runs the plans (see _plan). Time is the database's.
 """
@@ -9,76 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kiln._job import (
-    Admission,
-    AdmitResult,
-    AuditEntry,
-    JobState,
-    NewJob,
-    RateLimit,
-    RescueCandidate,
-    RunningJob,
-    ServerInfo,
-)
-from kiln.stores import _migrations
-from kiln.stores._admission import plan as admission_plan
+from kiln._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
 from kiln.stores._rows import dumps, epoch, loads
-from kiln.stores.postgres import _jobs
+from kiln.stores.postgres import _admin, _jobs
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
-
-MIGRATE_LOCK = 7_250_311_614_113_729  # pg_advisory_xact_lock key of `kiln migrate`
-
-
-# schema ------------------------------------------------------------------------------
-SCHEMA_VERSION = (
-    "SELECT CASE WHEN to_regclass('kiln_migrations') IS NULL THEN 0"
-    " ELSE (SELECT coalesce(max(version), 0) FROM kiln_migrations) END"
-)
-
-
-def schema_version() -> Plan[int]:
-    rows = (yield one(SCHEMA_VERSION))[0]
-    return int(rows[0][0])
-
-
-def applied_version() -> Plan[int]:
-    """Like ``schema_version``, and 0 without kiln_migrations (SCHEMA_VERSION's subquery
-    names the table, so it fails to plan before the table exists)."""
-    rows = (yield one("SELECT to_regclass('kiln_migrations') IS NOT NULL"))[0]
-    if not rows[0][0]:
-        return 0
-    rows = (yield one("SELECT coalesce(max(version), 0) FROM kiln_migrations"))[0]
-    return int(rows[0][0])
-
-
-def migrate(versions: list[tuple[int, str]]) -> Plan[list[int]]:
-    """Apply missing versions in one transaction, under an advisory lock so that two
-    processes migrating at once apply each version once."""
-    out = yield step(
-        Stmt("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,)),
-        Stmt(
-            "CREATE TABLE IF NOT EXISTS kiln_migrations (version INTEGER PRIMARY KEY,"
-            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        ),
-        Stmt(SCHEMA_VERSION),
-    )
-    have = int(out[2][0][0])
-    applied: list[int] = []
-    for version, sql in versions:
-        if version <= have:
-            continue
-        stmts = [Stmt(s) for s in _migrations.split_statements(sql)]
-        stmts.append(Stmt("INSERT INTO kiln_migrations (version) VALUES (%s)", (version,)))
-        yield step(*stmts)
-        applied.append(version)
-    return applied
-
-
-def now() -> Plan[datetime]:
-    rows = (yield one("SELECT now()"))[0]
-    value: datetime = rows[0][0]
-    return value
-
 
 # servers and leader ------------------------------------------------------------------
 SERVER_REGISTER = (
@@ -200,7 +134,7 @@ def prune(state: JobState, older_than: float, limit: int) -> Plan[int]:
     rows = (yield step(Stmt(PRUNE, (state.value, older_than, limit))))[0]
     ids = sorted(int(r[0]) for r in rows)
     if ids:
-        yield step(*_jobs.release_stmts(ids), Stmt(_jobs.DELETE_EDGES, (ids,)), last=True)
+        yield step(*_jobs.release_stmts(ids), Stmt(_admin.DELETE_EDGES, (ids,)), last=True)
     return len(ids)
 
 
@@ -211,10 +145,12 @@ STRANDED_UNMET = (
     "NOT EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
     " WHERE d.job_id = j.id AND o.state <> 'completed')"
 )
+
 STRANDED_LOCK = (
     f"SELECT j.id FROM kiln_jobs j WHERE j.state = 'awaiting' AND {STRANDED_UNMET}"
     " ORDER BY j.id LIMIT %s FOR UPDATE SKIP LOCKED"
 )
+
 STRANDED_RELEASE = (
     "WITH rel AS (UPDATE kiln_jobs j SET state = CASE WHEN j.rate_key IS NOT NULL"
     " THEN 'pending' WHEN j.run_at > now() THEN 'scheduled' ELSE 'available' END,"
@@ -233,83 +169,6 @@ def release_stranded(limit: int) -> Plan[dict[str, int]]:
     ids = [int(r[0]) for r in rows]
     out = (yield step(Stmt(STRANDED_RELEASE, (ids,)), last=True))[0]
     return _jobs.counted(out)
-
-
-# rate limits -------------------------------------------------------------------------
-def rate_limit_declare(key: str, limit: RateLimit) -> Plan[None]:
-    yield step(_jobs.rate_limit_stmt({key: limit}), last=True)
-
-
-def rate_keys_pending() -> Plan[list[str]]:
-    sql = (
-        "SELECT DISTINCT rate_key FROM kiln_jobs WHERE state = 'pending' AND run_at <= now()"
-        " ORDER BY rate_key"
-    )
-    rows = (yield one(sql, prepare=True))[0]
-    return [str(r[0]) for r in rows]
-
-
-ADMIT_LOCK = (
-    "SELECT rate, per, burst, tokens, extract(epoch FROM updated_at)::float8"
-    " FROM kiln_rate_limits WHERE key = %s FOR UPDATE"
-)
-# A separate statement, so that both its snapshot and clock_timestamp() come after the
-# lock above was granted (now() is the transaction's start, before any wait).
-ADMIT_READ = (
-    "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS at),"
-    " l AS (SELECT per FROM kiln_rate_limits WHERE key = %s)"
-    " SELECT c.at, extract(epoch FROM c.at)::float8,"
-    " (SELECT count(*) FROM kiln_jobs, l WHERE rate_key = %s"
-    "  AND admitted_at > c.at - l.per * interval '1 second'),"
-    " (SELECT extract(epoch FROM min(admitted_at))::float8 FROM kiln_jobs, l"
-    "  WHERE rate_key = %s AND admitted_at > c.at - l.per * interval '1 second'),"
-    " (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs WHERE rate_key = %s"
-    "  AND state = 'pending' LIMIT %s) AS p),"
-    " ARRAY(SELECT id FROM kiln_jobs WHERE rate_key = %s AND state = 'pending'"
-    "  AND run_at <= c.at ORDER BY priority, run_at, id LIMIT %s)"
-    " FROM c"
-)
-ADMIT_WRITE = (
-    "WITH adm AS (UPDATE kiln_jobs SET state = 'available', admitted_at = %s, run_at = %s"
-    " WHERE id = ANY(%s::bigint[]) AND state = 'pending'"
-    " RETURNING id, queue, kind, state, run_at, created_at)"
-    f"{_jobs.notify_from('adm')} SELECT id, queue, kind,"
-    " greatest(extract(epoch FROM %s - created_at), 0)::float8 FROM adm"
-    f" WHERE {_jobs.NOTIFIED} ORDER BY id"
-)
-ADMIT_TOKENS = "UPDATE kiln_rate_limits SET tokens = %s, updated_at = %s WHERE key = %s"
-
-
-def admit(key: str, max_batch: int) -> Plan[AdmitResult]:
-    out = yield step(
-        Stmt(ADMIT_LOCK, (key,)),
-        Stmt(ADMIT_READ, (key, key, key, key, max_batch + 1, key, max_batch)),
-    )
-    if not out[0]:
-        return AdmitResult(admitted=[], next_at=None, declared=False)
-    rate, per, burst, tokens, updated_at = out[0][0]
-    at, now, in_window, oldest, pending, due = out[1][0]
-    limit = RateLimit(rate=rate, per=per, burst=burst)
-    decision = admission_plan(limit, tokens, updated_at, now, int(in_window), len(due), oldest)
-    chosen = list(due[: decision.admit])
-    stmts = [Stmt(ADMIT_TOKENS, (decision.tokens, at, key))]
-    if chosen:
-        stmts.insert(0, Stmt(ADMIT_WRITE, (at, at, chosen, at)))
-    res = yield step(*stmts, last=True)
-    rows = res[0] if chosen else []
-    admitted = [Admission(job_id=r[0], queue=r[1], kind=r[2], delay=r[3]) for r in rows]
-    more = int(pending) > len(admitted)
-    return AdmitResult(admitted=admitted, next_at=decision.next_at if more else None)
-
-
-def rate_limit_list() -> Plan[list[tuple[str, RateLimit, int]]]:
-    sql = (
-        "SELECT r.key, r.rate, r.per, r.burst, (SELECT count(*) FROM kiln_jobs j"
-        " WHERE j.rate_key = r.key AND j.state = 'pending') FROM kiln_rate_limits r"
-        " ORDER BY r.key"
-    )
-    rows = (yield one(sql))[0]
-    return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in rows]
 
 
 # recurring jobs and audit --------------------------------------------------------------

@@ -5,7 +5,7 @@ statements, sent together in one pipeline) and receives the rows of each stateme
 The async store, the sync enqueue path and a caller's own connection all run the
 same plan, so the statement builder is shared and only the execution differs.
 
-Owns the execution of plans and the translation of psycopg errors into kiln's errors.
+Owns the execution of plans (the errors they raise are translated in _errors).
 Knows nothing about individual operations.
 """
 
@@ -18,11 +18,10 @@ from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
-import psycopg_pool
 from psycopg import pq
 from psycopg.rows import tuple_row
 
-from kiln._errors import NotMigratedError, StoreError, UnreachableError
+from kiln.stores._migrations import Runner, plan_of
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -187,42 +186,9 @@ def _exec_sync(
     return results
 
 
-# errors -------------------------------------------------------------------------------
-def where(url: str) -> str:
-    """host:port/dbname of ``url``, for messages (never the password)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "the configured PostgreSQL server"
-    host = info.get("host") or "localhost"
-    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
-
-
-def translate(operation: str, url: str, exc: BaseException) -> StoreError:
-    """A kiln error for a psycopg or pool error, to be raised ``from`` it."""
-    if isinstance(exc, psycopg.errors.UndefinedTable):
-        return NotMigratedError(
-            operation, f"the kiln schema is missing at {where(url)}: run `kiln migrate` ({exc})"
-        )
-    if isinstance(exc, psycopg_pool.PoolTimeout):
-        return UnreachableError(
-            operation, f"no connection to PostgreSQL at {where(url)} came free in time:"
-            f" the server is unreachable or every pooled connection is busy ({exc})"
-        )
-    if _unreachable(exc):
-        return UnreachableError(
-            operation, f"cannot reach PostgreSQL at {where(url)}: {str(exc).strip()}"
-        )
-    return StoreError(operation, str(exc).strip() or type(exc).__name__)
-
-
-_SERVER_GONE = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, cannot connect now
-
-
-def _unreachable(exc: BaseException) -> bool:
-    if isinstance(exc, psycopg.errors.PipelineAborted):
-        return False
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _SERVER_GONE
+def batches(runner: Runner[T]) -> Plan[T]:
+    """A statement-batch runner (the migration runner) as a plan: a batch per step."""
+    return plan_of(
+        runner, lambda batch: Step(tuple(Stmt(sql) for sql in batch)),
+        lambda out: [rows[0][0] if rows else None for rows in out],
+    )

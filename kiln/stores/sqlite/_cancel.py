@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from kiln._job import CancelRequest, JobFilter
 from kiln.stores._filters import CANCELLABLE
-from kiln.stores.sqlite._ops import where
+from kiln.stores.sqlite._admin import where
 
 # the record of who cancelled, in the shape of an AttemptError (kiln._job); column
 # references on the right of SET read the row before the update

@@ -1,7 +1,8 @@
-"""SQLite statements for servers, the leader, rescue, sweep, prune, recurring jobs and audit.
+"""SQLite statements for the cluster: servers, the leader, rescue, sweep, prune,
+recurring jobs and the audit log (rate limits are in _rates).
 
-Write operations are called through ``write`` which wraps them in BEGIN IMMEDIATE,
-so the write lock is taken before anything is read and "now" is read after it.
+Write operations are called through ``_plan.write``, which wraps them in BEGIN
+IMMEDIATE, so the write lock is taken before anything is read and "now" is read after it.
 """
 
 from __future__ import annotations
@@ -11,22 +12,10 @@ import time
 from datetime import datetime
 from typing import Any
 
-from kiln._job import (
-    AuditEntry,
-    JobState,
-    NewJob,
-    RescueCandidate,
-    RunningJob,
-    ServerInfo,
-)
-from kiln.stores._rows import (
-    dumps,
-    epoch,
-    loads,
-    ts,
-    ts_required,
-)
-from kiln.stores.sqlite._ops import MET, insert_jobs, release_rows, remove, row_to_job
+from kiln._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln.stores._rows import dumps, epoch, loads, ts, ts_required
+from kiln.stores.sqlite._admin import remove
+from kiln.stores.sqlite._jobs import MET, insert, release_rows, row_to_job
 
 
 # servers and leader ------------------------------------------------------------------
@@ -155,7 +144,7 @@ def cron_enqueue(conn: sqlite3.Connection, name: str, slot: datetime, job: NewJo
     )
     if cur.rowcount != 1:
         return None
-    return insert_jobs(conn, [job])[0]
+    return insert(conn, [job])[0]
 
 
 def cron_last_slot(conn: sqlite3.Connection, name: str) -> datetime | None:

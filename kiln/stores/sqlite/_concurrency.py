@@ -74,7 +74,7 @@ def _candidates(
 def claim(
     conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str
 ) -> list[JobRow]:
-    from kiln.stores.sqlite._ops import row_to_job
+    from kiln.stores.sqlite._jobs import row_to_job
 
     if not kinds or limit <= 0:
         return []

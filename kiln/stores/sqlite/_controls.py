@@ -1,7 +1,7 @@
 """SQLite statements for queue controls: pause, resume, concurrency limits (kiln._controls).
 
 Each change runs in one write transaction with its audit row (the caller's
-``_ops.write``). Claims check the pauses themselves (_ops.claim).
+``_plan.write``). Claims check the pauses themselves (_jobs.claim).
 """
 
 from __future__ import annotations

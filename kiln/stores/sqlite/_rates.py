@@ -1,6 +1,6 @@
 """SQLite statements for rate limits: declaring keys and admitting pending jobs.
 
-Write operations are called through ``write`` which wraps them in BEGIN IMMEDIATE,
+Write operations are called through ``_plan.write``, which wraps them in BEGIN IMMEDIATE,
 so the write lock is taken before anything is read and "now" is read after it.
 """
 
@@ -9,11 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from kiln._job import (
-    Admission,
-    AdmitResult,
-    RateLimit,
-)
+from kiln._job import Admission, AdmitResult, RateLimit
 
 
 # rate limits -------------------------------------------------------------------------

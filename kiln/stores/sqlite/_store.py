@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from kiln._controls import QueueControls
-from kiln._errors import NotMigratedError, StoreError, UnreachableError
+from kiln._errors import NotMigratedError, UnreachableError
 from kiln._job import (
     AdmitResult,
     AuditEntry,
@@ -41,26 +41,27 @@ from kiln.stores import _migrations
 from kiln.stores._protocol import (
     DEAD_AFTER,
     ApplyResult,
-    Capabilities,
-    ClaimCallback,
-    ClaimWatch,
-    NotifyCallback,
     ReleaseResult,
     TableSize,
 )
+from kiln.stores._translator import Translator
+from kiln.stores._unnotified import Unnotified
 from kiln.stores.sqlite import (
+    _admin,
     _cancel,
     _cluster,
     _concurrency,
     _controls,
+    _jobs,
     _kinds,
-    _ops,
     _rates,
+    _schema,
     _sizes,
 )
+from kiln.stores.sqlite._errors import is_driver_error, translate
+from kiln.stores.sqlite._plan import write
 
 T = TypeVar("T")
-_PACKAGE = "kiln.stores.sqlite"
 
 
 def connect(path: str, *, timeout: float = 30.0, create: bool = False) -> sqlite3.Connection:
@@ -104,10 +105,10 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
             time.sleep(0.01)
 
 
-class SQLiteStore:
+class SQLiteStore(Unnotified):
     """A Store over one SQLite file (``sqlite:///path.db``)."""
 
-    capabilities = Capabilities(listen_notify=False, claim_on_notify=False)
+    database = "SQLite"
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         self.path = path
@@ -119,6 +120,7 @@ class SQLiteStore:
         self._sync_conns: list[sqlite3.Connection] = []  # every thread's, closed by close()
         self._sync_lock = threading.Lock()
         self._queries = 0
+        self._errors = Translator(repr(path), is_driver_error, translate)
 
     # lifecycle -----------------------------------------------------------------
     async def open(self, create: bool = False) -> None:
@@ -159,24 +161,13 @@ class SQLiteStore:
 
         def call() -> T:
             self._queries += 1
-            try:
-                return fn(conn)
-            except sqlite3.OperationalError as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if "no such table" in str(exc):
-                    raise NotMigratedError(
-                        operation, f"the kiln schema is missing: run `kiln migrate` ({exc})"
-                    ) from exc
-                raise StoreError(operation, str(exc)) from exc
-            except (sqlite3.Error, OverflowError) as exc:  # OverflowError: int beyond 64 bits
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StoreError(operation, str(exc)) from exc
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            with self._errors(operation):
+                try:
+                    return fn(conn)
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
 
         return await asyncio.get_running_loop().run_in_executor(executor, call)
 
@@ -184,46 +175,34 @@ class SQLiteStore:
         return self._queries
 
     async def migrate(self) -> list[int]:
-        return await self._run("migrate", lambda c: _ops.migrate(c, _migrations.load(_PACKAGE)))
+        return await self._run("migrate", _schema.migrate)
 
     async def schema_check(self) -> None:
-        want = _migrations.latest(_PACKAGE)
-        have = await self._run("schema_check", _ops.schema_version)
-        if have < want:
-            raise NotMigratedError(
-                "schema_check",
-                f"database {self.path!r} is at schema {have}, kiln needs {want}: "
-                "run `kiln migrate`",
-            )
+        have = await self._run("schema_check", _schema.version)
+        _migrations.require(have, _schema.latest(), repr(self.path))
 
     async def schema_version(self) -> int:
         if self._conn is None and not os.path.exists(self.path):
             return 0  # never migrated, and reading it must not create the file
-        return await self._run("schema_version", _ops.schema_version)
+        return await self._run("schema_version", _schema.version)
 
     async def now(self) -> datetime:
         from kiln.stores._rows import ts_required
 
         return ts_required(time.time())
 
-    async def listen(self, callback: NotifyCallback) -> None:
-        raise NotImplementedError("SQLite has no notifications: use a Bus")
-
-    def listening(self) -> bool:
-        return False
-
     # jobs ------------------------------------------------------------------------
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             return self.job_insert_many_sync(jobs, conn)
-        return await self._run("job_insert", lambda c: _ops.write(c, _ops.insert_jobs, jobs))
+        return await self._run("job_insert", lambda c: write(c, _jobs.insert, jobs))
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
             if not isinstance(conn, sqlite3.Connection):
                 raise TypeError("SQLiteStore joins only a sqlite3.Connection's transaction")
-            return _ops.insert_jobs(conn, jobs)  # the caller owns the transaction
-        return self._run_sync("job_insert", lambda c: _ops.write(c, _ops.insert_jobs, jobs))
+            return _jobs.insert(conn, jobs)  # the caller owns the transaction
+        return self._run_sync("job_insert", lambda c: write(c, _jobs.insert, jobs))
 
     def _run_sync(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on this thread's own connection (sync callers, any thread)."""
@@ -233,40 +212,28 @@ class SQLiteStore:
             self._sync_local.conn = own
             with self._sync_lock:
                 self._sync_conns.append(own)
-        try:
+        with self._errors(operation):
             return fn(own)
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                raise NotMigratedError(
-                    operation, "the kiln schema is missing: run `kiln migrate`"
-                ) from exc
-            raise StoreError(operation, str(exc)) from exc
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
         limited: bool = False,
     ) -> list[JobRow]:
-        fn = _concurrency.claim if limited else _ops.claim
+        fn = _concurrency.claim if limited else _jobs.claim
         return await self._run(
-            "job_claim", lambda c: _ops.write(c, fn, queue, list(kinds), limit, server_id)
+            "job_claim", lambda c: write(c, fn, queue, list(kinds), limit, server_id)
         )
 
     async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
         await self._run("concurrency_declare",
-                        lambda c: _ops.write(c, _concurrency.declare, limits))
+                        lambda c: write(c, _concurrency.declare, limits))
 
     async def concurrency_in_use(self) -> dict[str, int]:
         return await self._run("concurrency_in_use", _concurrency.in_use)
 
-    def job_claim_watch(
-        self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        on_claimed: ClaimCallback,
-    ) -> ClaimWatch | None:
-        return None  # no LISTEN connection to claim on: servers claim when woken
-
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         return await self._run(
-            "job_results_apply", lambda c: _ops.write(c, _ops.apply_results, results)
+            "job_results_apply", lambda c: write(c, _jobs.results_apply, results)
         )
 
     async def job_param_set(
@@ -274,42 +241,42 @@ class SQLiteStore:
     ) -> bool:
         return await self._run(
             "job_param_set",
-            lambda c: _ops.write(c, _ops.param_set, job_id, server_id, attempt, name, value),
+            lambda c: write(c, _jobs.param_set, job_id, server_id, attempt, name, value),
         )
 
     async def jobs_release_due(self) -> ReleaseResult:
-        return await self._run("jobs_release_due", lambda c: _ops.write(c, _ops.release_due))
+        return await self._run("jobs_release_due", lambda c: write(c, _jobs.release_due))
 
     async def job_get(self, job_id: int) -> JobRow | None:
-        return await self._run("job_get", lambda c: _ops.get(c, job_id))
+        return await self._run("job_get", lambda c: _admin.get(c, job_id))
 
     async def job_list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
         after_id: int | None = None,
     ) -> list[JobRow]:
         return await self._run(
-            "job_list", lambda c: _ops.list_jobs(c, filter, limit, before_id, after_id)
+            "job_list", lambda c: _admin.list_jobs(c, filter, limit, before_id, after_id)
         )
 
     async def job_ids(
         self, filter: JobFilter, limit: int, before_id: int | None = None
     ) -> list[int]:
-        return await self._run("job_ids", lambda c: _ops.list_ids(c, filter, limit, before_id))
+        return await self._run("job_ids", lambda c: _admin.list_ids(c, filter, limit, before_id))
 
     async def job_count(self, filter: JobFilter) -> int:
-        return await self._run("job_count", lambda c: _ops.count(c, filter))
+        return await self._run("job_count", lambda c: _admin.count(c, filter))
 
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         return await self._run(
-            "jobs_requeue", lambda c: _ops.write(c, _ops.requeue, filter, dead_after)
+            "jobs_requeue", lambda c: write(c, _admin.requeue, filter, dead_after)
         )
 
     async def jobs_make_due(self, filter: JobFilter) -> int:
-        return await self._run("jobs_make_due", lambda c: _ops.write(c, _ops.make_due, filter))
+        return await self._run("jobs_make_due", lambda c: write(c, _admin.make_due, filter))
 
     async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
         return await self._run(
-            "jobs_cancel", lambda c: _ops.write(c, _cancel.cancel, filter, actor)
+            "jobs_cancel", lambda c: write(c, _cancel.cancel, filter, actor)
         )
 
     async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
@@ -320,34 +287,34 @@ class SQLiteStore:
         )
 
     async def jobs_delete(self, filter: JobFilter) -> int:
-        return await self._run("jobs_delete", lambda c: _ops.write(c, _ops.delete, filter))
+        return await self._run("jobs_delete", lambda c: write(c, _admin.delete, filter))
 
     async def job_dependents(self, job_id: int) -> list[int]:
-        return await self._run("job_dependents", lambda c: _ops.dependents(c, job_id))
+        return await self._run("job_dependents", lambda c: _admin.dependents(c, job_id))
 
     async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
         return await self._run(
-            "job_dependency_results", lambda c: _ops.dependency_results(c, job_id)
+            "job_dependency_results", lambda c: _admin.dependency_results(c, job_id)
         )
 
     async def job_counts(self) -> list[StateCount]:
-        return await self._run("job_counts", _ops.state_counts)
+        return await self._run("job_counts", _admin.state_counts)
 
     async def queue_oldest_available(self) -> dict[str, float]:
-        return await self._run("queue_oldest_available", _ops.oldest_available)
+        return await self._run("queue_oldest_available", _admin.oldest_available)
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
-        return await self._run("job_throughput", lambda c: _ops.throughput(c, since_seconds))
+        return await self._run("job_throughput", lambda c: _admin.throughput(c, since_seconds))
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
-        return await self._run("job_counts_by_kind", _ops.counts_by_kind)
+        return await self._run("job_counts_by_kind", _admin.counts_by_kind)
 
     async def job_finished_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[int, str, int]]:
         return await self._run(
             "job_finished_series",
-            lambda c: _ops.finished_series(c, since_seconds, bucket_seconds),
+            lambda c: _admin.finished_series(c, since_seconds, bucket_seconds),
         )
 
     async def queue_completed_series(
@@ -355,24 +322,24 @@ class SQLiteStore:
     ) -> list[tuple[str, int, int]]:
         return await self._run(
             "queue_completed_series",
-            lambda c: _ops.completed_series_by_queue(c, since_seconds, bucket_seconds),
+            lambda c: _admin.completed_series_by_queue(c, since_seconds, bucket_seconds),
         )
 
     async def queue_running_counts(self) -> list[tuple[str, str, int]]:
-        return await self._run("queue_running_counts", _ops.running_by_server)
+        return await self._run("queue_running_counts", _admin.running_by_server)
 
     # servers, leader, maintenance ------------------------------------------------
     async def server_register(self, info: ServerInfo) -> None:
-        await self._run("server_register", lambda c: _ops.write(c, _cluster.server_register, info))
+        await self._run("server_register", lambda c: write(c, _cluster.server_register, info))
 
     async def server_heartbeat(self, server_id: str) -> bool:
         return await self._run(
-            "server_heartbeat", lambda c: _ops.write(c, _cluster.server_heartbeat, server_id)
+            "server_heartbeat", lambda c: write(c, _cluster.server_heartbeat, server_id)
         )
 
     async def server_deregister(self, server_id: str) -> None:
         await self._run(
-            "server_deregister", lambda c: _ops.write(c, _cluster.server_deregister, server_id)
+            "server_deregister", lambda c: write(c, _cluster.server_deregister, server_id)
         )
 
     async def server_list(self) -> list[ServerInfo]:
@@ -380,11 +347,11 @@ class SQLiteStore:
 
     async def leader_elect(self, server_id: str, ttl: float) -> bool:
         return await self._run(
-            "leader_elect", lambda c: _ops.write(c, _cluster.leader_elect, server_id, ttl)
+            "leader_elect", lambda c: write(c, _cluster.leader_elect, server_id, ttl)
         )
 
     async def leader_resign(self, server_id: str) -> None:
-        await self._run("leader_resign", lambda c: _ops.write(c, _cluster.leader_resign, server_id))
+        await self._run("leader_resign", lambda c: write(c, _cluster.leader_resign, server_id))
 
     async def leader_get(self) -> str | None:
         return await self._run("leader_get", _cluster.leader_get)
@@ -402,16 +369,16 @@ class SQLiteStore:
         )
 
     async def servers_sweep(self, dead_for: float) -> int:
-        return await self._run("servers_sweep", lambda c: _ops.write(c, _cluster.sweep, dead_for))
+        return await self._run("servers_sweep", lambda c: write(c, _cluster.sweep, dead_for))
 
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
         return await self._run(
-            "jobs_prune", lambda c: _ops.write(c, _cluster.prune, state, older_than, limit)
+            "jobs_prune", lambda c: write(c, _cluster.prune, state, older_than, limit)
         )
 
     async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
         return await self._run(
-            "jobs_release_stranded", lambda c: _ops.write(c, _cluster.release_stranded, limit)
+            "jobs_release_stranded", lambda c: write(c, _cluster.release_stranded, limit)
         )
 
     # published kind declarations
@@ -419,7 +386,7 @@ class SQLiteStore:
         self, server_id: str, host: str, pid: int, kinds: Sequence[KindDeclaration]
     ) -> None:
         await self._run(
-            "kinds_publish", lambda c: _ops.write(c, _kinds.publish, server_id, host, pid, kinds)
+            "kinds_publish", lambda c: write(c, _kinds.publish, server_id, host, pid, kinds)
         )
 
     async def kind_declarations(self) -> list[KindDeclaration]:
@@ -440,14 +407,14 @@ class SQLiteStore:
     # rate limits -----------------------------------------------------------------
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None:
         await self._run(
-            "rate_limit_declare", lambda c: _ops.write(c, _rates.rate_limit_declare, key, limit)
+            "rate_limit_declare", lambda c: write(c, _rates.rate_limit_declare, key, limit)
         )
 
     async def rate_keys_pending(self) -> list[str]:
         return await self._run("rate_keys_pending", _rates.rate_keys_pending)
 
     async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        return await self._run("jobs_admit", lambda c: _ops.write(c, _rates.admit, key, max_batch))
+        return await self._run("jobs_admit", lambda c: write(c, _rates.admit, key, max_batch))
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
         return await self._run("rate_limit_list", _rates.rate_limit_list)
@@ -455,7 +422,7 @@ class SQLiteStore:
     # recurring jobs ----------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
         return await self._run(
-            "cron_enqueue", lambda c: _ops.write(c, _cluster.cron_enqueue, name, slot, job)
+            "cron_enqueue", lambda c: write(c, _cluster.cron_enqueue, name, slot, job)
         )
 
     async def cron_last_slot(self, name: str) -> datetime | None:
@@ -464,18 +431,18 @@ class SQLiteStore:
     # queue controls ----------------------------------------------------------------
     async def queue_pause(self, queue: str, actor: str) -> bool:
         return await self._run(
-            "queue_pause", lambda c: _ops.write(c, _controls.pause, queue, actor)
+            "queue_pause", lambda c: write(c, _controls.pause, queue, actor)
         )
 
     async def queue_resume(self, queue: str, actor: str) -> int:
         return await self._run(
-            "queue_resume", lambda c: _ops.write(c, _controls.resume, queue, actor)
+            "queue_resume", lambda c: write(c, _controls.resume, queue, actor)
         )
 
     async def queue_limit_set(
         self, queue: str, server_id: str, concurrency: int | None, actor: str
     ) -> None:
-        await self._run("queue_limit_set", lambda c: _ops.write(
+        await self._run("queue_limit_set", lambda c: write(
             c, _controls.limit_set, queue, server_id, concurrency, actor
         ))
 
@@ -488,7 +455,7 @@ class SQLiteStore:
     ) -> None:
         await self._run(
             "audit_record",
-            lambda c: _ops.write(c, _cluster.audit_record, actor, action, count, detail),
+            lambda c: write(c, _cluster.audit_record, actor, action, count, detail),
         )
 
     async def audit_list(self, limit: int = 50) -> list[AuditEntry]:

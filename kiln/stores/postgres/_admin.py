@@ -1,0 +1,338 @@
+"""PostgreSQL plans for admin: a filter's WHERE clause, reading and listing jobs, counts
+and series for the dashboard, and the bulk actions (requeue, make due, delete).
+
+The filter's shape and the states each action may touch are kiln.stores._filters';
+this module gives PostgreSQL's pieces. Owns these statements; the store runs the plans
+(see _plan).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln.stores._filters import (
+    DELETABLE,
+    MAKE_DUE,
+    REQUEUEABLE,
+    FilterSql,
+    compile_filter,
+    keyset,
+    page,
+)
+from kiln.stores._rows import dumps
+from kiln.stores.postgres._jobs import (
+    JOB_COLS,
+    NOT_HELD,
+    NOTIFIED,
+    notify_from,
+    release_stmts,
+    row_to_job,
+)
+from kiln.stores.postgres._plan import Plan, Stmt, one, step
+
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM jsonb_array_elements(errors) e WHERE lower(e->>'error') LIKE %s)"
+)
+
+JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON text writes escaped
+
+
+def error_clauses(text: str) -> tuple[list[str], list[Any]]:
+    pattern = "%" + like_escape(text.lower()) + "%"
+    if JSON_ESCAPED.search(text):
+        return [ERROR_MATCH], [pattern]
+    # the text appears as it is in the errors' JSON too, so the trigram index over it
+    # (migration 0003) narrows the candidates first
+    return ["lower(errors::text) LIKE %s", ERROR_MATCH], [pattern, pattern]
+
+
+def any_of(column: str, values: Sequence[Any], sql_type: str) -> tuple[list[str], list[Any]]:
+    return [f"{column} = ANY(%s::{sql_type}[])"], [list(values)]
+
+
+def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+    """All of the tags, and metadata / args keys equal to values. Containment (@>) lets
+    the partial GIN indexes of migration 0007 answer (their predicates are repeated here
+    for the planner); the key equalities then make it exact: containment would also
+    match a key whose value is an array holding the value."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.tags:
+        clauses.append("tags <> '{}' AND tags @> %s::text[]")
+        params.append(list(f.tags))
+    for column, pairs in (("metadata", f.metadata), ("args", f.args)):
+        if not pairs:
+            continue
+        if column == "metadata":
+            clauses.append("metadata <> '{}'")
+        clauses.append(f"{column} @> %s::jsonb")
+        params.append(dumps(dict(pairs)))
+        for key, value in pairs.items():
+            clauses.append(f"{column} -> %s = %s::jsonb")
+            params.extend((key, dumps(value)))
+    return clauses, params
+
+
+FILTER_SQL = FilterSql(
+    mark="%s",
+    true="true",
+    member=any_of,
+    errors=error_clauses,
+    tagged=tag_clauses,
+    when=lambda at: at,
+)
+
+
+def where(f: JobFilter, allowed: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    return compile_filter(f, FILTER_SQL, allowed)
+
+
+GET = (
+    f"SELECT {JOB_COLS}, ARRAY(SELECT dep_id FROM kiln_job_deps d"
+    " WHERE d.job_id = kiln_jobs.id ORDER BY dep_id), result::text FROM kiln_jobs WHERE id = %s"
+)
+
+
+def get(job_id: int) -> Plan[JobRow | None]:
+    rows = (yield one(GET, job_id))[0]
+    if not rows:
+        return None
+    job = row_to_job(rows[0], list(rows[0][-2]))
+    stored = rows[0][-1]
+    job.result = None if stored is None else json.loads(stored)
+    return job
+
+
+DEPENDENCY_RESULTS = (
+    "SELECT d.dep_id, j.result::text FROM kiln_job_deps d JOIN kiln_jobs j ON j.id = d.dep_id"
+    " WHERE d.job_id = %s ORDER BY d.dep_id"
+)
+
+
+def dependency_results(job_id: int) -> Plan[dict[int, Any]]:
+    rows = (yield one(DEPENDENCY_RESULTS, job_id))[0]
+    return {int(r[0]): None if r[1] is None else json.loads(r[1]) for r in rows}
+
+
+PROBE_WINDOW = 5000  # newest rows a tag / metadata listing looks at first
+
+
+def list_stmt(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+    cols: str = JOB_COLS,
+) -> Stmt:
+    """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
+    sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
+    return Stmt(sql, (*params, limit))
+
+
+def tagged_list_stmts(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+    cols: str = JOB_COLS,
+) -> tuple[Stmt, Stmt]:
+    """A listing filtered by tags or metadata (and maybe args), in two statements: the
+    planner cannot tell a common tag from a rare one (a tag outside its sample is
+    estimated as common as the rarest one it saw): walking the id index in page order
+    is right for a common tag and reads the whole table for a rare one; the GIN index
+    is right for a rare tag and reads every match of a common one before sorting.
+
+    The probe filters the ``PROBE_WINDOW`` first jobs (in page order) the other
+    conditions select: a filter matching one job in a hundred or more fills its page
+    there. When it does not, the matches are rare, and the second statement finds them
+    through the GIN indexes (its ``id + 0`` order keeps the planner off the id walk;
+    tests/stores/test_postgres_tag_plans.py checks its plan)."""
+    plain = dataclasses.replace(f, tags=(), metadata={}, args={})
+    base, base_params = where(plain)
+    tagged, tag_params = tag_clauses(f)
+    base, order = keyset(base, base_params, before_id, after_id, "%s")
+    probe = (
+        f"SELECT {cols} FROM (SELECT * FROM kiln_jobs WHERE {base} ORDER BY id {order}"
+        f" LIMIT {PROBE_WINDOW}) AS recent WHERE {' AND '.join(tagged)}"
+        f" ORDER BY id {order} LIMIT %s"
+    )
+    full = list_stmt(f, limit, before_id, after_id, cols)
+    rare = full.sql.replace(f"ORDER BY id {order} LIMIT %s", f"ORDER BY id + 0 {order} LIMIT %s")
+    return Stmt(probe, (*base_params, *tag_params, limit)), Stmt(rare, full.params)
+
+
+def list_jobs(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+) -> Plan[list[JobRow]]:
+    rows = yield from _listed(f, limit, before_id, after_id, JOB_COLS)
+    return [row_to_job(r) for r in rows]
+
+
+def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]:
+    """The ids of ``list_jobs``' page, without reading the rows' columns."""
+    rows = yield from _listed(f, limit, before_id, None, "id")
+    return [int(r[0]) for r in rows]
+
+
+def _listed(
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None, cols: str
+) -> Plan[list[Any]]:
+    if f.tags or f.metadata:  # indexed; an args filter alone has no index to turn to
+        probe, rare = tagged_list_stmts(f, limit, before_id, after_id, cols)
+        rows = (yield one(probe.sql, *probe.params))[0]
+        if len(rows) < limit:
+            rows = (yield one(rare.sql, *rare.params))[0]
+        return list(rows)
+    stmt = list_stmt(f, limit, before_id, after_id, cols)
+    return list((yield one(stmt.sql, *stmt.params))[0])
+
+
+def count_stmt(f: JobFilter) -> Stmt:
+    cond, params = where(f)
+    return Stmt(f"SELECT count(*) FROM kiln_jobs WHERE {cond}", tuple(params))
+
+
+def count(f: JobFilter) -> Plan[int]:
+    stmt = count_stmt(f)
+    rows = (yield one(stmt.sql, *stmt.params))[0]
+    return int(rows[0][0])
+
+
+UNMET = (
+    "EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
+    " WHERE d.job_id = kiln_jobs.id AND o.state <> 'completed')"
+)
+
+
+# a job cancelled while running waits until that attempt ended or its server is dead
+ATTEMPT_OVER = (
+    "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
+    " WHERE heartbeat_at > now() - %s * interval '1 second'))"
+)
+
+
+def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
+    cond, params = where(f, REQUEUEABLE)
+    movable = f"{cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
+    sql = (
+        f"WITH upd AS (UPDATE kiln_jobs SET state = CASE WHEN {UNMET} THEN 'awaiting'"
+        " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+        " attempt = 0, rescues = 0, run_at = now(), finished_at = NULL, server_id = NULL,"
+        " attempt_running = false, result = NULL"
+        f" WHERE {movable} AND (unique_key IS NULL OR id IN"
+        # of the jobs of one key that would go back, only the newest does
+        f" (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL AND {movable}"
+        " GROUP BY unique_key)) RETURNING queue, state, run_at)"
+        f"{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
+    )
+    rows = (yield one(sql, *params, dead_after, *params, dead_after))[0]
+    return int(rows[0][0])
+
+
+def make_due(f: JobFilter) -> Plan[int]:
+    """Bring the run_at of matching scheduled and pending jobs forward to now."""
+    cond, params = where(f, MAKE_DUE)
+    sql = (
+        f"WITH upd AS (UPDATE kiln_jobs SET run_at = now() WHERE {cond} AND run_at > now()"
+        " RETURNING 1) SELECT count(*) FROM upd"
+    )
+    rows = (yield one(sql, *params))[0]
+    return int(rows[0][0])
+
+
+DELETE_EDGES = "DELETE FROM kiln_job_deps WHERE dep_id = ANY(%s::bigint[])"
+
+
+def delete(f: JobFilter) -> Plan[int]:
+    """Delete, then release what waited only on the deleted jobs."""
+    cond, params = where(f, DELETABLE)
+    sql = (
+        f"WITH del AS (DELETE FROM kiln_jobs WHERE {cond} RETURNING id),"
+        " edges AS (DELETE FROM kiln_job_deps WHERE job_id IN (SELECT id FROM del))"
+        " SELECT id FROM del"
+    )
+    rows = (yield step(Stmt(sql, tuple(params))))[0]
+    ids = sorted(int(r[0]) for r in rows)
+    if ids:
+        yield step(*release_stmts(ids), Stmt(DELETE_EDGES, (ids,)), last=True)
+    return len(ids)
+
+
+def dependents(job_id: int) -> Plan[list[int]]:
+    sql = "SELECT job_id FROM kiln_job_deps WHERE dep_id = %s ORDER BY job_id"
+    rows = (yield one(sql, job_id))[0]
+    return [int(r[0]) for r in rows]
+
+
+# the available jobs by queue, as two halves that each read one partial index: the
+# plain ones (kiln_jobs_claim) and the limited ones (kiln_jobs_conc_available)
+AVAILABLE_PARTS = (
+    "SELECT queue, {agg} AS n FROM kiln_jobs WHERE state = 'available' AND conc_key IS NULL"
+    " GROUP BY queue UNION ALL SELECT queue, {agg} FROM kiln_jobs WHERE state = 'available'"
+    " AND conc_key IS NOT NULL GROUP BY queue"
+)
+
+
+def state_counts() -> Plan[list[StateCount]]:
+    sql = (  # in parts, so each can use its partial index (available: plain, limited)
+        f"SELECT queue, 'available', sum(n) FROM ({AVAILABLE_PARTS.format(agg='count(*)')})"
+        " AS a GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
+        " WHERE state <> 'available' GROUP BY queue, state"
+    )
+    rows = (yield one(sql, prepare=True))[0]
+    return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
+
+
+def oldest_available() -> Plan[dict[str, float]]:
+    sql = (
+        "SELECT queue, greatest(extract(epoch FROM now() - min(n)), 0)::float8"
+        f" FROM ({AVAILABLE_PARTS.format(agg='min(run_at)')}) AS a GROUP BY queue"
+    )
+    rows = (yield one(sql, prepare=True))[0]
+    return {r[0]: float(r[1]) for r in rows}
+
+
+def throughput(since: float) -> Plan[dict[str, int]]:
+    sql = (
+        "SELECT state, count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
+        " 'cancelled') AND finished_at >= now() - %s * interval '1 second' GROUP BY state"
+    )
+    rows = (yield one(sql, since))[0]
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
+    rows = (yield one("SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state"))[0]
+    return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
+
+
+def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
+    sql = (
+        "SELECT floor(extract(epoch FROM now() - finished_at) / %s)::int AS b, state,"
+        " count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= now() - %s * interval '1 second' GROUP BY b, state"
+    )
+    rows = (yield one(sql, bucket, since))[0]
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
+
+
+def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
+    sql = (
+        "SELECT queue, floor(extract(epoch FROM now() - finished_at) / %s)::int AS b,"
+        " count(*) FROM kiln_jobs WHERE state = 'completed'"
+        " AND finished_at >= now() - %s * interval '1 second' GROUP BY queue, b"
+    )
+    rows = (yield one(sql, bucket, since))[0]
+    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
+
+
+def running_by_server() -> Plan[list[tuple[str, str, int]]]:
+    sql = ("SELECT queue, coalesce(server_id, ''), count(*) FROM kiln_jobs"
+           " WHERE state = 'running' GROUP BY queue, server_id")
+    rows = (yield one(sql))[0]
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def like_escape(text: str) -> str:
+    """Escape LIKE's wildcards (backslash is PostgreSQL's default escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

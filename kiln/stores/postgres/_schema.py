@@ -1,0 +1,35 @@
+"""PostgreSQL plans for the schema: applying migrations, reading the applied version,
+and the database clock.
+
+The migration rules are kiln.stores._migrations'; the whole migration runs in one
+transaction (PostgreSQL's DDL is transactional) under a transaction-scoped advisory
+lock, so two processes migrating at once apply each version once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kiln.stores import _migrations
+from kiln.stores.postgres._plan import Plan, batches, one
+
+PACKAGE = "kiln.stores.postgres"
+
+
+def latest() -> int:
+    return _migrations.latest(PACKAGE)
+
+
+def migrate() -> Plan[list[int]]:
+    """Apply the missing versions (the store runs it in one transaction)."""
+    return (yield from batches(_migrations.run(_migrations.POSTGRES)))
+
+
+def version() -> Plan[int]:
+    return (yield from batches(_migrations.applied(_migrations.POSTGRES)))
+
+
+def now() -> Plan[datetime]:
+    rows = (yield one("SELECT now()"))[0]
+    value: datetime = rows[0][0]
+    return value

@@ -1,0 +1,254 @@
+"""SQLite statements for admin: a filter's WHERE clause, reading and listing jobs,
+counts and series for the dashboard, and the bulk actions (requeue, make due,
+delete).
+
+The filter's shape and the states each action may touch are kiln.stores._filters';
+this module gives SQLite's pieces. Bulk actions run through ``_plan.write`` (BEGIN
+IMMEDIATE).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln.stores._filters import (
+    DELETABLE,
+    MAKE_DUE,
+    REQUEUEABLE,
+    FilterSql,
+    compile_filter,
+    members,
+    page,
+)
+from kiln.stores._rows import epoch, loads
+from kiln.stores.sqlite._jobs import NOT_HELD, release_dependents, row_to_job
+
+# the error messages only, not the JSON around them (keys, timestamps, tracebacks)
+ERROR_MATCH = (
+    "EXISTS (SELECT 1 FROM json_each(kiln_jobs.errors) e"
+    " WHERE instr(kiln_lower(json_extract(e.value, '$.error')), ?) > 0)"
+)
+
+
+TAG_MATCH = "EXISTS (SELECT 1 FROM json_each(kiln_jobs.tags) t WHERE t.value = ?)"
+
+
+def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
+    """All of the tags, and metadata / args keys equal to values, compared by JSON type
+    and value (json_extract alone reads true as 1). No index serves these: they are
+    checked on the rows the other conditions leave (see docs/guide.md)."""
+    clauses = [TAG_MATCH] * len(f.tags)
+    params: list[Any] = list(f.tags)
+    for column, pairs in (("metadata", f.metadata), ("args", f.args)):
+        for key, value in pairs.items():
+            path = f'$."{key}"'
+            if isinstance(value, bool):
+                clauses.append(f"json_type({column}, ?) = ?")
+                params.extend((path, "true" if value else "false"))
+                continue
+            kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
+            clauses.append(
+                f"json_type({column}, ?) IN ({kinds}) AND json_extract({column}, ?) = ?"
+            )
+            params.extend((path, path, value))
+    return clauses, params
+
+
+FILTER_SQL = FilterSql(
+    mark="?",
+    true="1=1",
+    member=members("?"),
+    errors=lambda text: ([ERROR_MATCH], [text.lower()]),
+    tagged=tag_clauses,
+    when=epoch,
+)
+
+
+def where(f: JobFilter, allowed: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    return compile_filter(f, FILTER_SQL, allowed)
+
+
+
+def _deps_of(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    rows = conn.execute(
+        "SELECT dep_id FROM kiln_job_deps WHERE job_id = ? ORDER BY dep_id", (job_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def get(conn: sqlite3.Connection, job_id: int) -> JobRow | None:
+    row = conn.execute("SELECT * FROM kiln_jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        return None
+    job = row_to_job(row, _deps_of(conn, job_id))
+    job.result = loads(row["result"])
+    return job
+
+
+def dependency_results(conn: sqlite3.Connection, job_id: int) -> dict[int, Any]:
+    rows = conn.execute(
+        "SELECT d.dep_id, j.result FROM kiln_job_deps d JOIN kiln_jobs j ON j.id = d.dep_id"
+        " WHERE d.job_id = ? ORDER BY d.dep_id", (job_id,),
+    ).fetchall()
+    return {int(r[0]): loads(r[1]) for r in rows}
+
+
+def list_jobs(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
+    after_id: int | None = None,
+) -> list[JobRow]:
+    """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
+    return [row_to_job(r) for r in _listed(conn, f, limit, before_id, after_id, "*")]
+
+
+def list_ids(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None
+) -> list[int]:
+    """The ids of ``list_jobs``' page, without reading the rows' columns."""
+    return [int(r[0]) for r in _listed(conn, f, limit, before_id, None, "id")]
+
+
+def _listed(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
+    after_id: int | None, cols: str,
+) -> list[Any]:
+    sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
+    return conn.execute(sql, [*params, limit]).fetchall()
+
+
+def count(conn: sqlite3.Connection, f: JobFilter) -> int:
+    cond, params = where(f)
+    return int(conn.execute(f"SELECT COUNT(*) FROM kiln_jobs WHERE {cond}", params).fetchone()[0])
+
+
+# a job cancelled while running waits until that attempt ended or its server is dead
+ATTEMPT_OVER = (
+    "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
+    " WHERE heartbeat_at > ?))"
+)
+
+
+def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
+    cond, params = where(f, REQUEUEABLE)
+    movable = f"{cond} AND {NOT_HELD} AND {ATTEMPT_OVER}"
+    now = time.time()
+    cur = conn.execute(
+        "UPDATE kiln_jobs SET state = CASE WHEN EXISTS (SELECT 1 FROM kiln_job_deps d"
+        " JOIN kiln_jobs o ON o.id = d.dep_id WHERE d.job_id = kiln_jobs.id"
+        " AND o.state != 'completed') THEN 'awaiting'"
+        " WHEN rate_key IS NULL THEN 'available' ELSE 'pending' END,"
+        # admitted_at stays: the admission window of the key must keep counting it
+        " attempt = 0, rescues = 0, run_at = ?, finished_at = NULL,"
+        f" server_id = NULL, attempt_running = 0, result = NULL WHERE {movable}"
+        " AND (unique_key IS NULL"
+        # of the jobs of one key that would go back, only the newest does
+        " OR id IN (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL"
+        f" AND {movable} GROUP BY unique_key))",
+        [now, *params, now - dead_after, *params, now - dead_after],
+    )
+    return cur.rowcount
+
+
+def make_due(conn: sqlite3.Connection, f: JobFilter) -> int:
+    """Bring the run_at of matching scheduled and pending jobs forward to now."""
+    cond, params = where(f, MAKE_DUE)
+    now = time.time()
+    cur = conn.execute(
+        f"UPDATE kiln_jobs SET run_at = ? WHERE {cond} AND run_at > ?", [now, *params, now]
+    )
+    return cur.rowcount
+
+
+def delete(conn: sqlite3.Connection, f: JobFilter) -> int:
+    cond, params = where(f, DELETABLE)
+    ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM kiln_jobs WHERE {cond}", params)]
+    if not ids:
+        return 0
+    remove(conn, ids)
+    return len(ids)
+
+
+def remove(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Delete the jobs ``ids`` and release their dependents that waited only on them (a
+    missing dependency counts as met). Shared by delete and prune, so a pruned
+    dependency frees its dependents as a deleted one does."""
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM kiln_jobs WHERE id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM kiln_job_deps WHERE job_id IN ({marks})", chunk)
+        release_dependents(conn, chunk, time.time())
+        conn.execute(f"DELETE FROM kiln_job_deps WHERE dep_id IN ({marks})", chunk)
+
+
+def dependents(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    rows = conn.execute(
+        "SELECT job_id FROM kiln_job_deps WHERE dep_id = ? ORDER BY job_id", (job_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def state_counts(conn: sqlite3.Connection) -> list[StateCount]:
+    rows = conn.execute(
+        "SELECT queue, state, COUNT(*) FROM kiln_jobs GROUP BY state, queue"
+    ).fetchall()
+    return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
+
+
+def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT queue, MIN(run_at) FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+    ).fetchall()
+    return {r[0]: max(now - r[1], 0.0) for r in rows}
+
+
+def counts_by_kind(conn: sqlite3.Connection) -> list[tuple[str, JobState, int]]:
+    rows = conn.execute("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
+    return [(r[0], JobState(r[1]), int(r[2])) for r in rows.fetchall()]
+
+
+def finished_series(
+    conn: sqlite3.Connection, since: float, bucket: float
+) -> list[tuple[int, str, int]]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT CAST((? - finished_at) / ? AS INTEGER) AS b, state, COUNT(*) FROM kiln_jobs"
+        " WHERE state IN ('completed', 'failed', 'cancelled') AND finished_at >= ?"
+        " GROUP BY b, state",
+        (now, bucket, now - since),
+    ).fetchall()
+    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
+
+
+def completed_series_by_queue(
+    conn: sqlite3.Connection, since: float, bucket: float
+) -> list[tuple[str, int, int]]:
+    now = time.time()
+    rows = conn.execute(
+        "SELECT queue, CAST((? - finished_at) / ? AS INTEGER) AS b, COUNT(*) FROM kiln_jobs"
+        " WHERE state = 'completed' AND finished_at >= ? GROUP BY queue, b",
+        (now, bucket, now - since),
+    ).fetchall()
+    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
+
+
+def running_by_server(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    rows = conn.execute(
+        "SELECT queue, COALESCE(server_id, ''), COUNT(*) FROM kiln_jobs"
+        " WHERE state = 'running' GROUP BY queue, server_id"
+    ).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= ? GROUP BY state",
+        (time.time() - since,),
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
