@@ -1,4 +1,4 @@
-"""Job timeouts: one timer for every running job (kiln._deadlines), turned into a
+"""Job timeouts: one timer for every running job (kiln._server._deadlines), turned into a
 timed-out attempt by the executor; the task is left as asyncio.timeout leaves it."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import time
 from typing import Any
 
 from kiln._config import ServerConfig
-from kiln._deadlines import Deadlines
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobRow, Outcome
 from kiln._kinds import make_kind
-from kiln._threads import ThreadPool
+from kiln._server._deadlines import Deadlines
+from kiln._server._executor import Executor
+from kiln._server._threads import ThreadPool
 from tests.test_pool import row
 
 

@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobResult, JobRow, JobState, Outcome
 from kiln._kinds import make_kind
-from kiln._pool import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT, Pool
-from kiln._threads import ThreadPool
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._pool import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT, Pool
+from kiln._server._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult, Capabilities
 
 CONCURRENCY = 4

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 
-from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import Outcome
 from kiln._kinds import make_kind
-from kiln._pool import Pool
-from kiln._threads import ThreadPool
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._pool import Pool
+from kiln._server._threads import ThreadPool
 from tests.test_pool import CONCURRENCY, FakeStore, _no_params
 
 

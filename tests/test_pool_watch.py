@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._errors import StoreError, UnreachableError
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobResult, JobRow, Outcome
 from kiln._kinds import make_kind
-from kiln._pool import Pool
-from kiln._threads import ThreadPool
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._pool import Pool
+from kiln._server._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult, Capabilities, ClaimCallback, ClaimRun
 from tests.test_pool import row
 

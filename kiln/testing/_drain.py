@@ -23,13 +23,13 @@ from typing import Any
 
 from kiln._app import App
 from kiln._config import ServerConfig
-from kiln._context import ServerContext
 from kiln._errors import KilnError, ValidationError
 from kiln._events import EventHub, JobClaimed, JobFinished
-from kiln._executor import Executor
 from kiln._job import JobFilter, JobResult, JobRow, JobState, Outcome, ServerInfo
 from kiln._kinds import Kind
-from kiln._threads import ThreadPool
+from kiln._server._context import ServerContext
+from kiln._server._executor import Executor
+from kiln._server._threads import ThreadPool
 from kiln._version import VERSION
 from kiln.maintenance.admitter import Admitter
 from kiln.stores import Store

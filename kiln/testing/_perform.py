@@ -20,11 +20,11 @@ from kiln._client import build_job
 from kiln._config import ServerConfig
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobFinished
-from kiln._executor import Executor, Next
 from kiln._handle import Job
 from kiln._job import JobRow, JobState, Outcome
 from kiln._options import EnqueueOptions
-from kiln._threads import ThreadPool
+from kiln._server._executor import Executor, Next
+from kiln._server._threads import ThreadPool
 from kiln.testing import _loop
 
 SERVER_ID = "kiln-testing-perform"

@@ -12,10 +12,10 @@ import time
 from datetime import UTC, datetime
 
 import kiln
-from kiln._elector import Elector
 from kiln._events import Event, EventHub
-from kiln._heartbeat import Heartbeater
 from kiln._job import ServerInfo
+from kiln._server._elector import Elector
+from kiln._server._heartbeat import Heartbeater
 from kiln.maintenance import leader_services
 from kiln.stores import Store
 from tests.cluster.test_maintenance import context

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._context import ServerContext
 from kiln._cron import Recurring
 from kiln._events import Event, EventHub
 from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln._kinds import make_kind
+from kiln._server._context import ServerContext
 from kiln.maintenance import leader_services
 from kiln.maintenance.pruner import Pruner
 from kiln.maintenance.rescuer import Rescuer, rescue_result

@@ -17,8 +17,8 @@ from kiln import (
     RateLimit,
     ServerConfig,
 )
-from kiln._context import ServerContext
 from kiln._kinds import make_kind
+from kiln._server._context import ServerContext
 from kiln.maintenance import server_services
 from kiln.maintenance.admitter import Admitter
 from kiln.stores import Store

@@ -3,10 +3,10 @@
 Owns timeouts, middleware, the sync/async split and the retry decision. It does not
 claim, write results or decide shutdown: the pool and the server do.
 
-A job cancelled while it runs (``request_cancel``, from kiln._canceller) ends as
+A job cancelled while it runs (``request_cancel``, from kiln._server._canceller) ends as
 cancelled however its handler ends: an ``async def`` handler's task is cancelled, a
 plain ``def`` handler sees ``job.cancelled`` set (it cannot be interrupted, see
-kiln._sync); what it returns or raises then changes nothing, and the result, fenced off
+kiln._server._sync); what it returns or raises then changes nothing, and the result, fenced off
 by the cancel in the database, only ends the attempt there.
 
 Anything an attempt raises is a failed attempt with its error recorded, BaseException
@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kiln._config import ServerConfig
-from kiln._deadlines import Deadlines
 from kiln._errors import ResultError, Shutdown
 from kiln._events import EventHub, JobCancelled, JobFinished, JobStarted
 from kiln._handle import Job
@@ -39,8 +38,9 @@ from kiln._logs import CURRENT_JOB
 from kiln._outcomes import Cancel, Snooze
 from kiln._results import encoded
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
-from kiln._sync import SyncRunner
-from kiln._threads import ThreadPool
+from kiln._server._deadlines import Deadlines
+from kiln._server._sync import SyncRunner
+from kiln._server._threads import ThreadPool
 
 Next = Callable[[], Awaitable[Any]]
 Middleware = Callable[[Job, Next], Awaitable[Any]]

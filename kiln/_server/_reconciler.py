@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from kiln._completer import Completer
 from kiln._errors import KilnError
 from kiln._events import EventHub, JobReconciled, StoreFailed
 from kiln._job import JobResult, Outcome, RunningJob
-from kiln._pool import Pool
-from kiln._service import PeriodicService
+from kiln._server._completer import Completer
+from kiln._server._pool import Pool
+from kiln._server._service import PeriodicService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.reconciler")

@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kiln._completer import Completer
 from kiln._errors import KilnError, UnreachableError
 from kiln._events import (
     ClaimQueried,
@@ -45,9 +44,10 @@ from kiln._events import (
     JobFinished,
     StoreFailed,
 )
-from kiln._executor import Executor
 from kiln._job import JobResult, JobRow, Outcome
-from kiln._lingering import Lingering
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._lingering import Lingering
 from kiln._tasks import stop_task
 from kiln.stores import Store
 from kiln.stores._protocol import ClaimWatch
@@ -126,7 +126,7 @@ class Pool:
         self._settling: set[asyncio.Task[None]] = set()  # gates waiting for a late commit
         self.claimed = 0
         self.claim_errors = 0
-        self.paused = False  # by a queue control (kiln._governor): claims nothing
+        self.paused = False  # by a queue control (kiln._server._governor): claims nothing
 
     def set_paused(self, paused: bool) -> None:
         """Paused: claim nothing more and hand back the jobs claimed ahead (they never

@@ -21,7 +21,7 @@ from kiln._config import ServerConfig, seconds
 from kiln._errors import KilnError
 from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
 from kiln._job import ServerInfo
-from kiln._service import LoopService
+from kiln._server._service import LoopService
 from kiln._tasks import stop_task
 from kiln.stores import Store
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 
 from kiln._controls import QueueControls
 from kiln._events import EventHub
-from kiln._pool import Pool
-from kiln._service import PeriodicService
+from kiln._server._pool import Pool
+from kiln._server._service import PeriodicService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.governor")

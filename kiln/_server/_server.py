@@ -23,30 +23,30 @@ from typing import Any, TypeVar
 
 from kiln import _validate
 from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
-from kiln._canceller import Canceller
 from kiln._client import Client
-from kiln._completer import Completer
 from kiln._concurrency import Concurrency, check_queue_limit, limited_queues, queue_group
 from kiln._config import ServerConfig
-from kiln._context import ServerContext
 from kiln._controls import CONTROLS_PAYLOAD
 from kiln._cron import Recurring
-from kiln._elector import Elector
 from kiln._errors import ConfigError, KilnError, Shutdown
 from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged
-from kiln._executor import Executor, Middleware
-from kiln._governor import Governor
-from kiln._health import Counters, Health, stuck_reasons
-from kiln._heartbeat import Heartbeater, new_server_id
 from kiln._job import AttemptError, JobResult, JobRow, Outcome, ServerInfo
 from kiln._kinds import Kind
-from kiln._pool import Pool
-from kiln._reconciler import Reconciler
-from kiln._releaser import Releaser
-from kiln._service import Service
-from kiln._stats import QueueStats, ServerStats
+from kiln._server._canceller import Canceller
+from kiln._server._completer import Completer
+from kiln._server._context import ServerContext
+from kiln._server._elector import Elector
+from kiln._server._executor import Executor, Middleware
+from kiln._server._governor import Governor
+from kiln._server._health import Counters, Health, stuck_reasons
+from kiln._server._heartbeat import Heartbeater, new_server_id
+from kiln._server._pool import Pool
+from kiln._server._reconciler import Reconciler
+from kiln._server._releaser import Releaser
+from kiln._server._service import Service
+from kiln._server._stats import QueueStats, ServerStats
+from kiln._server._threads import ThreadPool
 from kiln._tasks import stop_task
-from kiln._threads import ThreadPool
 from kiln._version import VERSION
 from kiln.stores import Store
 
@@ -567,7 +567,7 @@ class Server:
         if tasks:
             await self._wait_tasks(tasks, float(self.config.kill_grace) + _SETTLE)
         for pool in self._pools.values():
-            pool.abandon()  # what still runs lingers, keeping its slot (see kiln._lingering)
+            pool.abandon()  # what still runs lingers, keeping its slot (see _lingering)
         self._executor.sync.grace_until = None
 
     def _grant_grace(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from kiln._errors import KilnError
 from kiln._events import EventHub, LeaderChanged, StoreFailed
-from kiln._service import LoopService, Service
+from kiln._server._service import LoopService, Service
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.elector")
