@@ -47,6 +47,7 @@ from kiln._events import (
 from kiln._job import JobResult, JobRow, Outcome
 from kiln._server._completer import Completer
 from kiln._server._executor import Executor
+from kiln._server._identity import Identity
 from kiln._server._lingering import Lingering
 from kiln._tasks import stop_task
 from kiln.stores import Store
@@ -82,7 +83,7 @@ class Pool:
         executor: Executor,
         completer: Completer,
         events: EventHub,
-        server_id: str,
+        identity: Identity,
         poll_interval: float,
         may_claim: Callable[[], bool],
         *,
@@ -100,7 +101,7 @@ class Pool:
         self._executor = executor
         self._completer = completer
         self._events = events
-        self.server_id = server_id
+        self._identity = identity  # read at each claim: a rejoin changes it
         self._poll_interval = poll_interval
         self._may_claim = may_claim
         self._wake = asyncio.Event()
@@ -118,7 +119,7 @@ class Pool:
         self._arming = store.capabilities.claim_on_notify and not limited
         self._watch: ClaimWatch | None = None  # armed while the queue looks empty
         self._woken = False  # a local wake-up since the last claim
-        self._claimed_as = server_id  # the id the claim in flight was made under
+        self._claimed_as = identity.id  # the id the claim in flight was made under
         self._taken: list[JobRow] = []  # the rows that claim handed over
         self._refused = False  # ... and that go back once it settled
         self._gate: _Gate | None = None  # opens once the watch's claim settled
@@ -277,9 +278,9 @@ class Pool:
     def _arm(self, room: int) -> ClaimWatch | None:
         if not self._arming:
             return None
-        self._claimed_as, self._taken, self._refused = self.server_id, [], False
+        self._claimed_as, self._taken, self._refused = self._identity.id, [], False
         self._watch = self._store.job_claim_watch(
-            self.queue, self._kinds, room, self.server_id, self._take_notified
+            self.queue, self._kinds, room, self._identity.id, self._take_notified
         )
         return self._watch
 
@@ -402,13 +403,13 @@ class Pool:
 
     async def _claim(self, limit: int) -> list[JobRow]:
         began = time.monotonic()
-        self._claimed_as, self._taken, self._refused = self.server_id, [], False
+        self._claimed_as, self._taken, self._refused = self._identity.id, [], False
         if self.limited:
             jobs = await self._store.job_claim(
-                self.queue, self._kinds, limit, self.server_id, limited=True
+                self.queue, self._kinds, limit, self._identity.id, limited=True
             )
         else:
-            jobs = await self._store.job_claim(self.queue, self._kinds, limit, self.server_id)
+            jobs = await self._store.job_claim(self.queue, self._kinds, limit, self._identity.id)
         events = self._events
         if events.wants(ClaimQueried):
             events.emit(
@@ -443,7 +444,7 @@ class Pool:
             for row in jobs:
                 latency = (row.attempted_at or row.run_at) - row.run_at
                 events.emit(JobClaimed(job=row, latency=max(latency.total_seconds(), 0.0)))
-        if (self.server_id != self._claimed_as or not self._may_claim() or not self._claiming
+        if (self._identity.id != self._claimed_as or not self._may_claim() or not self._claiming
                 or self.paused):
             self._refused = True
             return
@@ -539,7 +540,7 @@ class Pool:
         for row in rows:
             self._events.emit(JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0))
             self._completer.push(JobResult(
-                job_id=row.id, server_id=row.server_id or self.server_id, attempt=row.attempt,
+                job_id=row.id, server_id=row.server_id or self._identity.id, attempt=row.attempt,
                 outcome=Outcome.HANDED_BACK,
             ))
 
