@@ -18,10 +18,11 @@ from kiln._events import EventHub
 from kiln._handle import Job
 from kiln._job import JobResult, JobRow, JobState, Outcome
 from kiln._kinds import make_kind
+from kiln._server._claim_ahead import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT
 from kiln._server._completer import Completer
 from kiln._server._executor import Executor
 from kiln._server._identity import Identity
-from kiln._server._pool import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT, Pool
+from kiln._server._pool import Pool
 from kiln._server._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult, Capabilities
 

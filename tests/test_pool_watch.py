@@ -128,7 +128,6 @@ async def running() -> AsyncIterator[Running]:
         await holder[0].gate.wait()
 
     identity = Identity.named("s1")
-
     executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
                         identity, _no_params, [])
     completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]

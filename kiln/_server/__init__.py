@@ -1,8 +1,10 @@
 """What only a running server uses: the Server that assembles the parts, and the parts.
 
 ``Server`` (``_server``) assembles; each part is one module: a ``Pool`` per queue
-(``_pool``) claims and hands jobs to the ``Executor`` (``_executor``, with ``_sync``,
-``_threads`` and ``_deadlines`` for plain def handlers and timeouts); the ``Completer``
+(``_pool``: its loop, with ``_claim_ahead``, how many to claim, and ``_claim_session``,
+the claims and their states) hands jobs to the ``Executor`` (``_executor``, with
+``_sync``, ``_threads`` and ``_deadlines`` for plain def handlers and timeouts); every
+part holds the server's one ``Identity`` (``_identity``); the ``Completer``
 (``_completer``) writes results; the ``Heartbeater`` (``_heartbeat``), ``Elector``,
 ``Releaser``, ``Reconciler``, ``Canceller`` and ``Governor`` are the background services
 (``_service`` is their lifecycle, ``_context`` what the leader's services share);
