@@ -50,7 +50,6 @@ from kiln._events import (
     StoreFailed,
 )
 from kiln._handle import Job
-from kiln._health import Health
 from kiln._job import (
     AttemptError,
     AuditEntry,
@@ -69,8 +68,7 @@ from kiln._options import EnqueueOptions, JobOptions
 from kiln._outcomes import Cancel, Snooze
 from kiln._queues import QueueState
 from kiln._retry import Constant, Custom, Exponential, retry_window
-from kiln._server import Server
-from kiln._stats import QueueStats, ServerStats
+from kiln._server import Health, QueueStats, Server, ServerStats
 from kiln._unique import Unique
 from kiln._version import VERSION
 from kiln.stores import StoreOptions, TableSize

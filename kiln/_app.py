@@ -23,12 +23,11 @@ from kiln._config import ServerConfig
 from kiln._cron import Recurring
 from kiln._errors import ConfigError
 from kiln._events import EventHub
-from kiln._executor import Middleware
 from kiln._job import EnqueueResult
 from kiln._kinds import Handler, Kind, make_kind
 from kiln._options import EnqueueOptions, JobOptions
 from kiln._portal import Portal
-from kiln._server import Server
+from kiln._server import Middleware, Server
 from kiln.stores import Store, StoreOptions, store_from_url
 
 F = TypeVar("F", bound=Handler)

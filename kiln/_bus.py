@@ -3,7 +3,7 @@
 A message is (channel, payload); kiln publishes on channel ``kiln`` the queue that
 got jobs, ``scheduled:<unix seconds>`` when a delayed job was inserted, or
 ``CANCEL_PAYLOAD`` when running jobs were cancelled (each server that runs jobs then
-asks the store which of them were, see kiln._canceller). A bus (or a
+asks the store which of them were, see kiln._server._canceller). A bus (or a
 store's listener) tells its subscribers about its own connection on channel ``STATE``:
 payload ``down`` when it lost it, ``up`` when it is back (messages may have been lost
 meanwhile, so subscribers look again).

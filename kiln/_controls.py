@@ -3,7 +3,7 @@
 Owns their data types, the checks on their input and the rule that turns them into one
 server's view (``paused``, ``limit_of``). Kept in the database (kiln_queue_pauses,
 kiln_queue_limits), so every server, a restarted or a new one, obeys them; written by
-the client (kiln._queues), applied by each server's governor (kiln._governor). Must
+the client (kiln._queues), applied by each server's governor (kiln._server._governor). Must
 not touch pools or the store itself.
 """
 

@@ -6,7 +6,7 @@ jobs, or that already has a control. Anything else is an UnknownQueueError and
 nothing is written: a typo must not create a queue, nor leave the real one running.
 Every change is audited by the store in its own transaction, then announced on the
 Bus (PostgreSQL announces it itself), so every server applies it within one
-notification, or within poll_interval without one (kiln._governor).
+notification, or within poll_interval without one (kiln._server._governor).
 """
 
 from __future__ import annotations

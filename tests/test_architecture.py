@@ -4,6 +4,10 @@
   the CLI: it emits events and kilnotel subscribes (design.md, "Hooks, not imports").
 - A store never imports what only a server, an app or a client uses: stores are the
   bottom layer, and the conformance suite drives them alone.
+- The client, app and producer side (enqueue, admin, reads, the dashboard) never imports
+  the server's package ``kiln._server``: what only a running server uses lives there.
+  The assembly points (``kiln``, the App, the demo) and the CLI build or report on a
+  server, and import only the package's front, never one of its parts.
 - The dashboard and kilnotel talk to the client and to a server's public API only
   (ADR 0002): no import of ``kiln.stores``, no reach into ``.store``, ``._store``,
   ``.pools`` or ``._pools`` of anything, and no subscripting of ``stats()``, which is
@@ -25,11 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_CORE = ("kiln/web/", "kiln/cli/", "kiln/contrib/", "kiln/testing/")
 OBSERVABILITY = ("opentelemetry", "prometheus_client", "kilnotel")
 FRONTS = ("kiln.web", "kiln.cli")
-SERVER_ONLY = (
-    "kiln._server", "kiln._pool", "kiln._executor", "kiln._completer", "kiln._heartbeat",
-    "kiln._elector", "kiln._releaser", "kiln._app", "kiln._client", "kiln.maintenance",
-    "kiln._service", "kiln._canceller", "kiln._governor", "kiln._reconciler",
-)
+SERVER_ONLY = ("kiln._server", "kiln._app", "kiln._client", "kiln.maintenance")
+SERVER = "kiln._server"
+# the server's own: its package, and the leader's services it runs
+SERVER_SIDE = ("kiln/_server/", "kiln/maintenance/")
+# build or report on a server, through the front of kiln._server only
+ASSEMBLY = ("kiln/__init__.py", "kiln/_app.py", "kiln/_demo.py")
 REACHED = {"store", "_store", "pools", "_pools"}
 
 
@@ -80,6 +85,20 @@ def _import_leaks(files: list[Path], forbidden: tuple[str, ...],
             for p in files for line, mod in _imports(p, root) if _under(mod, forbidden)]
 
 
+def _on_client_side(rel: str) -> bool:
+    """The dashboard, and the core but for the server's side and the assembly points."""
+    return rel.startswith("kiln/web/") or (
+        rel.startswith("kiln/") and not rel.startswith(NOT_CORE + SERVER_SIDE + ASSEMBLY))
+
+
+def _server_parts(files: list[Path], root: Path = ROOT) -> list[str]:
+    """Imports of a part of kiln._server (``kiln._server._pool``), not of its front."""
+    prefix = SERVER + "."
+    return [f"{_rel(p, root)}:{line} imports {mod}" for p in files
+            for line, mod in _imports(p, root)
+            if mod.startswith(prefix) and mod[len(prefix):].startswith("_")]
+
+
 def _reaches(path: Path, root: Path = ROOT) -> Iterator[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in ast.walk(tree):
@@ -97,6 +116,15 @@ def test_the_core_never_imports_observability_or_the_fronts() -> None:
 
 def test_stores_never_import_server_app_or_client_modules() -> None:
     assert _import_leaks(_files("kiln/stores"), SERVER_ONLY) == []
+
+
+def test_the_client_side_never_imports_the_server() -> None:
+    assert _import_leaks([p for p in _files("kiln") if _on_client_side(_rel(p))], (SERVER,)) == []
+
+
+def test_assembly_points_and_the_cli_import_only_the_servers_front() -> None:
+    assembly = [ROOT / a for a in ASSEMBLY] + _files("kiln/cli")
+    assert _server_parts(assembly) == []
 
 
 def test_dashboard_and_kilnotel_never_import_a_store() -> None:
@@ -121,6 +149,40 @@ def test_an_import_leak_in_the_core_is_caught(tmp_path: Path, source: str,
     path.parent.mkdir(parents=True)
     path.write_text(source)
     assert bool(_import_leaks([path], OBSERVABILITY + FRONTS, tmp_path)) is caught
+
+
+@pytest.mark.parametrize(("where", "source", "caught"), [
+    ("kiln/_client.py", "from kiln._server import Server\n", True),
+    ("kiln/_batch.py", "def f():\n    from ._server._pool import Pool\n", True),
+    ("kiln/web/_jobs.py", "from kiln import _server\n", True),
+    ("kiln/_client.py", "from kiln._servers import x\n", False),
+    ("kiln/_server/_pool.py", "from kiln._server._executor import Executor\n", False),
+    ("kiln/maintenance/x.py", "from kiln._server._service import PeriodicService\n", False),
+    ("kiln/_app.py", "from kiln._server import Server\n", False),
+    ("kiln/testing/_drain.py", "from kiln._server._executor import Executor\n", False),
+])
+def test_a_client_side_import_of_the_server_is_caught(tmp_path: Path, where: str,
+                                                      source: str, caught: bool) -> None:
+    path = tmp_path / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    on_client_side = _on_client_side(_rel(path, tmp_path))
+    leaks = _import_leaks([path], (SERVER,), tmp_path) if on_client_side else []
+    assert bool(leaks) is caught
+
+
+@pytest.mark.parametrize(("source", "caught"), [
+    ("from kiln._server import Server, ServerStats\n", False),
+    ("from kiln._server._stats import ServerStats\n", True),
+    ("from kiln._server import _pool\n", True),
+    ("import kiln._server._health\n", True),
+])
+def test_a_reach_into_a_part_of_the_server_is_caught(tmp_path: Path, source: str,
+                                                     caught: bool) -> None:
+    path = tmp_path / "kiln" / "cli" / "x.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    assert bool(_server_parts([path], tmp_path)) is caught
 
 
 @pytest.mark.parametrize(("source", "caught"), [

@@ -1,4 +1,4 @@
-"""Job timeouts: one timer for every running job (kiln._deadlines), turned into a
+"""Job timeouts: one timer for every running job (kiln._server._deadlines), turned into a
 timed-out attempt by the executor; the task is left as asyncio.timeout leaves it."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from kiln._config import ServerConfig
-from kiln._deadlines import Deadlines
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobRow, Outcome
 from kiln._kinds import make_kind
-from kiln._threads import ThreadPool
+from kiln._server._deadlines import Deadlines
+from kiln._server._executor import Executor
+from kiln._server._identity import Identity
+from kiln._server._threads import ThreadPool
 from tests.test_pool import row
 
 
@@ -42,8 +43,9 @@ async def _run(handler: Any, timeout: float | None = 0.05) -> tuple[Any, asyncio
     async def no_params(r: JobRow, name: str, value: Any) -> bool:
         return True
 
+    identity = Identity.named("s1")
     executor = Executor({"k": make_kind("k", handler, queue="q", timeout=timeout)}, config,
-                        EventHub(), threads, "s1", no_params, [])
+                        EventHub(), threads, identity, no_params, [])
     task = asyncio.ensure_future(executor.run(row(1)))
     try:
         return await task, task

@@ -4,7 +4,7 @@ emitters skip building events that nobody takes."""
 from __future__ import annotations
 
 from kiln._events import ClaimQueried, Event, EventHub, Fenced, JobStarted
-from kiln._health import Counters
+from kiln._server._health import Counters
 from tests.test_pool import row
 
 

@@ -33,7 +33,7 @@ class _Returns:
 async def test_a_backoff_that_returns_no_usable_wait_falls_back_to_the_default(
     value: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kiln import _executor
+    from kiln._server import _executor
 
     async def failing(job: Job) -> None:
         raise RuntimeError("nope")
@@ -49,7 +49,7 @@ async def test_a_backoff_that_returns_no_usable_wait_falls_back_to_the_default(
 async def test_a_crash_in_kilns_own_per_job_code_is_a_failed_attempt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kiln import _executor
+    from kiln._server import _executor
 
     real_run = _executor.Executor.run
 

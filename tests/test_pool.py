@@ -13,15 +13,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobResult, JobRow, JobState, Outcome
 from kiln._kinds import make_kind
-from kiln._pool import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT, Pool
-from kiln._threads import ThreadPool
+from kiln._server._claim_ahead import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._identity import Identity
+from kiln._server._pool import Pool
+from kiln._server._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult, Capabilities
 
 CONCURRENCY = 4
@@ -69,11 +71,12 @@ async def drain(
                           dead_after=6, leader_ttl=1)
     events = EventHub()
     threads = ThreadPool(2)
+    identity = Identity.named("s1")
     executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        "s1", _no_params, [])
+                        identity, _no_params, [])
     completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
     pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, "s1", 0.05, lambda: True)
+                events, identity, 0.05, lambda: True)
     store.pool = pool
     await completer.start()
     await pool.start()

@@ -17,14 +17,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._events import EventHub, HandlerStuck
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._kinds import make_kind
-from kiln._pool import Pool
-from kiln._threads import ThreadPool
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._identity import Identity
+from kiln._server._pool import Pool
+from kiln._server._threads import ThreadPool
 from tests.test_pool import FakeStore, _no_params
 
 CONCURRENCY = 2
@@ -60,11 +61,12 @@ async def _fenced_pool(handler: Callable[[Job], Any], live: Live) -> tuple[Pool,
     stuck: list[Any] = []
     events.subscribe(lambda e: stuck.append(e) if isinstance(e, HandlerStuck) else None)
     threads = ThreadPool(2 * CONCURRENCY)
+    identity = Identity.named("s1")
     executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        "s1", _no_params, [])
+                        identity, _no_params, [])
     completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
     pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, "s1", 0.05, lambda: True)
+                events, identity, 0.05, lambda: True)
     store.pool = pool
     await completer.start()
     await pool.start()

@@ -14,16 +14,17 @@ from typing import Any
 
 import pytest
 
-from kiln._completer import Completer
 from kiln._config import ServerConfig
 from kiln._errors import StoreError, UnreachableError
 from kiln._events import EventHub
-from kiln._executor import Executor
 from kiln._handle import Job
 from kiln._job import JobResult, JobRow, Outcome
 from kiln._kinds import make_kind
-from kiln._pool import Pool
-from kiln._threads import ThreadPool
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._identity import Identity
+from kiln._server._pool import Pool
+from kiln._server._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult, Capabilities, ClaimCallback, ClaimRun
 from tests.test_pool import row
 
@@ -126,11 +127,12 @@ async def running() -> AsyncIterator[Running]:
         holder[0].started.append(job.id)
         await holder[0].gate.wait()
 
+    identity = Identity.named("s1")
     executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        "s1", _no_params, [])
+                        identity, _no_params, [])
     completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
     pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, "s1", 30.0, lambda: True)
+                events, identity, 30.0, lambda: True)
     holder.append(Running(pool, store))
     await completer.start()
     await pool.start()

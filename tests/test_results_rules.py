@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._completer import BATCH_RESULT_CHARS, Completer
 from kiln._events import EventHub
 from kiln._job import JobResult, Outcome
 from kiln._results import DEFAULT_MAX_RESULT_BYTES, MAX_RESULT_BYTES_LIMIT, encoded
+from kiln._server._completer import BATCH_RESULT_CHARS, Completer
 from kiln.stores._protocol import ApplyResult
 
 

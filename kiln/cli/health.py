@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any, Protocol
 
-from kiln._health import Health
+from kiln._server import Health
 
 log = logging.getLogger("kiln.health")
 

@@ -20,8 +20,7 @@ from typing import Any
 
 from kiln._app import App
 from kiln._errors import ConfigError
-from kiln._server import Server, run_in_new_loop
-from kiln._stats import ServerStats
+from kiln._server import Server, ServerStats, run_in_new_loop
 from kiln.cli._database import explicit_url
 from kiln.cli._parser import UsageError
 from kiln.cli._server_config import add_flags, config_from

@@ -6,8 +6,8 @@ Each is one module with one PeriodicService. ``leader_services`` and
 
 from __future__ import annotations
 
-from kiln._context import ServerContext
-from kiln._service import Service
+from kiln._server._context import ServerContext
+from kiln._server._service import Service
 
 
 def leader_services(ctx: ServerContext) -> list[Service]:

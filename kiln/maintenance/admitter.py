@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 
 from kiln._config import seconds
-from kiln._context import ServerContext
 from kiln._events import JobsAdmitted
 from kiln._job import Admission
-from kiln._service import PeriodicService
+from kiln._server._context import ServerContext
+from kiln._server._service import PeriodicService
 
 log = logging.getLogger("kiln.admitter")
 

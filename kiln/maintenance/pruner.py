@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable
 
 from kiln._config import seconds
-from kiln._context import ServerContext
 from kiln._job import JobState
-from kiln._service import PeriodicService
+from kiln._server._context import ServerContext
+from kiln._server._service import PeriodicService
 
 MAX_BATCHES = 20  # per state and pass: keeps one pass bounded
 REST = 6.0  # after a full batch, rest this many times as long as it took

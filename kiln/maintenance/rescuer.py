@@ -19,12 +19,12 @@ import random
 import time
 
 from kiln._config import seconds
-from kiln._context import ServerContext
 from kiln._events import JobRescued
 from kiln._job import AttemptError, JobResult, JobRow, Outcome
 from kiln._kinds import Kind
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
-from kiln._service import PeriodicService
+from kiln._server._context import ServerContext
+from kiln._server._service import PeriodicService
 
 REASON = "rescued: the server running this job stopped sending heartbeats"
 

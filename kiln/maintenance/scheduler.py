@@ -19,11 +19,11 @@ from datetime import datetime
 
 from kiln._catalog import KindCatalog
 from kiln._client import build_job
-from kiln._context import ServerContext
 from kiln._cron import Recurring
 from kiln._job import NewJob
 from kiln._kinds import Declaration, Kind
-from kiln._service import PeriodicService
+from kiln._server._context import ServerContext
+from kiln._server._service import PeriodicService
 
 NEW_SCHEDULE_GRACE = 60.0  # seconds
 MAX_SLEEP = 60.0  # seconds: look at the clock at least this often

@@ -23,13 +23,14 @@ from typing import Any
 
 from kiln._app import App
 from kiln._config import ServerConfig
-from kiln._context import ServerContext
 from kiln._errors import KilnError, ValidationError
 from kiln._events import EventHub, JobClaimed, JobFinished
-from kiln._executor import Executor
 from kiln._job import JobFilter, JobResult, JobRow, JobState, Outcome, ServerInfo
 from kiln._kinds import Kind
-from kiln._threads import ThreadPool
+from kiln._server._context import ServerContext
+from kiln._server._executor import Executor
+from kiln._server._identity import Identity
+from kiln._server._threads import ThreadPool
 from kiln._version import VERSION
 from kiln.maintenance.admitter import Admitter
 from kiln.stores import Store
@@ -131,12 +132,13 @@ class _Drainer:
         self._config = ServerConfig()
         self.server_id = f"kiln-testing-{uuid.uuid4().hex[:12]}"
         self._threads = ThreadPool(1, name="kiln-testing-sync")
+        self._identity = Identity(self._info())  # a drain never rejoins
         self._executor = Executor(kinds, self._config, self._events, self._threads,
-                                  self.server_id, self._write_param, list(app.middleware),
+                                  self._identity, self._write_param, list(app.middleware),
                                   read_results=store.job_dependency_results)
         self._admitter = Admitter(ServerContext(
             store=store, config=self._config, events=self._events, kinds=kinds,
-            server_id=lambda: self.server_id, leader_since=lambda: None,
+            identity=self._identity, leader_since=lambda: None,
             wake=lambda _released, _reason: None,
         ))
         self._finished: dict[tuple[int, int], BaseException | None] = {}
@@ -146,7 +148,7 @@ class _Drainer:
         unsubscribe = self._events.subscribe(self._on_finished, types=(JobFinished,))
         self._events.start()
         try:
-            await self._store.server_register(self._info())
+            await self._store.server_register(self._identity.info)
             while max_jobs is None or len(drained) < max_jobs:
                 row = await self._next(with_scheduled)
                 if row is None:

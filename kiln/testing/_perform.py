@@ -20,11 +20,12 @@ from kiln._client import build_job
 from kiln._config import ServerConfig
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobFinished
-from kiln._executor import Executor, Next
 from kiln._handle import Job
 from kiln._job import JobRow, JobState, Outcome
 from kiln._options import EnqueueOptions
-from kiln._threads import ThreadPool
+from kiln._server._executor import Executor, Next
+from kiln._server._identity import Identity
+from kiln._server._threads import ThreadPool
 from kiln.testing import _loop
 
 SERVER_ID = "kiln-testing-perform"
@@ -90,8 +91,8 @@ async def aperform(
     events.subscribe(lambda e: seen.__setitem__("error", getattr(e, "error", None)),
                      types=(JobFinished,))
     threads = ThreadPool(1, name="kiln-testing-sync")
-    executor = Executor(app.kinds, ServerConfig(), events, threads, SERVER_ID, write,
-                        [*app.middleware, capture])
+    executor = Executor(app.kinds, ServerConfig(), events, threads,
+                        Identity.named(SERVER_ID), write, [*app.middleware, capture])
     try:
         task = asyncio.get_running_loop().create_task(executor.run(row), name="kiln-perform")
         result = await task

@@ -12,10 +12,11 @@ import time
 from datetime import UTC, datetime
 
 import kiln
-from kiln._elector import Elector
 from kiln._events import Event, EventHub
-from kiln._heartbeat import Heartbeater
 from kiln._job import ServerInfo
+from kiln._server._elector import Elector
+from kiln._server._heartbeat import Heartbeater
+from kiln._server._identity import Identity
 from kiln.maintenance import leader_services
 from kiln.stores import Store
 from tests.cluster.test_maintenance import context
@@ -79,7 +80,7 @@ async def test_leader_gives_up_its_duties_while_the_renewal_hangs() -> None:
     seen: list[Event] = []
     events.subscribe(seen.append)
     ttl = 0.9
-    elector = Elector(store, lambda: "me", ttl, events, [probe], lambda: True)  # type: ignore[arg-type]
+    elector = Elector(store, Identity.named("me"), ttl, events, [probe], lambda: True)  # type: ignore[arg-type]
     await elector.start()
     try:
         await wait_until(lambda: elector.is_leader and probe.running, 2)
@@ -108,7 +109,8 @@ async def test_heartbeat_fences_while_a_beat_hangs_then_rejoins_once() -> None:
 
     info = ServerInfo(id="first", host="h", pid=1, queues={"q": 1}, kinds=["k"],
                       version="t", started_at=datetime.now(UTC))
-    beat = Heartbeater(store, info, config, events, on_fence, rejoined.append)  # type: ignore[arg-type]
+    beat = Heartbeater(store, Identity(info), config, events, on_fence,  # type: ignore[arg-type]
+                      rejoined.append)
     await beat.register()
     await beat.start()
     try:
@@ -174,7 +176,8 @@ async def test_a_stopped_heartbeat_leaves_no_beat_behind() -> None:
 
     info = ServerInfo(id="first", host="h", pid=1, queues={"q": 1}, kinds=["k"],
                       version="t", started_at=datetime.now(UTC))
-    beat = Heartbeater(store, info, config, events, on_fence, rejoined.append)  # type: ignore[arg-type]
+    beat = Heartbeater(store, Identity(info), config, events, on_fence,  # type: ignore[arg-type]
+                      rejoined.append)
     await beat.register()
     store.gate.clear()
     await beat.start()

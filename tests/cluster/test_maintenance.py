@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._context import ServerContext
 from kiln._cron import Recurring
 from kiln._events import Event, EventHub
 from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln._kinds import make_kind
+from kiln._server._context import ServerContext
+from kiln._server._identity import Identity
 from kiln.maintenance import leader_services
 from kiln.maintenance.pruner import BEHIND_GRACE, MAX_BATCHES, REST, Pruner, rest_factor
 from kiln.maintenance.rescuer import Rescuer, rescue_result
@@ -44,7 +45,7 @@ def context(store: Store, recurring: list[Recurring] | None = None,
     ctx = ServerContext(
         store=store, config=kiln.ServerConfig(**config), events=EventHub(),
         kinds={"k": make_kind("k", lambda job: None, queue="q", backoff=kiln.Constant(30))},
-        server_id=lambda: "leader", leader_since=lambda: leader_since,
+        identity=Identity.named("leader"), leader_since=lambda: leader_since,
         wake=wake, recurring=recurring or [],
     )
     ctx.woken = woken  # type: ignore[attr-defined]

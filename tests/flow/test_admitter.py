@@ -17,8 +17,9 @@ from kiln import (
     RateLimit,
     ServerConfig,
 )
-from kiln._context import ServerContext
 from kiln._kinds import make_kind
+from kiln._server._context import ServerContext
+from kiln._server._identity import Identity
 from kiln.maintenance import server_services
 from kiln.maintenance.admitter import Admitter
 from kiln.stores import Store
@@ -36,7 +37,7 @@ def _context(store: Store, limit: RateLimit, woken: list[dict[str, int]]) -> Ser
     }
     return ServerContext(
         store=store, config=ServerConfig(poll_interval=0.5), events=EventHub(), kinds=kinds,
-        server_id=lambda: "s1", leader_since=lambda: None,
+        identity=Identity.named("s1"), leader_since=lambda: None,
         wake=lambda released, _reason: woken.append(released),
     )
 

@@ -163,7 +163,7 @@ async def test_cancel_reports_finished_and_unknown_jobs(store_url: str) -> None:
 async def test_the_canceller_keeps_the_lifecycle_contract_and_costs_nothing_idle(
     store_url: str,
 ) -> None:
-    from kiln._canceller import Canceller
+    from kiln._server._canceller import Canceller
 
     store = await open_store(store_url)
     try:

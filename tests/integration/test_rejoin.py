@@ -52,3 +52,59 @@ async def test_error_records_name_the_id_the_server_rejoined_under(store_url: st
         await task
         await other.close()
         await app.aclose()
+
+
+async def test_every_part_of_a_server_names_the_id_it_rejoined_under(store_url: str) -> None:
+    """The id lived in four copies (the server's info, the heartbeat's, the executor's,
+    each pool's), refreshed by hand on a rejoin; now every part holds one Identity."""
+    app = kiln.App(store_url, bus=kiln.InProcessBus())
+
+    @app.job("noop")
+    async def noop(job: kiln.Job) -> None:
+        return None
+
+    await app.amigrate()
+    server = app.server({"default": 1, "other": 1}, kiln.ServerConfig(**FAST))
+    beats: list[str] = []
+    server.events.subscribe(lambda e: beats.append(e.server_id), types=(kiln.Heartbeat,))
+    task = asyncio.create_task(server.run())
+    other = store_from_url(store_url)
+    await other.open()
+    try:
+        await _until(lambda: server.stats().state == "running", 10, "the server to start")
+        first = server.id
+        await other.server_deregister(first)
+        await _until(lambda: server.id != first and server.healthy().ok, 10, "a rejoin")
+        new = server.id
+        assert server.info.id == new  # the registration it reports
+        assert server.stats().server_id == new
+        assert [s.id for s in await other.server_list()] == [new]
+        job_id = await app.aenqueue("noop", {})
+        await _until(lambda: beats and beats[-1] == new, 5, "a heartbeat under the new id")
+        row = await other.job_get(job_id)
+        deadline = time.monotonic() + 10
+        while row is None or row.state is not kiln.JobState.COMPLETED:
+            assert time.monotonic() < deadline, f"job still {row and row.state}"
+            await asyncio.sleep(0.05)
+            row = await other.job_get(job_id)
+        assert row.server_id == new  # claimed by a pool under the new id
+        # every part holds the one identity the rejoin changed, not a copy of the id
+        from kiln._server._reconciler import Reconciler
+
+        reconciler = next(s for s in server._services if isinstance(s, Reconciler))
+        holders = {
+            "executor": server._executor._identity,
+            "heartbeat": server._heartbeat._identity if server._heartbeat else None,
+            "elector": server._elector._identity if server._elector else None,
+            "governor": server._governor._identity if server._governor else None,
+            "reconciler": reconciler._identity,
+            "context": server.context().identity,
+            **{f"pool {q}": p._identity for q, p in server._pools.items()},
+        }
+        assert {part: h and h.id for part, h in holders.items()} == dict.fromkeys(holders, new)
+        assert all(h is server._identity for h in holders.values())
+    finally:
+        server.stop()
+        await task
+        await other.close()
+        await app.aclose()

@@ -5,24 +5,14 @@ slot. Claims in batches up to its free slots; when the queue looked empty it wai
 for a wake-up (notification, released jobs) or poll_interval. Does not write results:
 it hands them to the Completer.
 
-Idle on a store with ``claim_on_notify`` (PostgreSQL), the pool arms a ClaimWatch:
-the store claims for it on the LISTEN connection as a notification arrives and hands
-over the rows before their commit is confirmed, so a notified job starts about one
-round trip after its enqueue committed (docs/performance.md, "Pickup latency").
-Results are fenced: should that commit fail, a job that ran anyway writes nothing.
+Its parts: ``ClaimAhead`` (kiln._server._claim_ahead) decides how many jobs to claim,
+from the slots and the jobs' recent pace, and when jobs claimed ahead waited too long;
+``ClaimSession`` (kiln._server._claim_session) makes the claims, the pool's own and a
+store ClaimWatch's on a notification, with their explicit states and commit gates.
+What is left here is the loop that asks one and calls the other, and the running jobs.
 
-Claiming ahead: while this pool's jobs are quick, it also claims more jobs than it has
-free slots, so that the next batch is on its way while the current one runs; a
-finishing job starts the next claimed one at once. It claims ahead only as many as its
-slots get through in AHEAD_WAIT (20 ms) at the recent average duration, and never more
-than (1 + AHEAD_MAX) x concurrency in all, so a job claimed ahead waits about 20 ms
-at most. Long jobs switch this off (from concurrency x AHEAD_WAIT on average): then a
-pool claims only for its free slots, and idle servers can take the rest. Should long
-jobs take every slot while claimed jobs wait, no slot coming free for AHEAD_STALL
-(100 ms), the waiting jobs are handed back (without using an attempt) and claiming
-ahead stops until jobs finish again. On shutdown the jobs waiting for a
-slot are handed back at once (they never started); on fencing they are dropped with
-the running ones.
+On shutdown the jobs waiting for a slot are handed back at once (they never started);
+on fencing they are dropped with the running ones.
 """
 
 from __future__ import annotations
@@ -35,41 +25,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kiln._completer import Completer
-from kiln._errors import KilnError, UnreachableError
-from kiln._events import (
-    ClaimQueried,
-    EventHub,
-    HandlerStuck,
-    JobClaimed,
-    JobFinished,
-    StoreFailed,
-)
-from kiln._executor import Executor
+from kiln._errors import KilnError
+from kiln._events import EventHub, HandlerStuck, JobFinished
 from kiln._job import JobResult, JobRow, Outcome
-from kiln._lingering import Lingering
+from kiln._server._claim_ahead import ClaimAhead
+from kiln._server._claim_session import ClaimSession, ClaimState
+from kiln._server._completer import Completer
+from kiln._server._executor import Executor
+from kiln._server._identity import Identity
+from kiln._server._lingering import Lingering
 from kiln._tasks import stop_task
 from kiln.stores import Store
-from kiln.stores._protocol import ClaimWatch
 
 log = logging.getLogger("kiln.pool")
 CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before claiming
-AHEAD_WAIT = 0.02  # seconds a job claimed ahead may wait for its slot, on average
-AHEAD_MAX = 8  # a pool holds at most (1 + AHEAD_MAX) x concurrency claimed jobs
-AHEAD_STALL = 0.1  # seconds without a free slot after which waiting jobs are handed back
-COMMIT_WAIT = 60.0  # seconds the writes of a notified claim wait for its late commit
-_SMOOTHING = 0.1  # weight of the latest duration in the running average
-
-
-class _Gate:
-    """The commit of one watch claim, which its jobs' writes wait for."""
-
-    __slots__ = ("ids", "opened", "rolled_back")
-
-    def __init__(self, ids: list[int]) -> None:
-        self.ids = ids
-        self.opened = asyncio.Event()
-        self.rolled_back = False
 
 
 class Pool:
@@ -82,7 +51,7 @@ class Pool:
         executor: Executor,
         completer: Completer,
         events: EventHub,
-        server_id: str,
+        identity: Identity,
         poll_interval: float,
         may_claim: Callable[[], bool],
         *,
@@ -95,12 +64,10 @@ class Pool:
         # would take one of the key's slots without running)
         self.limited = limited
         self.concurrency = concurrency
-        self._kinds = list(kinds)
-        self._store = store
         self._executor = executor
         self._completer = completer
         self._events = events
-        self.server_id = server_id
+        self._identity = identity  # read at each claim: a rejoin changes it
         self._poll_interval = poll_interval
         self._may_claim = may_claim
         self._wake = asyncio.Event()
@@ -108,25 +75,18 @@ class Pool:
         self.running: dict[asyncio.Task[None], JobRow] = {}
         self.lingering = Lingering(self._lingered)  # given up on, still running: slots taken
         self._ready: collections.deque[JobRow] = collections.deque()  # claimed, no slot yet
-        self._average: float | None = None  # seconds a job of this pool takes, smoothed
+        self._policy = ClaimAhead()  # how many to claim (kiln._server._claim_ahead)
         self._freed = time.monotonic()  # when a slot last came free
         self._task: asyncio.Task[None] | None = None
         self._event_loop: asyncio.AbstractEventLoop | None = None
-        self._claiming = False
-        self._in_claim = False
-        self._claim_began = 0.0  # monotonic, while _in_claim
-        self._arming = store.capabilities.claim_on_notify and not limited
-        self._watch: ClaimWatch | None = None  # armed while the queue looks empty
+        self._claiming = False  # started, and not stopping
         self._woken = False  # a local wake-up since the last claim
-        self._claimed_as = server_id  # the id the claim in flight was made under
-        self._taken: list[JobRow] = []  # the rows that claim handed over
-        self._refused = False  # ... and that go back once it settled
-        self._gate: _Gate | None = None  # opens once the watch's claim settled
-        self._gates: dict[int, _Gate] = {}  # job id -> its unsettled claim's gate
-        self._settling: set[asyncio.Task[None]] = set()  # gates waiting for a late commit
-        self.claimed = 0
-        self.claim_errors = 0
-        self.paused = False  # by a queue control (kiln._governor): claims nothing
+        self.paused = False  # by a queue control (kiln._server._governor): claims nothing
+        self._session = ClaimSession(
+            queue, kinds, store, events, identity, limited=limited, accept=self._accept,
+            hand_back=self._hand_back, roll_back=self._roll_back, on_taken=self._wake.set,
+        )
+        self._gates = self._session.gates  # job id -> the gate its writes wait behind
 
     def set_paused(self, paused: bool) -> None:
         """Paused: claim nothing more and hand back the jobs claimed ahead (they never
@@ -144,7 +104,7 @@ class Pool:
         stops until jobs finish again); raised, the claimed jobs start and the pool
         claims for the new slots."""
         if concurrency < self.concurrency:
-            self._average = None
+            self._policy.forget()
         self.concurrency = concurrency
         if self._event_loop is not None and not self.paused and self._may_claim():
             self._fill()
@@ -158,9 +118,16 @@ class Pool:
 
     def notified(self) -> None:
         """A notification for this queue: an armed watch claims on it in the store."""
-        watch = self._watch
-        if watch is None or not watch.active:
+        if not self._session.watching():
             self.wake()
+
+    @property
+    def claimed(self) -> int:
+        return self._session.claimed
+
+    @property
+    def claim_errors(self) -> int:
+        return self._session.claim_errors
 
     @property
     def waiting(self) -> int:
@@ -171,11 +138,15 @@ class Pool:
         """Ids of the jobs this pool holds: running, waiting for a slot or for their
         claim to settle, or taken by the claim in flight (for the reconciler)."""
         return {*(r.id for r in self.running.values()), *(r.id for r in self._ready),
-                *self._gates, *(r.id for r in self._taken)}
+                *self._session.held()}
 
     def claim_age(self) -> float | None:
         """Seconds the pool's own claim has been in flight, None when there is none."""
-        return time.monotonic() - self._claim_began if self._in_claim else None
+        return self._session.claim_age()
+
+    async def settled(self, job_id: int) -> None:
+        """Return once the claim of ``job_id`` has settled (see ClaimSession.settled)."""
+        await self._session.settled(job_id)
 
     async def start(self) -> None:
         if self._task is None:
@@ -195,7 +166,7 @@ class Pool:
         self._claiming = False
         task, self._task = self._task, None
         if task is not None:
-            if self._in_claim:
+            if self._session.state is ClaimState.CLAIMING:
                 self._wake.set()
                 self._slot.set()
                 with contextlib.suppress(TimeoutError):
@@ -204,21 +175,10 @@ class Pool:
         ready, self._ready = list(self._ready), collections.deque()
         self._hand_back(ready)
 
-    def _ahead(self) -> int:
-        """How many jobs beyond its slots this pool may hold: as many as its slots get
-        through in AHEAD_WAIT at the recent average duration, at most AHEAD_MAX x
-        concurrency (none until a job has finished, or when jobs are slow)."""
-        average = self._average
-        if average is None:
-            return 0
-        if average <= 0:
-            return AHEAD_MAX * self.concurrency
-        return min(AHEAD_MAX * self.concurrency, int(self.concurrency * AHEAD_WAIT / average))
-
     def _room(self) -> int:
         """How many jobs this pool may claim now."""
-        return (self.concurrency + self._ahead() - len(self.running) - len(self._ready)
-                - len(self.lingering))
+        held = len(self.running) + len(self._ready) + len(self.lingering)
+        return self._policy.room(self.concurrency, held)
 
     async def _loop(self) -> None:
         error_delay = 0.0
@@ -237,17 +197,13 @@ class Pool:
                 continue
             self._wake.clear()
             self._woken = False
-            self._in_claim = True
-            self._claim_began = time.monotonic()
             try:
-                jobs = await self._claim(room)
+                jobs = await self._session.claim(room)
             except (KilnError, OSError) as exc:
-                self._in_claim = False
-                self._claim_failed(exc)
+                self._session.failed(exc)
                 error_delay = min(max(error_delay * 2, 0.1), self._poll_interval * 5)
                 await asyncio.sleep(error_delay)
                 continue
-            self._in_claim = False
             error_delay = 0.0
             if len(jobs) < room:
                 claim_now = False
@@ -262,108 +218,31 @@ class Pool:
         claim's commit is confirmed; the pool then claims itself only if the watch
         filled its room or more notifications came meanwhile. It claims itself too on
         poll_interval, on a local wake-up, or when there is no watch."""
-        watch = self._arm(room)
+        watch = self._session.arm(room)
         took = 0
         try:
             await self._wait(self._wake, self._patience())
         finally:
             if watch is not None:
-                self._watch = None
-                took = await self._disarm(watch)
+                took = await self._session.disarm(watch)
         if watch is None or took == 0:
             return True
         return self._woken or watch.more or took >= room
 
-    def _arm(self, room: int) -> ClaimWatch | None:
-        if not self._arming:
-            return None
-        self._claimed_as, self._taken, self._refused = self.server_id, [], False
-        self._watch = self._store.job_claim_watch(
-            self.queue, self._kinds, room, self.server_id, self._take_notified
-        )
-        return self._watch
-
-    def _take_notified(self, jobs: list[JobRow]) -> None:
-        gate = self._gate = _Gate([row.id for row in jobs])
-        for job_id in gate.ids:
-            self._gates[job_id] = gate
-        self._take(jobs)
-        self._wake.set()
-
-    async def settled(self, job_id: int) -> None:
-        """Return once the claim of ``job_id`` has settled. A watch's jobs start before
-        their claim's commit is confirmed, and a write sent before it would see the job
-        as it was before the claim (READ COMMITTED) and be refused as fenced: results
-        and checkpoints wait here."""
-        gate = self._gates.get(job_id)
-        if gate is not None:
-            await gate.opened.wait()
-
-    async def _disarm(self, watch: ClaimWatch) -> int:
-        """Close the watch; return how many jobs it took. Should its claim's commit
-        still be unknown, the gate stays shut until it settles (see _settle_later)."""
-        try:
-            runs = await watch.close()
-        except (KilnError, OSError) as exc:
-            self._claim_failed(exc)
-            return 0
-        finally:
-            if watch.unsettled and self._gate is not None:
-                self._settle_later(watch, self._gate)
-            else:
-                self._open_gate()
-        events = self._events
-        if events.wants(ClaimQueried):
-            for run in runs:
-                events.emit(ClaimQueried(queue=self.queue, duration=run.duration,
-                                         claimed=run.claimed))
-        if self._refused:
-            self._hand_back(self._taken)
-        return sum(run.claimed for run in runs)
-
-    def _settle_later(self, watch: ClaimWatch, gate: _Gate) -> None:
-        """A claim whose commit is unknown: its jobs run on, but nothing they write may
-        go before the commit (it would see the job unclaimed and apply nothing). The
-        gate opens once the claim settles, or marks the jobs not ours if it rolled back;
-        after COMMIT_WAIT it opens anyway: a result that then applies nothing is kept,
-        and the reconciler writes it again once the commit shows."""
-        self._gate = None
-        taken, self._taken = self._taken, []
-        self.claim_errors += 1
-        self._events.emit(StoreFailed(operation="job_claim", error=UnreachableError(
-            "job_claim", "the commit of a claim on a notification did not settle in time")))
-
-        async def settle() -> None:
-            try:
-                await watch.wait_settled(COMMIT_WAIT)
-                error = watch.error
-                if error is not None and not isinstance(error, UnreachableError):
-                    self._taken, self._gate = taken, gate
-                    self._claim_failed(error)  # rolled back: those jobs stop
-                    self._taken, self._gate = [], None
-            finally:
-                self._release(gate)
-
-        loop = self._event_loop
-        assert loop is not None
-        task = loop.create_task(settle(), name=f"kiln-pool-{self.queue}-commit")
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
-
     def _patience(self) -> float:
         """How long the loop may sleep: not past AHEAD_STALL while claimed jobs wait."""
-        return min(self._poll_interval, AHEAD_STALL) if self._ready else self._poll_interval
+        return ClaimAhead.patience(self._poll_interval, bool(self._ready))
 
     def _unstall(self) -> bool:
         """Hand back the jobs claimed ahead when no slot came free for AHEAD_STALL: jobs
         longer than the average hold every slot, and another server may be idle. Claiming
         ahead stops until this pool's jobs finish again. A fenced server writes nothing:
         its waiting jobs go with its running ones (see ``abandon``)."""
-        if not self._ready or time.monotonic() - self._freed < AHEAD_STALL:
+        if not self._ready or not ClaimAhead.stalled(time.monotonic() - self._freed):
             return False
         if not self._may_claim():
             return False
-        self._average = None
+        self._policy.forget()
         ready, self._ready = list(self._ready), collections.deque()
         self._hand_back(ready)
         return True
@@ -376,15 +255,13 @@ class Pool:
         pool that claims ahead claims again once half of what it may hold has left,
         so that the next batch arrives while the claimed jobs still run.
         """
-        ahead = self._ahead()
-        if ahead:
-            target = max(self.concurrency, (self.concurrency + ahead) // 2)
+        if self._policy.ahead(self.concurrency):
+            target = self._policy.target(self.concurrency)
             while self._room() < target and self._claiming and not self._unstall():
                 await self._wait(self._slot, self._patience())
                 # the concurrency (a queue control) or the jobs' pace may have changed
                 # meanwhile: never wait for more room than the pool may now have
-                now = max(self.concurrency, (self.concurrency + self._ahead()) // 2)
-                target = min(target, now)
+                target = min(target, self._policy.target(self.concurrency))
             return
         await self._wait(self._slot, self._poll_interval)
         deadline = time.monotonic() + CLAIM_COOLDOWN
@@ -400,77 +277,25 @@ class Pool:
                 await event.wait()
         event.clear()
 
-    async def _claim(self, limit: int) -> list[JobRow]:
-        began = time.monotonic()
-        self._claimed_as, self._taken, self._refused = self.server_id, [], False
-        if self.limited:
-            jobs = await self._store.job_claim(
-                self.queue, self._kinds, limit, self.server_id, limited=True
-            )
-        else:
-            jobs = await self._store.job_claim(self.queue, self._kinds, limit, self.server_id)
-        events = self._events
-        if events.wants(ClaimQueried):
-            events.emit(
-                ClaimQueried(queue=self.queue, duration=time.monotonic() - began, claimed=len(jobs))
-            )
-        if jobs:
-            self._take(jobs)
-            if self._refused:
-                self._hand_back(jobs)
-        return jobs
-
-    def _open_gate(self) -> None:
-        gate, self._gate = self._gate, None
-        if gate is not None:
-            self._release(gate)
-
-    def _release(self, gate: _Gate) -> None:
-        gate.opened.set()
-        for job_id in gate.ids:  # a job claimed again later must not find it
-            if self._gates.get(job_id) is gate:
-                del self._gates[job_id]
-
-    def _take(self, jobs: list[JobRow]) -> None:
-        """A claim's rows: start the jobs, unless the claim hung while the server fenced
-        itself (or rejoined under a new id) or the pool stopped; then its rows belong
-        to a registration that is, or will be, judged dead, and go back once the claim
-        settled. A watch's rows come before their commit is confirmed."""
-        self._taken = jobs
-        self.claimed += len(jobs)
-        events = self._events
-        if events.wants(JobClaimed):
-            for row in jobs:
-                latency = (row.attempted_at or row.run_at) - row.run_at
-                events.emit(JobClaimed(job=row, latency=max(latency.total_seconds(), 0.0)))
-        if (self.server_id != self._claimed_as or not self._may_claim() or not self._claiming
-                or self.paused):
-            self._refused = True
-            return
+    def _accept(self, jobs: list[JobRow]) -> bool:
+        """A claim's rows (ClaimSession._take): start them, or False while the server
+        is fenced or the pool stopped or paused; then they go back once it settled."""
+        if not self._may_claim() or not self._claiming or self.paused:
+            return False
         if not self._ready:  # the stall clock starts when jobs begin to wait
             self._freed = time.monotonic()
         self._ready.extend(jobs)
         self._fill()
+        return True
 
-    def _claim_failed(self, exc: BaseException) -> None:
-        """A claim raised; for a watch, maybe after its rows were taken (its commit
-        failed). A lost connection leaves it unknown whether the claim took: those jobs
-        run on, and their results, fenced like any other, apply only if it did. Any
-        other error rolled the claim back: those jobs are not this server's, and stop."""
-        self.claim_errors += 1
-        self._events.emit(StoreFailed(operation="job_claim", error=exc))
-        taken, self._taken = self._taken, []
-        if not taken or isinstance(exc, UnreachableError | OSError):
-            if taken and self._refused:
-                self._hand_back(taken)
-            return
+    def _roll_back(self, taken: list[JobRow]) -> None:
+        """A claim rolled back after its rows were taken: they are not this server's,
+        and stop, waiting or running."""
         mine = {id(row) for row in taken}
         self._ready = collections.deque(r for r in self._ready if id(r) not in mine)
         for task, row in list(self.running.items()):
             if id(row) in mine:
                 task.cancel(msg="kiln: claim rolled back")
-        if self._gate is not None:
-            self._gate.rolled_back = True
 
     def _fill(self) -> None:
         """Start claimed jobs while there are free slots."""
@@ -508,9 +333,7 @@ class Pool:
             self._slot.set()
         if result is None:
             return
-        took = ended - began
-        average = self._average
-        self._average = took if average is None else average + (took - average) * _SMOOTHING
+        self._policy.observe(ended - began)
         gate = self._gates.get(row.id) if self._gates else None
         if gate is not None:
             await gate.opened.wait()
@@ -539,7 +362,7 @@ class Pool:
         for row in rows:
             self._events.emit(JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0))
             self._completer.push(JobResult(
-                job_id=row.id, server_id=row.server_id or self.server_id, attempt=row.attempt,
+                job_id=row.id, server_id=row.server_id or self._identity.id, attempt=row.attempt,
                 outcome=Outcome.HANDED_BACK,
             ))
 

@@ -23,30 +23,31 @@ from typing import Any, TypeVar
 
 from kiln import _validate
 from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
-from kiln._canceller import Canceller
 from kiln._client import Client
-from kiln._completer import Completer
 from kiln._concurrency import Concurrency, check_queue_limit, limited_queues, queue_group
 from kiln._config import ServerConfig
-from kiln._context import ServerContext
 from kiln._controls import CONTROLS_PAYLOAD
 from kiln._cron import Recurring
-from kiln._elector import Elector
 from kiln._errors import ConfigError, KilnError, Shutdown
 from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged
-from kiln._executor import Executor, Middleware
-from kiln._governor import Governor
-from kiln._health import Counters, Health, stuck_reasons
-from kiln._heartbeat import Heartbeater, new_server_id
 from kiln._job import AttemptError, JobResult, JobRow, Outcome, ServerInfo
 from kiln._kinds import Kind
-from kiln._pool import Pool
-from kiln._reconciler import Reconciler
-from kiln._releaser import Releaser
-from kiln._service import Service
-from kiln._stats import QueueStats, ServerStats
+from kiln._server._canceller import Canceller
+from kiln._server._completer import Completer
+from kiln._server._context import ServerContext
+from kiln._server._elector import Elector
+from kiln._server._executor import Executor, Middleware
+from kiln._server._governor import Governor
+from kiln._server._health import Counters, Health, stuck_reasons
+from kiln._server._heartbeat import Heartbeater
+from kiln._server._identity import Identity, new_server_id
+from kiln._server._pool import Pool
+from kiln._server._reconciler import Reconciler
+from kiln._server._releaser import Releaser
+from kiln._server._service import Service
+from kiln._server._stats import QueueStats, ServerStats
+from kiln._server._threads import ThreadPool
 from kiln._tasks import stop_task
-from kiln._threads import ThreadPool
 from kiln._version import VERSION
 from kiln.stores import Store
 
@@ -102,10 +103,11 @@ class Server:
         self._middleware: list[Middleware] = list(middleware)
         self.recurring = list(recurring)
         host = socket.gethostname()
-        self.info = ServerInfo(
+        # this server's registration, held by every part; a rejoin changes it there
+        self._identity = Identity(ServerInfo(
             id=new_server_id(host), host=host, pid=os.getpid(), queues=self.queues,
             kinds=sorted(self.kinds), version=VERSION, started_at=datetime.now(UTC),
-        )
+        ))
         self._stopping: asyncio.Event | None = None
         self._force = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,7 +127,13 @@ class Server:
     # public ------------------------------------------------------------------------
     @property
     def id(self) -> str:
-        return self._heartbeat.server_id if self._heartbeat else self.info.id
+        """This server's id; a new one after a rejoin (kiln._server._identity)."""
+        return self._identity.id
+
+    @property
+    def info(self) -> ServerInfo:
+        """This server's registration, as it last wrote it."""
+        return self._identity.info
 
     def use(self, middleware: Middleware) -> None:
         """Wrap every job execution: ``async def mw(job, call_next) -> result``."""
@@ -278,12 +286,12 @@ class Server:
             on_applied=self._wake_limited,
         )
         executor = Executor(
-            self.kinds, cfg, self.events, self._threads, self.info.id, self._write_param,
+            self.kinds, cfg, self.events, self._threads, self._identity, self._write_param,
             self._middleware, self._cancel_age, self._store.job_dependency_results,
         )
         self._executor = executor
         self._heartbeat = Heartbeater(
-            self._store, self.info, cfg, self.events, self._fence, self._rejoined
+            self._store, self._identity, cfg, self.events, self._fence, self._rejoined
         )
         await self._heartbeat.register()
         await self.publish_kinds()
@@ -292,7 +300,7 @@ class Server:
         from kiln import maintenance
 
         self._elector = Elector(
-            self._store, lambda: self.id, float(cfg.leader_ttl), self.events,
+            self._store, self._identity, float(cfg.leader_ttl), self.events,
             maintenance.leader_services(ctx), self._may_claim,
         )
         self._releaser = Releaser(
@@ -302,7 +310,7 @@ class Server:
         for queue, concurrency in self.queues.items():
             self._pools[queue] = Pool(
                 queue, concurrency, sorted(self.kinds), self._store, executor, self._completer,
-                self.events, self.id, float(cfg.poll_interval), self._may_claim,
+                self.events, self._identity, float(cfg.poll_interval), self._may_claim,
                 limited=queue in limited,
             )
         self._governor = self._governor_of(cfg)
@@ -326,7 +334,7 @@ class Server:
 
     def _governor_of(self, cfg: ServerConfig) -> Governor:
         return Governor(
-            self._store, self.events, lambda: self._pools, self.queues, lambda: self.id,
+            self._store, self.events, lambda: self._pools, self.queues, self._identity,
             (float(cfg.poll_interval),
              max(float(cfg.poll_interval), float(cfg.dead_after) / 4)), self._notified,
             self._grow_threads,
@@ -353,7 +361,7 @@ class Server:
         every = max(float(cfg.heartbeat_interval), float(cfg.dead_after) / 4)
         return Reconciler(
             self._store, self.events, self._completer, lambda: self._pools.values(),
-            lambda: self.id, lambda: self._state == "running" and self._may_claim(),
+            self._identity, lambda: self._state == "running" and self._may_claim(),
             interval=every, margin=every,
         )
 
@@ -377,7 +385,7 @@ class Server:
     def context(self) -> ServerContext:
         return ServerContext(
             store=self._store, config=self.config, events=self.events, kinds=self.kinds,
-            server_id=lambda: self.id,
+            identity=self._identity,
             leader_since=lambda: self._elector.leader_since if self._elector else None,
             wake=self._wake, recurring=self.recurring,
         )
@@ -567,7 +575,7 @@ class Server:
         if tasks:
             await self._wait_tasks(tasks, float(self.config.kill_grace) + _SETTLE)
         for pool in self._pools.values():
-            pool.abandon()  # what still runs lingers, keeping its slot (see kiln._lingering)
+            pool.abandon()  # what still runs lingers, keeping its slot (see _lingering)
         self._executor.sync.grace_until = None
 
     def _grant_grace(self) -> None:
@@ -576,9 +584,8 @@ class Server:
         self._executor.sync.grace_until = self._loop.time() + float(self.config.kill_grace)
 
     def _rejoined(self, new_id: str) -> None:
-        self._executor.rejoined(new_id)
+        """Registered again under ``new_id``; every part sees it through the identity."""
         for pool in self._pools.values():
-            pool.server_id = new_id
             pool.wake()
         if self._state not in ("new", "running"):
             return  # stopping: the declarations go with the registration

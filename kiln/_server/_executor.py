@@ -3,10 +3,10 @@
 Owns timeouts, middleware, the sync/async split and the retry decision. It does not
 claim, write results or decide shutdown: the pool and the server do.
 
-A job cancelled while it runs (``request_cancel``, from kiln._canceller) ends as
+A job cancelled while it runs (``request_cancel``, from kiln._server._canceller) ends as
 cancelled however its handler ends: an ``async def`` handler's task is cancelled, a
 plain ``def`` handler sees ``job.cancelled`` set (it cannot be interrupted, see
-kiln._sync); what it returns or raises then changes nothing, and the result, fenced off
+kiln._server._sync); what it returns or raises then changes nothing, and the result, fenced off
 by the cancel in the database, only ends the attempt there.
 
 Anything an attempt raises is a failed attempt with its error recorded, BaseException
@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kiln._config import ServerConfig
-from kiln._deadlines import Deadlines
 from kiln._errors import ResultError, Shutdown
 from kiln._events import EventHub, JobCancelled, JobFinished, JobStarted
 from kiln._handle import Job
@@ -39,8 +38,10 @@ from kiln._logs import CURRENT_JOB
 from kiln._outcomes import Cancel, Snooze
 from kiln._results import encoded
 from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
-from kiln._sync import SyncRunner
-from kiln._threads import ThreadPool
+from kiln._server._deadlines import Deadlines
+from kiln._server._identity import Identity
+from kiln._server._sync import SyncRunner
+from kiln._server._threads import ThreadPool
 
 Next = Callable[[], Awaitable[Any]]
 Middleware = Callable[[Job, Next], Awaitable[Any]]
@@ -60,7 +61,7 @@ class Executor:
         config: ServerConfig,
         events: EventHub,
         threads: ThreadPool,
-        server_id: str,
+        identity: Identity,
         write_param: ParamWriter,
         middleware: list[Middleware],
         cancel_age: CancelAge | None = None,
@@ -71,7 +72,7 @@ class Executor:
         self._config = config
         self._events = events
         self._threads = threads
-        self._server_id = server_id
+        self._identity = identity
         self._write_param = write_param
         self._middleware = middleware
         self._read_results = read_results
@@ -97,10 +98,6 @@ class Executor:
         job.cancelled.set()  # before the task's cancel: a handler may look at either
         task.cancel(msg=CANCEL_REQUESTED)
         return True
-
-    def rejoined(self, server_id: str) -> None:
-        """The server registered again under ``server_id``: error records name it."""
-        self._server_id = server_id
 
     def timeout_of(self, row: JobRow, kind: Kind) -> float:
         return float(row.timeout or kind.timeout or self._config.timeout)
@@ -239,7 +236,7 @@ class Executor:
         stored: str | None = None,
     ) -> JobResult:
         if error is None and value is None:  # the common case: completed
-            return JobResult(row.id, row.server_id or self._server_id, row.attempt,
+            return JobResult(row.id, row.server_id or self._identity.id, row.attempt,
                              Outcome.COMPLETED)
         stuck = self.sync.gave_up(row.id, row.attempt)
         if isinstance(error, Shutdown) and self.shutting_down:
@@ -255,7 +252,7 @@ class Executor:
             return self._made(row, Outcome.SNOOZED, None, value.seconds)
         if isinstance(value, Cancel):
             return self._made(row, Outcome.CANCELLED, None, why=f"Cancel: {value.reason}")
-        return JobResult(row.id, row.server_id or self._server_id, row.attempt,
+        return JobResult(row.id, row.server_id or self._identity.id, row.attempt,
                          Outcome.COMPLETED, result=stored)
 
     def _delay(self, row: JobRow, kind: Kind, why: str) -> tuple[float, str]:
@@ -287,13 +284,13 @@ class Executor:
         record = None
         if why is not None:
             record = AttemptError(
-                attempt=row.attempt, at=time.time(), error=why, server_id=self._server_id,
+                attempt=row.attempt, at=time.time(), error=why, server_id=self._identity.id,
                 traceback="" if error is None else _traceback(error),
                 due_at=row.run_at.timestamp(),
                 started_at=None if row.attempted_at is None else row.attempted_at.timestamp(),
             )
         return JobResult(
-            job_id=row.id, server_id=row.server_id or self._server_id, attempt=row.attempt,
+            job_id=row.id, server_id=row.server_id or self._identity.id, attempt=row.attempt,
             outcome=outcome, run_at_delay=delay, error=record,
         )
 

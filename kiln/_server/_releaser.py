@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from kiln._events import EventHub
-from kiln._service import PeriodicService
+from kiln._server._service import PeriodicService
 from kiln.stores import Store
 
 

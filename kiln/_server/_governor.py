@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping
 
 from kiln._controls import QueueControls
 from kiln._events import EventHub
-from kiln._pool import Pool
-from kiln._service import PeriodicService
+from kiln._server._identity import Identity
+from kiln._server._pool import Pool
+from kiln._server._service import PeriodicService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.governor")
@@ -35,7 +36,7 @@ class Governor(PeriodicService):
         events: EventHub,
         pools: Callable[[], Mapping[str, Pool]],
         configured: Mapping[str, int],
-        server_id: Callable[[], str],
+        identity: Identity,
         intervals: tuple[float, float],  # (without notifications, with them)
         notified: Callable[[], bool],
         on_resized: Callable[[], None] = lambda: None,
@@ -44,7 +45,7 @@ class Governor(PeriodicService):
         self._store = store
         self._pools = pools
         self._configured = dict(configured)
-        self._server_id = server_id
+        self._identity = identity
         self._intervals = intervals
         self._notified = notified
         self._on_resized = on_resized
@@ -65,7 +66,7 @@ class Governor(PeriodicService):
     def apply(self, controls: QueueControls) -> dict[str, int]:
         """Bring every pool in line with ``controls``; return what changed."""
         counts = {"paused": 0, "resumed": 0, "resized": 0}
-        server_id = self._server_id()
+        server_id = self._identity.id
         for queue, pool in self._pools().items():
             pause = controls.pause_of(queue)
             if (pause is not None) != pool.paused:

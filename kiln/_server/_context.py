@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from kiln._config import ServerConfig
 from kiln._events import EventHub
 from kiln._kinds import Kind
+from kiln._server._identity import Identity
 from kiln.stores import Store
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ class ServerContext:
     config: ServerConfig
     events: EventHub
     kinds: Mapping[str, Kind]
-    server_id: Callable[[], str]
+    identity: Identity
     leader_since: Callable[[], float | None]  # monotonic time the lease was gained
     # queue -> jobs that became available, and why (JobsReleased.reason)
     wake: Callable[[dict[str, int], str], None]

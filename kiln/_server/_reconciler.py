@@ -25,12 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from kiln._completer import Completer
 from kiln._errors import KilnError
 from kiln._events import EventHub, JobReconciled, StoreFailed
 from kiln._job import JobResult, Outcome, RunningJob
-from kiln._pool import Pool
-from kiln._service import PeriodicService
+from kiln._server._completer import Completer
+from kiln._server._identity import Identity
+from kiln._server._pool import Pool
+from kiln._server._service import PeriodicService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.reconciler")
@@ -46,7 +47,7 @@ class Reconciler(PeriodicService):
         events: EventHub,
         completer: Completer,
         pools: Callable[[], Iterable[Pool]],
-        server_id: Callable[[], str],
+        identity: Identity,
         may_run: Callable[[], bool],
         interval: float,
         margin: float,
@@ -56,7 +57,7 @@ class Reconciler(PeriodicService):
         self._hub = events
         self._completer = completer
         self._pools = pools
-        self._server_id = server_id
+        self._identity = identity
         self._may_run = may_run
         self.margin = margin
         self.reconciled = 0
@@ -68,13 +69,13 @@ class Reconciler(PeriodicService):
         return self.interval
 
     async def run_once(self) -> dict[str, int]:
-        server_id = self._server_id()
+        server_id = self._identity.id
         try:
             rows = await self._store.jobs_running_on(server_id, self.margin, LIMIT)
         except (KilnError, OSError) as exc:
             self._hub.emit(StoreFailed(operation="jobs_running_on", error=exc))
             return {"errors": 1}
-        if not rows or server_id != self._server_id() or not self._may_run():
+        if not rows or server_id != self._identity.id or not self._may_run():
             return {}
         if self._claim_in_flight():
             return {"deferred": len(rows)}

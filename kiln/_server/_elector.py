@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 
 from kiln._errors import KilnError
 from kiln._events import EventHub, LeaderChanged, StoreFailed
-from kiln._service import LoopService, Service
+from kiln._server._identity import Identity
+from kiln._server._service import LoopService, Service
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.elector")
@@ -28,14 +29,14 @@ class Elector(LoopService):
     def __init__(
         self,
         store: Store,
-        server_id: Callable[[], str],
+        identity: Identity,
         ttl: float,
         events: EventHub,
         services: Sequence[Service],
         may_lead: Callable[[], bool],
     ) -> None:
         self._store = store
-        self._server_id = server_id
+        self._identity = identity
         self._ttl = ttl
         self._events = events
         self._services = list(services)
@@ -57,7 +58,7 @@ class Elector(LoopService):
 
     async def _gain(self) -> None:
         self.is_leader = True
-        self._held_as = self._server_id()
+        self._held_as = self._identity.id
         self.leader_since = time.monotonic()
         self.changes += 1
         log.info("server %s became leader", self._held_as)
@@ -80,7 +81,7 @@ class Elector(LoopService):
         sent = time.monotonic()
         try:
             async with asyncio.timeout(self._ttl / 3):
-                held = await self._store.leader_elect(self._server_id(), self._ttl)
+                held = await self._store.leader_elect(self._identity.id, self._ttl)
         except (KilnError, OSError, TimeoutError) as exc:
             self._events.emit(StoreFailed(operation="leader_elect", error=exc))
             return
@@ -91,7 +92,7 @@ class Elector(LoopService):
             return
         if held:
             self._lease_until = sent + self._ttl
-            if self.is_leader and self._held_as != self._server_id():
+            if self.is_leader and self._held_as != self._identity.id:
                 await self._lose()  # rejoined under a new id: start over
             if not self.is_leader:
                 await self._gain()

@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from kiln._config import ServerConfig, seconds
 from kiln._errors import KilnError
 from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
-from kiln._job import ServerInfo
-from kiln._service import LoopService
+from kiln._server._identity import Identity
+from kiln._server._service import LoopService
 from kiln._tasks import stop_task
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.heartbeat")
-
-
-def new_server_id(host: str) -> str:
-    return f"{host[:40]}-{uuid.uuid4().hex[:12]}"
 
 
 class Heartbeater(LoopService):
@@ -38,14 +32,14 @@ class Heartbeater(LoopService):
     def __init__(
         self,
         store: Store,
-        info: ServerInfo,
+        identity: Identity,
         config: ServerConfig,
         events: EventHub,
         on_fence: Callable[[str], Awaitable[None]],
-        on_rejoin: Callable[[str], None],
+        on_rejoin: Callable[[str], None],  # after the identity changed
     ) -> None:
         self._store = store
-        self.info = info
+        self._identity = identity
         self._config = config
         self._events = events
         self._on_fence = on_fence
@@ -58,7 +52,7 @@ class Heartbeater(LoopService):
 
     @property
     def server_id(self) -> str:
-        return self.info.id
+        return self._identity.id
 
     @property
     def age(self) -> float:
@@ -73,7 +67,7 @@ class Heartbeater(LoopService):
 
     async def register(self) -> None:
         sent = time.monotonic()
-        await self._store.server_register(self.info)
+        await self._store.server_register(self._identity.info)
         self.last_ok = sent
 
     async def _beat(self) -> bool:
@@ -101,10 +95,10 @@ class Heartbeater(LoopService):
 
     async def _rejoin(self) -> None:
         """Register under a new id: the old one may be judged dead and its jobs rescued."""
-        info = dataclasses.replace(self.info, id=new_server_id(self.info.host))
+        info = self._identity.renewed()
         await self._store.server_register(info)
         reason, self.fenced = self.fenced, None
-        self.info = info
+        self._identity.rejoined(info)  # the one place the id changes
         log.warning("server rejoined as %s after being fenced (%s)", info.id, reason)
         self._on_rejoin(info.id)
 

@@ -9,7 +9,7 @@ while it runs jobs. Each look is one read by primary key of the jobs this server
 costs the database no more than before.
 
 For each of them cancelled under the same server and attempt, it asks the executor to
-interrupt the handler (kiln._executor: an ``async def`` handler's task is cancelled, a
+interrupt the handler (kiln._server._executor: an ``async def`` handler's task is cancelled, a
 plain ``def`` handler sees ``job.cancelled``); the attempt then ends as cancelled and
 uses no more attempts. It only compares and asks: it never writes, and never decides
 an outcome.
@@ -26,10 +26,10 @@ from typing import Any
 
 from kiln._errors import KilnError
 from kiln._events import EventHub, StoreFailed
-from kiln._executor import Executor
 from kiln._job import JobRow
-from kiln._pool import Pool
-from kiln._service import LoopService
+from kiln._server._executor import Executor
+from kiln._server._pool import Pool
+from kiln._server._service import LoopService
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.canceller")

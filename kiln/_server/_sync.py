@@ -24,10 +24,10 @@ import contextlib
 import contextvars
 from typing import Any
 
-from kiln._deadlines import Deadlines
 from kiln._handle import Job
 from kiln._kinds import Kind
-from kiln._threads import ThreadPool
+from kiln._server._deadlines import Deadlines
+from kiln._server._threads import ThreadPool
 
 Thread = concurrent.futures.Future[Any]
 
