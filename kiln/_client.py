@@ -35,7 +35,7 @@ from kiln._job import (
 )
 from kiln._joined import joined, joined_sync
 from kiln._kinds import Declaration, Kind
-from kiln._options import ENQUEUE_OPTIONS, EnqueueOptions
+from kiln._options import ENQUEUE_OPTIONS, EnqueueOptions, NoMoreKeys
 from kiln._retry import as_backoff, backoff_to_json
 from kiln._tags import check_filter, check_pairs, check_tags
 from kiln._unique import Unique
@@ -62,7 +62,7 @@ def build_job(
     ``declared`` (published by a server), else the defaults."""
     v.check_name("kind", kind)
     unknown = set(options) - ENQUEUE_OPTIONS
-    if unknown:
+    if unknown:  # only from untyped callers (a dict of a form's fields, say)
         raise ValidationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
     spec = known.get(kind) if known else declared
     if known and spec is None:
@@ -183,9 +183,9 @@ def filter_of(
     tags: Iterable[str] = (),
     metadata: Mapping[str, Any] | None = None,
     args: Mapping[str, Any] | None = None,
-    **unknown: Any,
+    **unknown: Unpack[NoMoreKeys],
 ) -> JobFilter:
-    if unknown:
+    if unknown:  # only from untyped callers (a dict of a form's fields, say)
         raise ValidationError(
             f"unknown filter key(s): {', '.join(sorted(unknown))}; use {', '.join(FILTER_KEYS)}"
         )

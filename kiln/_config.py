@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from kiln._errors import ConfigError
 
@@ -155,5 +155,33 @@ class ServerConfig:
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in DEFAULTS}
 
-    def replace(self, **changes: Any) -> ServerConfig:
+    def replace(self, **changes: Unpack[ServerConfigChanges]) -> ServerConfig:
+        """A copy with ``changes`` applied, validated as a new config is."""
         return ServerConfig(**{**self.as_dict(), **changes})
+
+
+class ServerConfigChanges(TypedDict, total=False):
+    """The keyword arguments of ``ServerConfig.replace``: every field, each optional
+    (tests/test_options.py checks that the keys are ServerConfig's fields)."""
+
+    poll_interval: Duration
+    heartbeat_interval: Duration
+    dead_after: Duration
+    leader_ttl: Duration
+    shutdown_timeout: Duration
+    kill_grace: Duration
+    timeout: Duration
+    release_interval: Duration
+    sync_threads: int
+    results_batch: int
+    results_max_pending: int
+    results_flush_interval: Duration
+    prune_completed_after: Duration | None
+    prune_cancelled_after: Duration | None
+    prune_failed_after: Duration | None
+    prune_interval: Duration
+    prune_batch: int
+    sweep_after: Duration
+    admit_batch: int
+    rescue_batch: int
+    max_result_bytes: int

@@ -56,5 +56,11 @@ class EnqueueOptions(TypedDict, total=False):
     tags: Sequence[str]
 
 
+class NoMoreKeys(TypedDict):
+    """No keyword beyond the named ones, to a type checker; a function that takes
+    ``**unknown: Unpack[NoMoreKeys]`` still receives what an untyped caller passes, and
+    refuses it with an error that names the keys."""
+
+
 ENQUEUE_OPTIONS = frozenset(EnqueueOptions.__annotations__)
 JOB_OPTIONS = frozenset(JobOptions.__annotations__)

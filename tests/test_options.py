@@ -83,6 +83,12 @@ def test_a_type_checker_catches_misspelt_and_mistyped_options(tmp_path: Path) ->
 
         @app.job("bad", max_attempt=3)
         def bad(job: kiln.Job) -> None: ...
+
+        kiln.ServerConfig().replace(dead_afte=90)
+        kiln.ServerConfig().replace(dead_after="90")
+        kiln.filter_of(stat="failed")
+        import kiln.web
+        kiln.web.serve("sqlite:///x.db", tokn="t")
     ''')
     (tmp_path / "user.py").write_text(code)
     (tmp_path / "mypy.ini").write_text(  # the project's, without its package list
@@ -96,5 +102,28 @@ def test_a_type_checker_catches_misspelt_and_mistyped_options(tmp_path: Path) ->
     )
     error = re.compile(re.escape(str(tmp_path / "user.py")) + r":(\d+): error:")
     lines = [line for line in result.stdout.splitlines() if error.match(line)]
-    assert [error.match(line)[1] for line in lines] == ["9", "10", "12"], result.stdout  # type: ignore[index]
+    assert [error.match(line)[1] for line in lines] == [  # type: ignore[index]
+        "9", "10", "12", "15", "16", "17", "19"], result.stdout
     assert '"queu"' in lines[0] and '"max_attempts"' in lines[1] and '"max_attempt"' in lines[2]
+    assert '"dead_afte"' in lines[3] and '"dead_after"' in lines[4] and '"stat"' in lines[5]
+    assert '"tokn"' in lines[6]
+
+
+def test_the_typed_keyword_sets_name_exactly_what_they_stand_for() -> None:
+    import dataclasses
+    import inspect
+
+    from kiln._config import ServerConfigChanges
+    from kiln.web._app import DashboardOptions, create_app
+
+    fields = {f.name for f in dataclasses.fields(kiln.ServerConfig)}
+    assert set(ServerConfigChanges.__annotations__) == fields
+    keyword_only = {name for name, p in inspect.signature(create_app).parameters.items()
+                    if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(DashboardOptions.__annotations__) == keyword_only
+
+
+def test_an_unknown_filter_key_from_an_untyped_caller_is_refused_by_name() -> None:
+    fields: dict[str, object] = {"state": "failed", "stat": "failed"}
+    with pytest.raises(kiln.ValidationError, match="stat"):
+        kiln.filter_of(**fields)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import contextlib
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TypedDict
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -31,6 +32,23 @@ from kiln.web._hosts import AllowedHosts
 from kiln.web._source import Source
 
 log = logging.getLogger("kiln.web")
+
+
+class DashboardOptions(TypedDict, total=False):
+    """create_app's keyword arguments, as ``kiln.web.serve(**options)`` passes them on
+    (tests/web/test_serve_options.py checks that the two agree)."""
+
+    token: str | None
+    basic_auth: tuple[str, str] | None
+    read_only: bool
+    root_path: str
+    secret: bytes | None
+    count_ttl: float
+    dead_after: float
+    tokens: Mapping[str, str] | None
+    allowed_hosts: Sequence[str]
+    trusted_proxies: Sequence[str]
+    refresh_interval: float
 
 
 def create_app(

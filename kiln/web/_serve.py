@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from kiln._app import App
 from kiln._errors import ConfigError
-from kiln.web._app import create_app
+from kiln.web._app import DashboardOptions, create_app
 from kiln.web._auth import ENV_PASSWORD, ENV_TOKEN, ENV_TOKENS, ENV_USER, auth_from_env
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -71,7 +71,7 @@ def serve(
     port: int = 8000,
     *,
     log_level: str = "info",
-    **opts: Any,
+    **opts: Unpack[DashboardOptions],
 ) -> None:
     """Serve the dashboard until interrupted. ``opts`` are create_app's keyword arguments.
 
