@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kiln._bus import CANCEL_PAYLOAD
 from kiln._client import Client, audit_detail
 from kiln._errors import ValidationError
 from kiln._job import FINISHED_STATES, JobFilter
 from kiln._tags import check_filter
+from kiln._wakeup import CANCEL_PAYLOAD
 from kiln.stores._protocol import DEAD_AFTER
 
 ACTIONS = ("requeue", "cancel", "delete")

@@ -1,12 +1,8 @@
 """Buses carry wake-ups between processes for stores without LISTEN/NOTIFY.
 
-A message is (channel, payload); kiln publishes on channel ``kiln`` the queue that
-got jobs, ``scheduled:<unix seconds>`` when a delayed job was inserted, or
-``CANCEL_PAYLOAD`` when running jobs were cancelled (each server that runs jobs then
-asks the store which of them were, see kiln._server._canceller). A bus (or a
-store's listener) tells its subscribers about its own connection on channel ``STATE``:
-payload ``down`` when it lost it, ``up`` when it is back (messages may have been lost
-meanwhile, so subscribers look again).
+A message is (channel, payload), as kiln._wakeup spells them: the same protocol a
+PostgreSQL store sends with NOTIFY. A bus tells its subscribers about its own
+connection on channel ``STATE``.
 """
 
 from __future__ import annotations
@@ -15,10 +11,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from kiln._wakeup import CHANNEL
+
 BusCallback = Callable[[str, str], None]
-CHANNEL = "kiln"
-STATE = "kiln:state"  # payload "up" or "down": the notifier's connection changed
-CANCEL_PAYLOAD = "cancel:"  # running jobs were cancelled: their servers look which
 
 
 @runtime_checkable

@@ -21,7 +21,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from kiln._bus import STATE, BusCallback
+from kiln._bus import BusCallback
+from kiln._wakeup import STATE
 
 if TYPE_CHECKING:
     import redis

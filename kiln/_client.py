@@ -16,7 +16,7 @@ from typing import Any, Unpack
 from kiln import _queues
 from kiln import _validate as v
 from kiln._batch import encode_args
-from kiln._bus import CANCEL_PAYLOAD, Bus
+from kiln._bus import Bus
 from kiln._cancelling import CancelResult, check_one, not_cancellable
 from kiln._catalog import KindCatalog
 from kiln._concurrency import stamp
@@ -39,6 +39,7 @@ from kiln._options import ENQUEUE_OPTIONS, EnqueueOptions, NoMoreKeys
 from kiln._retry import as_backoff, backoff_to_json
 from kiln._tags import check_filter, check_pairs, check_tags
 from kiln._unique import Unique
+from kiln._wakeup import CANCEL_PAYLOAD, scheduled
 from kiln.stores import Store, store_from_url
 from kiln.stores._protocol import DEAD_AFTER
 
@@ -166,7 +167,7 @@ def _wake_payloads(jobs: Sequence[NewJob]) -> set[str]:
     for job in jobs:
         due = job.run_at.timestamp() if job.run_at is not None else now + job.delay
         if due > now:
-            payloads.add(f"scheduled:{due:.6f}")
+            payloads.add(scheduled(due))
         else:
             payloads.add(job.queue)
     return payloads

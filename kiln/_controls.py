@@ -20,7 +20,6 @@ from kiln._errors import ValidationError
 ALL = "*"  # pausing or resuming "*" acts on every queue, present and future
 FLEET = ""  # the server_id of a limit that holds for every server of its queue
 MAX_CONCURRENCY = 10_000  # per server and queue; beyond it a typo, not a plan
-CONTROLS_PAYLOAD = "controls:changed"  # the wake-up servers get when a control changed
 
 
 class UnknownQueueError(ValidationError):

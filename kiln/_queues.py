@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from kiln._bus import Bus
 from kiln._controls import (
     ALL,
-    CONTROLS_PAYLOAD,
     FLEET,
     QueueControls,
     QueuePause,
@@ -28,6 +27,7 @@ from kiln._controls import (
 )
 from kiln._errors import ValidationError
 from kiln._job import ServerInfo
+from kiln._wakeup import CONTROLS_PAYLOAD
 from kiln.stores import Store
 
 

@@ -23,7 +23,7 @@ import pytest
 
 import kiln
 from kiln import JobFilter, JobState
-from kiln._bus import CANCEL_PAYLOAD
+from kiln._wakeup import CANCEL_PAYLOAD
 from kiln._job import AttemptError, JobResult, Outcome, ServerInfo
 from kiln.stores import store_from_url
 

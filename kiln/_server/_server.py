@@ -22,11 +22,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kiln import _validate
-from kiln._bus import CANCEL_PAYLOAD, STATE, Bus
+from kiln._bus import Bus
 from kiln._client import Client
 from kiln._concurrency import Concurrency, check_queue_limit, limited_queues, queue_group
 from kiln._config import ServerConfig
-from kiln._controls import CONTROLS_PAYLOAD
 from kiln._cron import Recurring
 from kiln._errors import ConfigError, KilnError, Shutdown
 from kiln._events import EventHub, JobFinished, JobsReleased, NotifierChanged
@@ -49,6 +48,7 @@ from kiln._server._stats import QueueStats, ServerStats
 from kiln._server._threads import ThreadPool
 from kiln._tasks import stop_task
 from kiln._version import VERSION
+from kiln._wakeup import STATE, WakeupKind, parse
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.server")
@@ -503,19 +503,14 @@ class Server:
         if channel == STATE:
             self._notifier_changed(payload == "up")
             return
-        if payload == CANCEL_PAYLOAD and self._canceller is not None:
-            self._canceller.poke()  # and a queue of that name is woken below
-        if payload == CONTROLS_PAYLOAD:
-            if self._governor is not None:
-                self._governor.wake()
-            return
-        if payload.startswith("scheduled:"):
-            with contextlib.suppress(ValueError):
-                at = float(payload.split(":", 1)[1])
-                if self._releaser is not None:
-                    self._releaser.arm(at - time.time())
-            return
-        pool = self._pools.get(payload)
+        wakeup = parse(payload)
+        if wakeup.kind is WakeupKind.CANCEL and self._canceller is not None:
+            self._canceller.poke()
+        elif wakeup.kind is WakeupKind.CONTROLS and self._governor is not None:
+            self._governor.wake()
+        elif wakeup.kind is WakeupKind.SCHEDULED and self._releaser is not None:
+            self._releaser.arm(wakeup.at - time.time())
+        pool = self._pools.get(payload)  # a queue may be named like any payload
         if pool is not None:
             pool.notified()
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kiln
-from kiln._bus import STATE
+from kiln._wakeup import STATE
 from tests.flow.proxy import Proxy
 
 REDIS_HOST = os.environ.get("KILN_TEST_REDIS_HOST", "127.0.0.1")

@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from kiln._bus import CANCEL_PAYLOAD
+from kiln._wakeup import CANCEL_PAYLOAD
 from kiln._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, eventually, insert, job, result, server, state_of

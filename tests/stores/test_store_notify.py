@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from kiln._bus import STATE
+from kiln._wakeup import STATE
 from kiln._job import JobFilter, Outcome, RateLimit
 from kiln.stores import Store
 from tests.plugins.databases import POSTGRES_URL

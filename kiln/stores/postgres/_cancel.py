@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln._bus import CANCEL_PAYLOAD
 from kiln._job import CancelRequest, JobFilter
+from kiln._wakeup import CANCEL_PAYLOAD, CHANNEL
 from kiln.stores._filters import CANCELLABLE
 from kiln.stores.postgres._admin import where
 from kiln.stores.postgres._plan import Plan, one
@@ -32,7 +32,7 @@ def cancel(f: JobFilter, actor: str | None) -> Plan[int]:
         " attempt_running = (state = 'running'), errors = CASE WHEN %s::text IS NULL"
         f" THEN errors ELSE errors || jsonb_build_array({RECORD}) END"
         f" WHERE {cond} RETURNING attempt_running),"
-        " kiln_notify AS (SELECT pg_notify('kiln', %s) FROM"
+        f" kiln_notify AS (SELECT pg_notify('{CHANNEL}', %s) FROM"
         " (SELECT 1 FROM upd WHERE attempt_running LIMIT 1) AS running)"
         " SELECT count(*), (SELECT count(*) FROM kiln_notify) FROM upd"
     )

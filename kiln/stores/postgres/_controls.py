@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln._controls import ALL, CONTROLS_PAYLOAD, QueueControls, from_rows
+from kiln._controls import ALL, QueueControls, from_rows
+from kiln._wakeup import CHANNEL, CONTROLS_PAYLOAD
 from kiln.stores._rows import dumps
 from kiln.stores.postgres._plan import Plan, Step, Stmt, one, step
 
 _AUDIT = "INSERT INTO kiln_audit (actor, action, count, detail) VALUES (%s, %s, %s, %s::jsonb)"
-_NOTIFY = Stmt(f"SELECT pg_notify('kiln', '{CONTROLS_PAYLOAD}')")
+_NOTIFY = Stmt(f"SELECT pg_notify('{CHANNEL}', '{CONTROLS_PAYLOAD}')")
 
 
 def _audited(actor: str, action: str, n: int, detail: dict[str, Any]) -> Step:

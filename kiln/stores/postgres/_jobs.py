@@ -27,6 +27,7 @@ from kiln._job import (
     NewJob,
     Outcome,
 )
+from kiln._wakeup import CHANNEL, SCHEDULED_PREFIX
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
     UniqueSplit,
@@ -62,9 +63,9 @@ def notify_from(src: str) -> str:
     which evaluates it once.
     """
     return (
-        f", kiln_notify AS (SELECT pg_notify('kiln', p) FROM ("
+        f", kiln_notify AS (SELECT pg_notify('{CHANNEL}', p) FROM ("
         f"SELECT DISTINCT queue AS p FROM {src} WHERE state = 'available' UNION ALL"
-        f" SELECT 'scheduled:' || extract(epoch FROM min(run_at)) FROM {src}"
+        f" SELECT '{SCHEDULED_PREFIX}' || extract(epoch FROM min(run_at)) FROM {src}"
         f" WHERE state = 'scheduled' HAVING count(*) > 0) AS kiln_payloads)"
     )
 

@@ -21,13 +21,12 @@ import random
 import psycopg
 from psycopg import pq
 
-from kiln._bus import STATE
 from kiln._tasks import stop_task
+from kiln._wakeup import CHANNEL, STATE
 from kiln.stores._protocol import NotifyCallback
 from kiln.stores.postgres._claimer import Broken, Claimer
 from kiln.stores.postgres._plan import Counter
 
-CHANNEL = "kiln"
 log = logging.getLogger("kiln.stores.postgres")
 
 
