@@ -15,8 +15,10 @@ version this statement locked is the very version its snapshot sees (same ``ctid
 claim of that key committed between the snapshot and the lock; none can commit while
 the lock is held; and the snapshot's count is the running jobs now, or more. When the
 versions differ (a claim of the key committed in between, or its max changed), the key
-yields nothing this time; it is taken again at the next claim. Nothing is counted in a
-table of its own: a job that leaves ``running`` frees its slot by that alone.
+yields nothing this time; it is taken again at the next claim. (The two-statement claim
+of earlier versions also wrote a new version of every row it locked, so a fleet in the
+middle of an upgrade keeps the rule.) Nothing is counted in a table of its own: a job
+that leaves ``running`` frees its slot by that alone.
 
 The plain claim never takes a key's jobs (``conc_key IS NULL``) nor a job of a queue
 with a limit (it checks for the row ``queue:NAME``), so it cannot break the rule; a
