@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from kiln.stores import Store
-from kiln.stores.postgres._concurrency import CLAIM_NAMES, CLAIM_SQL, LOCK_NAMES, LOCK_SQL
+from kiln.stores.postgres._concurrency import CLAIM_NAMES, CLAIM_SQL
 from kiln.stores.postgres._jobs import CLAIM, _numbered
 
 BLOCKED = 100_000
@@ -66,7 +66,7 @@ def _nodes(node: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
 
 
 async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store: Store) -> None:
-    """A queue with a limit claims through _concurrency (the lock, then CLAIM_LIMITED);
+    """A queue with a limit claims through _concurrency (CLAIM_LIMITED, one statement);
     its plain jobs are walked per kind along kiln_jobs_claim (queue, kind, ...), so a
     backlog of 100,000 is neither read nor sorted (it was, 51 ms a claim, when the walk
     asked for kind = ANY(...) over an index with kind second)."""
@@ -85,7 +85,6 @@ async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store
                   "server": "s1"}
         args = ", ".join(_literal(params[n]) for n in CLAIM_NAMES)
         conn.execute("BEGIN")
-        conn.execute(LOCK_SQL, tuple(params[n] for n in LOCK_NAMES))
         plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lim({args})").fetchall()[0][0]
         conn.execute("ROLLBACK")
     text = json.dumps(plan)

@@ -1,16 +1,30 @@
 """PostgreSQL plans for global concurrency limits (kiln._concurrency): the limited claim,
 the declaration of queue limits, and the running jobs by key group.
 
-The limited claim is one transaction of two statements, sent in one round trip. The
-first locks the rows of the keys whose jobs wait in the queue (``FOR UPDATE SKIP
-LOCKED``: a key another server
-is claiming is skipped, never waited on), least recently served first, and the row of
-the queue's own limit if it has one. The second runs with a snapshot taken after those
-locks were granted (READ COMMITTED): whatever the previous holder of a lock claimed is
-committed and visible, so counting a key's running jobs there is exact, and at most
-``max - running`` of its jobs are taken. Nothing is counted in a table of its own: a job
-that leaves ``running`` (completed, failed, retried, cancelled, rescued, handed back)
-frees its slot by that alone. Owns these statements only.
+The limited claim is one statement, like the plain claim. It locks the rows of the keys
+whose jobs wait in the queue (``FOR UPDATE SKIP LOCKED``: a key another server is
+claiming is skipped, never waited on), least recently served first, and the row of the
+queue's own limit if it has one; it counts each key's running jobs in its snapshot and
+takes at most ``max - running`` of them. A count read in the statement's snapshot can
+be used after the lock because of one rule, kept by this statement alone: **jobs of a
+key (or of a limited queue) become running only in a claim that holds the row's lock
+and writes a new version of the row** (``last_claimed_at``), in the same transaction.
+Whatever else happens to a job only takes it out of ``running`` (results, rescue,
+hand-back, fencing, cancellation, deletion), which lowers the count. So when the row
+version this statement locked is the very version its snapshot sees (same ``ctid``), no
+claim of that key committed between the snapshot and the lock; none can commit while
+the lock is held; and the snapshot's count is the running jobs now, or more. When the
+versions differ (a claim of the key committed in between, or its max changed), the key
+yields nothing this time; it is taken again at the next claim. (The two-statement claim
+of earlier versions also wrote a new version of every row it locked, so a fleet in the
+middle of an upgrade keeps the rule.) Nothing is counted in a table of its own: a job
+that leaves ``running`` frees its slot by that alone.
+
+The plain claim never takes a key's jobs (``conc_key IS NULL``) nor a job of a queue
+with a limit (it checks for the row ``queue:NAME``), so it cannot break the rule; a
+plain claim already running when a queue's limit is first declared can still commit
+after it (the window the declaration has with any claim, docs/adr/0006).
+Owns these statements only.
 """
 
 from __future__ import annotations
@@ -27,40 +41,27 @@ from kiln.stores.postgres._plan import Plan, Step, Stmt, one
 _UNPAUSED = (
     "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (%(q)s, '*'))"
 )
-# rows this transaction locked (and wrote, see LOCK): the new version is ours
-OURS = "xmin = pg_current_xact_id()::text::xid"
 
-# The first statement locks and marks (by an update) the queue's row (if it has a limit)
-# and the keys with a free slot (by this snapshot; the claim counts again) and an
-# available job in the queue, least recently served first; those are served now. The
-# probe for an available job is a scalar subquery with LIMIT 1, one index probe per key:
-# as EXISTS, the planner turns it into a semi-join that reads the queue's whole backlog.
-LOCK = (
-    "WITH q AS (UPDATE kiln_concurrency_keys SET max = max WHERE conc_key IN (SELECT"
-    "  conc_key FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s"
-    "  FOR UPDATE SKIP LOCKED) RETURNING 1),"
-    " k AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now() WHERE conc_key IN"
-    "  (SELECT c.conc_key"
-    "  FROM kiln_concurrency_keys c WHERE (SELECT 1 FROM kiln_jobs j"
-    "  WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = %(q)s"
-    "  AND j.kind = ANY(%(kinds)s::text[]) LIMIT 1) = 1 AND (SELECT count(*) FROM kiln_jobs r"
-    "  WHERE r.conc_key = c.conc_key AND r.state = 'running') < c.max"
-    "  ORDER BY c.last_claimed_at, c.conc_key LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED)"
-    "  RETURNING 1)"
-    " SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM k)"
-)
-
-# The second statement, sent in the same round trip, takes its snapshot after the first
-# one's locks were granted: the keys it locked (OURS), their running jobs counted now.
+# The limited claim (module docstring), as CTEs:
+# lk locks the keys with an available job in the queue and a free slot by this
+# snapshot, least recently served first; the probe for an available job is a scalar
+# subquery with LIMIT 1, one index probe per key (as EXISTS, the planner turns it into
+# a semi-join that reads the queue's whole backlog). `running` is the snapshot's count
+# (a lateral subquery, not locked: an update of the key row, rechecked at the lock,
+# does not recount it), `vid` the ctid of the version locked, the latest one.
+# k keeps the keys whose locked version is the snapshot's (the rule above).
 # The plain jobs of the queue come in too (a limited queue's plain jobs count against
 # the queue's limit), walked once per kind along kiln_jobs_claim (queue, kind, priority,
 # run_at, id) as the plain claim walks it, so a backlog is neither read nor sorted
 # (tests/stores/test_postgres_concurrency_plans.py). Fairness: the first job of every
-# key before the second of any, then priority (which keys take part is the first
-# statement's least recently served).
-# A queue with a limit whose row another claim holds yields nothing. A key's jobs are
-# read without row locks: only the holder of the key's lock claims them, so only the
-# rows taken are written (a cancel meanwhile: the update finds them no longer available).
+# key before the second of any, then priority (which keys take part is lk's least
+# recently served).
+# The queue's own row (ql, locked; qs, the snapshot's version): no row, no queue limit;
+# locked by this statement and unchanged since the snapshot, at most max - running of
+# the queue's jobs; otherwise (another claim holds it or just committed) nothing.
+# A key's jobs are read without row locks: only the holder of the key's lock claims
+# them, so only the rows taken are written (a cancel meanwhile: the update finds them
+# no longer available).
 # Reading about what it takes: of n keys, the first round reads at most cap =
 # ceil(limit / n) jobs of each (a), which is all the claim takes when every key has
 # that many. Otherwise the claim is short by `short` = limit minus the jobs of the
@@ -68,11 +69,20 @@ LOCK = (
 # rounds of keys that had more, so a second round (b) reads at most `short` more of
 # each key, past its first cap. Both rounds read one snapshot; the result is the same
 # as reading `limit` jobs of every key.
+# Last, the rule: a new version of the row of every key a job was taken of (uk), and of
+# the queue's row if a job was taken (uq); they are rows lk and ql locked.
 CLAIM_LIMITED = (
-    "WITH k AS (SELECT conc_key, max, row_number() OVER (ORDER BY conc_key) AS ord"
-    f"  FROM kiln_concurrency_keys WHERE {OURS} AND conc_key <> %(qkey)s),"
-    " f AS (SELECT k.*, greatest(0, least(%(limit)s::int, k.max - (SELECT count(*)"
-    "  FROM kiln_jobs r WHERE r.conc_key = k.conc_key AND r.state = 'running'))) AS free,"
+    "WITH lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid, n.running"
+    "  FROM kiln_concurrency_keys c CROSS JOIN LATERAL (SELECT count(*) AS running"
+    "  FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running') n"
+    "  WHERE (SELECT 1 FROM kiln_jobs j WHERE j.conc_key = c.conc_key"
+    "  AND j.state = 'available' AND j.queue = %(q)s AND j.kind = ANY(%(kinds)s::text[])"
+    "  LIMIT 1) = 1 AND n.running < c.max"
+    "  ORDER BY c.last_claimed_at, c.conc_key LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED),"
+    " k AS (SELECT lk.conc_key, lk.max - lk.running AS room,"
+    "  row_number() OVER (ORDER BY lk.conc_key) AS ord FROM lk WHERE lk.vid ="
+    "  (SELECT s.ctid FROM kiln_concurrency_keys s WHERE s.conc_key = lk.conc_key)),"
+    " f AS (SELECT k.*, greatest(0, least(%(limit)s::int, k.room)) AS free,"
     "  (%(limit)s::int + n.n - 1) / n.n AS cap"
     "  FROM k CROSS JOIN (SELECT greatest(1, count(*))::int AS n FROM k) n),"
     " a AS (SELECT c.id, c.priority, c.run_at, f.ord,"
@@ -97,19 +107,24 @@ CLAIM_LIMITED = (
     "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
     "  OFFSET f.cap LIMIT least(f.free - f.cap, (SELECT n FROM short))) c"
     "  WHERE f.free > f.cap AND (SELECT n FROM short) > 0),"
-    " qrow AS (SELECT max, xmin = pg_current_xact_id()::text::xid AS ours"
-    "  FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s),"
-    " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qrow) THEN %(limit)s::int"
-    "  WHEN (SELECT ours FROM qrow) THEN greatest(0, least(%(limit)s::int, (SELECT max FROM qrow)"
-    "  - (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %(q)s)))"
-    "  ELSE 0 END AS n),"
+    " ql AS MATERIALIZED (SELECT max, ctid AS vid FROM kiln_concurrency_keys"
+    "  WHERE conc_key = %(qkey)s FOR UPDATE SKIP LOCKED),"
+    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s),"
+    " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qs) THEN %(limit)s::int"
+    "  WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs) THEN greatest(0, least(%(limit)s::int,"
+    "  (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs WHERE state = 'running'"
+    "  AND queue = %(q)s))) ELSE 0 END AS n),"
     " picked AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b"
     "  UNION ALL SELECT * FROM pln) x"
     f"  WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
     "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
     "  AND state = 'available'"
-    f"  RETURNING {CLAIM_COLS})"
+    f"  RETURNING {CLAIM_COLS}, conc_key AS taken_key),"
+    " uk AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
+    "  WHERE conc_key IN (SELECT taken_key FROM upd) RETURNING 1),"
+    " uq AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
+    "  WHERE conc_key = %(qkey)s AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
     f" SELECT {JOB_COLS} FROM upd"
 )
 
@@ -120,7 +135,6 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
     return re.sub(r"%\((\w+)\)s", "%s", sql), names
 
 
-LOCK_SQL, LOCK_NAMES = _positional(LOCK)
 CLAIM_SQL, CLAIM_NAMES = _positional(CLAIM_LIMITED)
 
 
@@ -128,18 +142,15 @@ def claim(
     queue: str, kinds: list[str], limit: int, server_id: str
 ) -> Plan[list[JobRow]]:
     """The claim of a pool whose queue may hold limited jobs (see module docstring):
-    one round trip, BEGIN, the lock, the claim and COMMIT sent together."""
+    one statement, one round trip, as the plain claim."""
     if not kinds or limit <= 0:
         return []
     params: dict[str, Any] = {
         "qkey": queue_group(queue), "q": queue, "kinds": kinds, "limit": limit,
         "server": server_id,
     }
-    out = yield Step((
-        Stmt(LOCK_SQL, tuple(params[n] for n in LOCK_NAMES), prepare=True),
-        Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True),
-    ), last=True)
-    return claimed(out[1])
+    stmt = Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True, binary=True)
+    return claimed((yield Step((stmt,), last=True))[0])
 
 
 DECLARE = (
