@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from kiln._client import Client, audit_detail
 from kiln._errors import ValidationError
@@ -91,11 +90,13 @@ class Bulk:
 
     @classmethod
     async def begin(
-        cls, client: Client, action: str, filter: JobFilter, **options: Any
+        cls, client: Client, action: str, filter: JobFilter, *,
+        actor: str = "api", batch_size: int = BATCH, dead_after: float = DEAD_AFTER,
     ) -> Bulk:
         """Bound ``filter`` to what matches now (``bound``) and count it."""
         bounded = await bound(client, check_filter(filter))
-        return cls(client, action, bounded, await client.count(bounded), **options)
+        return cls(client, action, bounded, await client.count(bounded), actor=actor,
+                   batch_size=batch_size, dead_after=dead_after)
 
     async def run(self, on_progress: ProgressCallback | None = None) -> Progress:
         """Apply every batch; ``on_progress`` after each one and at the end. An error
