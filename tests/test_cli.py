@@ -23,8 +23,8 @@ import pytest
 
 import kiln
 from kiln import JobFilter, JobState
-from kiln._wakeup import CANCEL_PAYLOAD
 from kiln._job import AttemptError, JobResult, Outcome, ServerInfo
+from kiln._wakeup import CANCEL_PAYLOAD
 from kiln.stores import store_from_url
 
 UNREACHABLE_URL = "postgresql://postgres@127.0.0.1:1/x"

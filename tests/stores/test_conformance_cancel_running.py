@@ -14,8 +14,8 @@ import asyncio
 
 import pytest
 
-from kiln._wakeup import CANCEL_PAYLOAD
 from kiln._job import JobFilter, JobState, Outcome
+from kiln._wakeup import CANCEL_PAYLOAD
 from kiln.stores import Store
 from tests.stores.factories import claim, eventually, insert, job, result, server, state_of
 

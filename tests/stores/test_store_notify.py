@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from kiln._wakeup import STATE
 from kiln._job import JobFilter, Outcome, RateLimit
+from kiln._wakeup import STATE
 from kiln.stores import Store
 from tests.plugins.databases import POSTGRES_URL
 from tests.stores.factories import claim, complete, eventually, insert, job, result, state_of
