@@ -33,10 +33,16 @@ class Releaser(PeriodicService):
         self._notified = notified
         self._on_released = on_released
         self._next_at: float | None = None  # monotonic time of the next due job
+        # arms that came while a release statement ran: its snapshot may predate the
+        # jobs they announce, so its next_at must not replace them
+        self._armed_in_pass: float | None = None
+        self._in_pass = False
 
     def arm(self, delay: float) -> None:
         """A job becomes due in ``delay`` seconds: make sure we look then."""
         due = time.monotonic() + max(delay, 0.0)
+        if self._in_pass:
+            self._armed_in_pass = _earliest(self._armed_in_pass, due)
         if self._next_at is None or due < self._next_at:
             self._next_at = due
             self.wake()
@@ -45,8 +51,13 @@ class Releaser(PeriodicService):
         # next_at is counted from the database's now at the start of the statement:
         # count it from when we sent it, or every release comes one round trip late
         sent = time.monotonic()
-        result = await self._store.jobs_release_due()
-        self._next_at = None if result.next_at is None else sent + result.next_at
+        self._in_pass, self._armed_in_pass = True, None
+        try:
+            result = await self._store.jobs_release_due()
+        finally:
+            self._in_pass = False
+        found = None if result.next_at is None else sent + result.next_at
+        self._next_at = _earliest(found, self._armed_in_pass)
         if result.released:
             self._on_released(result.released, "scheduled")  # which says JobsReleased
         return {"released": sum(result.released.values())}
@@ -70,3 +81,7 @@ class Releaser(PeriodicService):
                 deadline = min(deadline, self._next_at)
             if time.monotonic() >= deadline:
                 return
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
