@@ -417,6 +417,21 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)], 2) if ordered else None
 
 
+def flow(db: Db, rate: float, seconds: float, sampler: threading.Thread,
+         stop: threading.Event, worker: Worker) -> int:
+    """Inflow at ``rate`` for ``seconds`` with ``sampler`` running, until every job ran;
+    then the sampler (told by ``stop``) and the worker end. Returns the jobs sent."""
+    try:
+        sampler.start()
+        sent = asyncio.run(inflow(db.url, rate, seconds))
+        wait_until(lambda: db.left() == 0, 120)
+    finally:
+        stop.set()
+        sampler.join()
+        worker.stop()
+    return sent
+
+
 def prune(database: str, history: int, rate: float, window: float, pruning: bool
           ) -> dict[str, Any]:
     db = Db(database)
@@ -442,14 +457,7 @@ def prune(database: str, history: int, rate: float, window: float, pruning: bool
         sampler = threading.Thread(target=sample, daemon=True)
         worker = Worker(db, *flags)
         began = time.time()  # registered: its pruner starts with its leadership
-        try:
-            sampler.start()
-            sent = asyncio.run(inflow(db.url, rate, window))
-            wait_until(lambda: db.left() == 0, 120)
-        finally:
-            stop.set()
-            sampler.join()
-            worker.stop()
+        sent = flow(db, rate, window, sampler, stop, worker)
         progress.append((time.time(), db.history_left()))
         done_at = next((t for t, n in progress if n == 0), None)
         pickups = db.pickups_ms(top)
@@ -491,14 +499,7 @@ def steady(database: str, rate: float, seconds: float, retention: float, every: 
 
         sampler = threading.Thread(target=sample, daemon=True)
         with db.default_autovacuum() as server_setting:
-            try:
-                sampler.start()
-                sent = asyncio.run(inflow(db.url, rate, seconds))
-                wait_until(lambda: db.left() == 0, 120)
-            finally:
-                stop.set()
-                sampler.join()
-                worker.stop()
+            sent = flow(db, rate, seconds, sampler, stop, worker)
         samples.append({"case": "steady", "database": database, "end": True, "sent": sent,
                         "retention_s": retention, "server_autovacuum": server_setting,
                         **db.sizes()})
@@ -524,7 +525,8 @@ def main() -> None:
     cases = a.cases.split(",")
     summary: dict[str, Any] = {"summary": True, "database": a.database}
     if "drain" in cases:
-        fresh, aged = [], []
+        fresh: list[float] = []
+        aged: list[float] = []
         for _ in range(a.runs):
             for history, into in ((0, fresh), (a.history, aged)):
                 result = drain(a.database, history, a.jobs)
