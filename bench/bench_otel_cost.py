@@ -46,15 +46,22 @@ from kiln.stores import store_from_url
 
 MODES = ("off", "on")
 # "metrics" and "traces" are each half of "on", to see where the cost comes from;
-# "sampled" is "on" with a 10% trace sampler, what a busy deployment would run
-EXTRA_MODES = ("metrics", "traces", "sampled")
+# "sampled" is "on" with a 10% trace sampler, what a busy deployment would run;
+# "noop" and "bare" are the floor of tracing inside the drain: "metrics" plus
+# kilnotel's tracing work through the API's no-op tracer (no span is made), and plus
+# SDK spans handed to no span processor (every span made and ended, none queued);
+# "simple" is "on" with a SimpleSpanProcessor instead of the batch processor
+EXTRA_MODES = ("metrics", "traces", "sampled", "noop", "bare", "simple")
 
 
 # --------------------------------------------------------------------------- worker
-def _tracer_provider(ratio: float = 1.0, queue: int | None = None) -> Any:
+def _tracer_provider(
+    ratio: float = 1.0, queue: int | None = None, simple: bool = False
+) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
+        SimpleSpanProcessor,
         SpanExporter,
         SpanExportResult,
     )
@@ -67,7 +74,10 @@ def _tracer_provider(ratio: float = 1.0, queue: int | None = None) -> Any:
     # every attempt: the SDK's default sampler, ParentBased(AlwaysOn)
     root = ALWAYS_ON if ratio >= 1.0 else TraceIdRatioBased(ratio)
     provider = TracerProvider(sampler=ParentBased(root))
-    provider.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=queue))
+    if simple:  # each span exported as it ends, on the worker's own thread
+        provider.add_span_processor(SimpleSpanProcessor(Discard()))
+    else:
+        provider.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=queue))
     return provider
 
 
@@ -95,7 +105,18 @@ async def worker(url: str, concurrency: int, mode: str) -> None:
         if mode == "traces":
             provider = MeterProvider()  # no reader: instruments do nothing
         ratio = 0.1 if mode == "sampled" else 1.0
-        kilnotel.observe(server, provider, _tracer_provider(ratio), traces=mode != "metrics")
+        tracer_provider = _tracer_provider(ratio)
+        if mode == "noop":
+            from opentelemetry.trace import NoOpTracerProvider
+
+            tracer_provider = NoOpTracerProvider()
+        elif mode == "bare":
+            from opentelemetry.sdk.trace import TracerProvider
+
+            tracer_provider = TracerProvider()  # the default sampler, no processor
+        elif mode == "simple":
+            tracer_provider = _tracer_provider(simple=True)
+        kilnotel.observe(server, provider, tracer_provider, traces=mode != "metrics")
         metrics = kilnotel.serve(registry, port=0)
         threading.Thread(
             target=_scrape_every_second, args=(metrics.port, stop), daemon=True

@@ -1,5 +1,6 @@
-"""Unique inserts beside plain ones: enqueue-many of 20,000 jobs in batches of 1,000,
-each job unique by its argument (kiln.Unique(by=("args.n",))) or plain, on one store.
+"""Unique inserts beside plain ones: enqueue-many of 20,000 jobs in batches of 1,000
+(``--batch``; ``--batch 20000`` is one call of all 20,000), each job unique by its
+argument (kiln.Unique(by=("args.n",))) or plain, on one store.
 
 Two ways, each in the same run on one fresh database: ``api``, through
 ``await app.aenqueue_many([(kind, args), ...])`` of a kind declared unique beside a
@@ -14,6 +15,7 @@ way (the goal is at most 1.5).
     python -m bench.bench_unique [--url postgresql://postgres@127.0.0.1:5432/test]
     python -m bench.bench_unique --url sqlite:///tmp/unique.db
     python -m bench.bench_unique --url mysql://root@127.0.0.1:3306/test
+    python -m bench.bench_unique --url sqlite:///tmp/unique.db --batch 20000
 """
 
 from __future__ import annotations
@@ -43,16 +45,16 @@ UNIQUE = Unique(by=("args.n",))
 Items = list[list[tuple[str, dict[str, Any]]]]
 
 
-def items(round_: int, unique: bool) -> Items:
+def items(round_: int, unique: bool, batch: int = BATCH) -> Items:
     kind = "bench.u" if unique else "bench.p"
-    return [[(kind, {"n": f"{round_}-{b * BATCH + i}"}) for i in range(BATCH)]
-            for b in range(JOBS // BATCH)]
+    return [[(kind, {"n": f"{round_}-{b * batch + i}"}) for i in range(batch)]
+            for b in range(JOBS // batch)]
 
 
-def batches(round_: int, unique: bool) -> list[list[NewJob]]:
+def batches(round_: int, unique: bool, batch: int = BATCH) -> list[list[NewJob]]:
     options = {"unique": UNIQUE} if unique else {}
-    return [[build_job(kind, args, None, queue="bench", **options) for kind, args in batch]
-            for batch in items(round_, unique)]
+    return [[build_job(kind, args, None, queue="bench", **options) for kind, args in part]
+            for part in items(round_, unique, batch)]
 
 
 def _count(ids: list[Any]) -> int:
@@ -75,7 +77,7 @@ async def timed_store(store: Any, work: list[list[NewJob]]) -> tuple[float, int]
     return JOBS / (time.perf_counter() - started), inserted
 
 
-async def main(url: str, rounds: int) -> None:
+async def main(url: str, rounds: int, batch: int = BATCH) -> None:
     app = kiln.App(url)
     app.register("bench.u", lambda job: None, queue="bench", unique=UNIQUE)
     app.register("bench.p", lambda job: None, queue="bench")
@@ -88,14 +90,14 @@ async def main(url: str, rounds: int) -> None:
                                      for kind in ("plain", "unique")}
     for r in range(rounds):
         for kind in ("plain", "unique"):
-            rate, inserted = await timed_api(app, items(r, kind == "unique"))
+            rate, inserted = await timed_api(app, items(r, kind == "unique", batch))
             assert inserted == JOBS, ("api", kind, inserted)
             rates[f"api_{kind}"].append(rate)
-            work = batches(1000 + r, kind == "unique")  # built outside the timing
+            work = batches(1000 + r, kind == "unique", batch)  # built outside the timing
             rate, inserted = await timed_store(store, work)
             assert inserted == JOBS, ("store", kind, inserted)
             rates[f"store_{kind}"].append(rate)
-    rate, inserted = await timed_api(app, items(0, True))  # every one a duplicate
+    rate, inserted = await timed_api(app, items(0, True, batch))  # every one a duplicate
     assert inserted == 0, inserted
     rates["api_duplicates"] = [rate]
     await store.close()
@@ -104,7 +106,7 @@ async def main(url: str, rounds: int) -> None:
     for name, runs in rates.items():
         way, kind = name.split("_")
         print(json.dumps({"way": way, "insert": kind, "jobs_per_s": round(medians[name]),
-                          "jobs": JOBS, "batch": BATCH, "runs": [round(x) for x in runs]}))
+                          "jobs": JOBS, "batch": batch, "runs": [round(x) for x in runs]}))
     print(json.dumps({
         "ratio_unique_to_plain_time": {
             way: round(medians[f"{way}_plain"] / medians[f"{way}_unique"], 2)
@@ -121,10 +123,14 @@ if __name__ == "__main__":
                         help="a server (a fresh database is made beside the one named)"
                         " or an SQLite file (a fresh one is made in a temporary folder)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help="jobs per enqueue-many call (a divisor of 20,000)")
     args = parser.parse_args()
+    if args.batch <= 0 or JOBS % args.batch:
+        parser.error(f"--batch must divide {JOBS}, got {args.batch}")
     with tempfile.TemporaryDirectory() as tmp:
         db = fresh(args.url, "kiln_bench_unique", Path(tmp))
         try:
-            asyncio.run(main(db, args.rounds))
+            asyncio.run(main(db, args.rounds, args.batch))
         finally:
             drop(db)
