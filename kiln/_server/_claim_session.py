@@ -70,6 +70,7 @@ class ClaimSession:
         identity: Identity,
         *,
         limited: bool,
+        keys: bool = True,
         accept: Callable[[list[JobRow]], bool],
         hand_back: Rows,
         roll_back: Rows,
@@ -82,6 +83,8 @@ class ClaimSession:
         self._identity = identity
         # a limited queue's jobs are claimed under their key's lock, never on a watch
         self._limited = limited
+        # ... of which only the queue's own limit, when none of the kinds has one
+        self._keys = keys
         self._accept = accept  # start the rows, or False: the pool refuses them
         self._hand_back = hand_back  # rows that never started go back
         self._roll_back = roll_back  # rows of a claim that rolled back stop
@@ -118,9 +121,13 @@ class ClaimSession:
         self._began = began = time.monotonic()
         self._as, self._taken, self._refused = self._identity.id, [], False
         try:
-            if self._limited:
+            if self._limited and self._keys:
                 jobs = await self._store.job_claim(
                     self.queue, self._kinds, limit, self._as, limited=True
+                )
+            elif self._limited:
+                jobs = await self._store.job_claim(
+                    self.queue, self._kinds, limit, self._as, limited=True, keys=False
                 )
             else:
                 jobs = await self._store.job_claim(self.queue, self._kinds, limit, self._as)

@@ -56,6 +56,7 @@ class Pool:
         may_claim: Callable[[], bool],
         *,
         limited: bool = False,
+        keys: bool = True,
     ) -> None:
         self.queue = queue
         # the queue may hold jobs under a global concurrency limit (kiln._concurrency):
@@ -63,6 +64,8 @@ class Pool:
         # claims plain jobs only), and never ahead of a free slot (a job held ahead
         # would take one of the key's slots without running)
         self.limited = limited
+        # limited, but none of the kinds has a limit of its own: only the queue's counts
+        self.keys = keys
         self.concurrency = concurrency
         self._executor = executor
         self._completer = completer
@@ -83,7 +86,8 @@ class Pool:
         self._woken = False  # a local wake-up since the last claim
         self.paused = False  # by a queue control (kiln._server._governor): claims nothing
         self._session = ClaimSession(
-            queue, kinds, store, events, identity, limited=limited, accept=self._accept,
+            queue, kinds, store, events, identity, limited=limited, keys=keys,
+            accept=self._accept,
             hand_back=self._hand_back, roll_back=self._roll_back, on_taken=self._wake.set,
         )
         self._gates = self._session.gates  # job id -> the gate its writes wait behind

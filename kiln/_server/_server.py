@@ -311,7 +311,7 @@ class Server:
             self._pools[queue] = Pool(
                 queue, concurrency, sorted(self.kinds), self._store, executor, self._completer,
                 self.events, self._identity, float(cfg.poll_interval), self._may_claim,
-                limited=queue in limited,
+                limited=queue in limited, keys=self._limits_on_kinds(),
             )
         self._governor = self._governor_of(cfg)
         await self._first_controls(self._governor)
@@ -379,8 +379,12 @@ class Server:
         if declared:
             await self._store.concurrency_declare(declared)
         found = set(await self._store.concurrency_in_use())  # limits other servers declared
-        return limited_queues(self.queues, any(k.concurrency for k in self.kinds.values()),
-                              set(declared) | found)
+        return limited_queues(self.queues, self._limits_on_kinds(), set(declared) | found)
+
+    def _limits_on_kinds(self) -> bool:
+        """Whether one of this server's kinds has a limit of its own: then its pools'
+        claims lock and count keys, else only their queue's limit (Store.job_claim)."""
+        return any(k.concurrency for k in self.kinds.values())
 
     def context(self) -> ServerContext:
         return ServerContext(

@@ -155,12 +155,15 @@ class Store(Protocol):
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]: ...
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        limited: bool = False,
+        limited: bool = False, keys: bool = True,
     ) -> list[JobRow]:
         """Claim up to ``limit`` available jobs. ``limited``: the queue may hold jobs with
         a concurrency key or have a limit of its own (kiln._concurrency): claim those
         too, each under its key's lock; without it only plain jobs of unlimited queues
-        are claimed."""
+        are claimed. ``keys`` False (with ``limited``): no kind the claim asks for has a
+        limit of its own, so only the queue's limit counts and jobs with a concurrency
+        key are left alone, as the plain claim leaves them; a store may then skip the
+        work per key."""
         ...
     def job_claim_watch(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,

@@ -16,8 +16,8 @@ def limited(key: str = "kind:k", conc_max: int = 2, **options: object) -> NewJob
 
 
 async def take(store: Store, limit: int = 10, server: str = "s1", queue: str = "q",
-               kinds: tuple[str, ...] = ("k",)) -> list[JobRow]:
-    return await store.job_claim(queue, list(kinds), limit, server, limited=True)
+               kinds: tuple[str, ...] = ("k",), keys: bool = True) -> list[JobRow]:
+    return await store.job_claim(queue, list(kinds), limit, server, limited=True, keys=keys)
 
 
 async def running(store: Store, key: str) -> int:
@@ -126,11 +126,73 @@ async def test_a_queue_limit_holds_for_every_job_of_the_queue(store: Store) -> N
     assert len(await take(store)) == 1
 
 
+async def test_a_queue_limit_holds_for_a_claim_without_keys(store: Store) -> None:
+    # keys=False: a pool none of whose kinds has a limit of its own; only the queue's
+    # limit counts, and jobs with a key are left alone, as the plain claim leaves them
+    await store.concurrency_declare({"queue:q": 3})
+    await insert(store, limited(conc_max=5, args={"keyed": True}),
+                 *[job(priority=p) for p in (3, 1, 2, 0)])
+    rows = await take(store, limit=2, keys=False)
+    assert [r.priority for r in rows] == [0, 1]  # the plain claim's order
+    assert [r.priority for r in await take(store, keys=False)] == [2]  # one slot left
+    assert await take(store, keys=False) == []  # full
+    assert (await store.concurrency_in_use())["queue:q"] == 3
+    await complete(store, rows[0])
+    assert [r.priority for r in await take(store, keys=False)] == [3]
+    await complete(store, rows[1])
+    assert await take(store, keys=False) == []  # only the keyed job waits: left alone
+    assert len(await take(store)) == 1  # a claim with keys takes it, within both limits
+
+
+async def test_a_claim_without_keys_counts_every_running_job_of_the_queue(
+    store: Store,
+) -> None:
+    # running jobs with a key count against the queue's limit all the same
+    await store.concurrency_declare({"queue:q": 2})
+    await insert(store, limited(conc_max=5), limited(conc_max=5))
+    assert len(await take(store)) == 2
+    await insert(store, job())
+    assert await take(store, keys=False) == []
+
+
+async def test_a_claim_without_keys_takes_nothing_from_a_paused_queue(store: Store) -> None:
+    await store.concurrency_declare({"queue:q": 5})
+    await insert(store, job(), job())
+    await store.queue_pause("q", actor="test")
+    assert await take(store, keys=False) == []
+    await store.queue_resume("q", actor="test")
+    assert len(await take(store, keys=False)) == 2
+
+
+async def test_a_claim_without_keys_in_a_queue_without_a_limit(store: Store) -> None:
+    # the queue's limit may be gone (or never declared here): plain jobs, up to limit
+    await insert(store, limited(conc_max=5, args={"keyed": True}), job(), job(), job())
+    rows = await take(store, keys=False)
+    assert len(rows) == 3 and all("keyed" not in r.args for r in rows)
+
+
 async def test_a_key_s_max_follows_its_declaration(store: Store) -> None:
     await insert(store, *[limited(conc_max=1) for _ in range(3)])
     assert len(await take(store)) == 1
     await insert(store, limited(conc_max=3))  # the kind's limit was raised
     assert len(await take(store)) == 2
+
+
+async def test_concurrent_claims_without_keys_never_exceed_a_queue_s_max(
+    store: Store, other_store: Store
+) -> None:
+    await store.concurrency_declare({"queue:q": 3})
+    await insert(store, *[job() for _ in range(30)])
+
+    async def claims(s: Store, server: str) -> list[JobRow]:
+        got: list[JobRow] = []
+        for _ in range(5):
+            got += await take(s, limit=3, server=server, keys=False)
+        return got
+
+    a, b = await asyncio.gather(claims(store, "s1"), claims(other_store, "s2"))
+    assert len(a) + len(b) == 3
+    assert (await store.concurrency_in_use())["queue:q"] == 3
 
 
 async def test_concurrent_claims_never_exceed_max(store: Store, other_store: Store) -> None:

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from kiln.stores import Store
-from kiln.stores.postgres._concurrency import CLAIM_NAMES, CLAIM_SQL
+from kiln.stores.postgres._concurrency import CLAIM_NAMES, CLAIM_SQL, QUEUE_NAMES, QUEUE_SQL
 from kiln.stores.postgres._jobs import CLAIM, _numbered
 
 BLOCKED = 100_000
@@ -65,12 +65,17 @@ def _nodes(node: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
         yield from _nodes(child, kind)
 
 
-async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store: Store) -> None:
-    """A queue with a limit claims through _concurrency (CLAIM_LIMITED, one statement);
-    its plain jobs are walked per kind along kiln_jobs_claim (queue, kind, ...), so a
-    backlog of 100,000 is neither read nor sorted (it was, 51 ms a claim, when the walk
-    asked for kind = ANY(...) over an index with kind second)."""
+@pytest.mark.parametrize("keys", [True, False], ids=["claim with keys", "without keys"])
+async def test_a_queue_limited_claim_reads_only_what_it_takes(
+    pg_url: str, store: Store, keys: bool
+) -> None:
+    """A queue with a limit claims through _concurrency (CLAIM_LIMITED, one statement,
+    or CLAIM_QUEUE_LIMITED for a pool without limits on its kinds); its plain jobs are
+    walked per kind along kiln_jobs_claim (queue, kind, ...), so a backlog of 100,000
+    is neither read nor sorted (it was, 51 ms a claim, when the walk asked for
+    kind = ANY(...) over an index with kind second)."""
     limit = 10
+    sql, names = (CLAIM_SQL, CLAIM_NAMES) if keys else (QUEUE_SQL, QUEUE_NAMES)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         for kind in ("k", "k2"):
             conn.execute(
@@ -80,10 +85,10 @@ async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store
         conn.execute("INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES ('queue:q', 1000)")
         conn.execute("ANALYZE kiln_jobs")
         conn.execute("SET plan_cache_mode = force_generic_plan")
-        conn.execute(f"PREPARE lim AS {_numbered(CLAIM_SQL)}")
+        conn.execute(f"PREPARE lim AS {_numbered(sql)}")
         params = {"qkey": "queue:q", "q": "q", "kinds": ["k", "k2"], "limit": limit,
                   "server": "s1"}
-        args = ", ".join(_literal(params[n]) for n in CLAIM_NAMES)
+        args = ", ".join(_literal(params[n]) for n in names)
         conn.execute("BEGIN")
         plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lim({args})").fetchall()[0][0]
         conn.execute("ROLLBACK")
@@ -92,7 +97,9 @@ async def test_a_queue_limited_claim_reads_only_what_it_takes(pg_url: str, store
              for n in _nodes(plan[0]["Plan"], kind) if n.get("Relation Name") == "kiln_jobs"]
     assert not [n for n in reads if n["Node Type"] == "Seq Scan"], text
     assert reads and all(n.get("Actual Rows", 0) <= limit for n in reads), text
-    assert len(await store.job_claim("q", ["k", "k2"], limit, "s1", limited=True)) == limit
+    assert "kiln_jobs_claim" in text, text
+    taken = await store.job_claim("q", ["k", "k2"], limit, "s1", limited=True, keys=keys)
+    assert len(taken) == limit
 
 
 def _literal(value: object) -> str:
@@ -101,3 +108,35 @@ def _literal(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     return "'" + str(value).replace("'", "''") + "'"
+
+
+@pytest.mark.parametrize("claim", ["plain", "with keys", "without keys"])
+async def test_a_claim_is_not_planned_at_every_claim(
+    pg_url: str, store: Store, claim: str
+) -> None:
+    """After its first five runs a prepared statement runs PostgreSQL's generic plan
+    unless that plan's estimate is worse than the custom plans': with statistics on the
+    table (autovacuum's), a statement whose estimates hang on its parameters (a LIMIT
+    given as one, a value compared in a scan) is planned again at every claim. Measured
+    before the claims passed their parameters through a row of their own: the plain
+    claim planned at every run, 0.2 ms each; the claim with keys 1.5 ms, half its time."""
+    params = {"qkey": "queue:q", "q": "q", "kinds": ["k"], "limit": 5, "server": "s1"}
+    if claim == "plain":
+        sql, args = CLAIM, ("s1", "q", ["k"], 5, 5)
+    else:
+        sql, names = (CLAIM_SQL, CLAIM_NAMES) if claim == "with keys" else (QUEUE_SQL,
+                                                                            QUEUE_NAMES)
+        args = tuple(params[n] for n in names)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts)"
+            " SELECT 'q', 'k', 'available', '{}', now(), 25 FROM generate_series(1, 2000)")
+        if claim != "plain":
+            conn.execute("INSERT INTO kiln_concurrency_keys (conc_key, max)"
+                         " VALUES ('queue:q', 1000)")
+        conn.execute("ANALYZE kiln_jobs")
+        for _ in range(10):
+            conn.execute(sql, args, prepare=True)
+        plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                             " WHERE statement NOT LIKE 'INSERT%%'").fetchall()
+    assert plans and plans[0][0] >= 5, plans

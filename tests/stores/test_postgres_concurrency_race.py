@@ -21,7 +21,13 @@ import psycopg
 import pytest
 
 from kiln.stores import Store
-from kiln.stores.postgres._concurrency import CLAIM_LIMITED, CLAIM_NAMES, CLAIM_SQL, _positional
+from kiln.stores.postgres._concurrency import (
+    CLAIM_LIMITED,
+    CLAIM_NAMES,
+    CLAIM_QUEUE_LIMITED,
+    CLAIM_SQL,
+    _positional,
+)
 from tests.stores.factories import insert, job
 
 PAUSE = 0.6  # seconds B waits after its snapshot, before its locks
@@ -34,15 +40,16 @@ def pg_url(backend: str, store_url: str) -> Iterator[str]:
     yield store_url
 
 
-def _late(sql: str) -> str:
+def _late(sql: str, pauses: int = 2) -> str:
     """The store's statement, made to sleep before it locks anything (an InitPlan in
-    the quals of both locking scans, evaluated before their first row is locked)."""
+    the quals of its locking scans, evaluated before their first row is locked)."""
     late = "(SELECT pg_sleep(%(pause)s)) IS NOT NULL"
     out = sql.replace("  WHERE (SELECT 1 FROM kiln_jobs j",
                       f"  WHERE {late} AND (SELECT 1 FROM kiln_jobs j", 1)
-    out = out.replace("  WHERE conc_key = %(qkey)s FOR UPDATE SKIP LOCKED",
-                      f"  WHERE {late} AND conc_key = %(qkey)s FOR UPDATE SKIP LOCKED", 1)
-    assert out.count("pg_sleep") == 2, "the statement changed: place the pause again"
+    for qkey in ("%(qkey)s", "(SELECT qkey FROM prm)"):  # as sent, or through prm
+        out = out.replace(f"  WHERE conc_key = {qkey} FOR UPDATE SKIP LOCKED",
+                          f"  WHERE {late} AND conc_key = {qkey} FOR UPDATE SKIP LOCKED", 1)
+    assert out.count("pg_sleep") == pauses, "the statement changed: place the pause again"
     return out
 
 
@@ -51,11 +58,12 @@ def _params(kind: str, server: str) -> dict[str, Any]:
             "pause": PAUSE}
 
 
-@pytest.mark.parametrize("limit", ["key", "queue"])
+@pytest.mark.parametrize("limit", ["key", "queue", "queue, claim without keys"])
 async def test_a_claim_never_counts_past_a_commit_it_did_not_see(
     pg_url: str, store: Store, limit: str
 ) -> None:
     # one limit of 1 over two kinds: a key both kinds' jobs carry, or the queue's own
+    # (B's claim the full statement, or the one for pools without keys of their own)
     a_job, b_job = job(kind="ka"), job(kind="kb")
     if limit == "key":
         for new in (a_job, b_job):
@@ -63,7 +71,9 @@ async def test_a_claim_never_counts_past_a_commit_it_did_not_see(
     else:
         await store.concurrency_declare({"queue:q": 1})
     await insert(store, a_job, b_job)
-    late_sql, late_names = _positional(_late(CLAIM_LIMITED))
+    keys = not limit.endswith("without keys")
+    late = _late(CLAIM_LIMITED) if keys else _late(CLAIM_QUEUE_LIMITED, pauses=1)
+    late_sql, late_names = _positional(late)
     b_rows: list[Any] = []
 
     def claim_b() -> None:
@@ -88,6 +98,6 @@ async def test_a_claim_never_counts_past_a_commit_it_did_not_see(
         assert running == 1
         # the next claim, with a fresh snapshot, sees the slot taken; once it is
         # free, B's job goes
-        assert await store.job_claim("q", ["kb"], 5, "s2", limited=True) == []
+        assert await store.job_claim("q", ["kb"], 5, "s2", limited=True, keys=keys) == []
         conn.execute("UPDATE kiln_jobs SET state = 'completed' WHERE state = 'running'")
-    assert len(await store.job_claim("q", ["kb"], 5, "s2", limited=True)) == 1
+    assert len(await store.job_claim("q", ["kb"], 5, "s2", limited=True, keys=keys)) == 1

@@ -24,12 +24,21 @@ from kiln.stores.mysql._plan import Plan, Stmt, marks, one, step
 Candidate = tuple[int, int, int, datetime, int]  # rn, priority, key order, run_at, id
 
 
-def _lock_stmts(queue: str, kinds: list[str], room: int) -> tuple[Stmt, ...]:
+def _lock_stmts(
+    queue: str, kinds: list[str], room: int, with_keys: bool
+) -> tuple[Stmt, ...]:
+    """The queue's row (whether it exists, then locked) and, with ``with_keys``, the rows of
+    the keys with an available job in the queue and a free slot, locked."""
     qkey = queue_group(queue)
-    return (
+    queue_rows = (
         Stmt("SELECT max FROM kiln_concurrency_keys WHERE conc_key = %s", (qkey,)),
         Stmt("SELECT max FROM kiln_concurrency_keys WHERE conc_key = %s"
              " FOR UPDATE SKIP LOCKED", (qkey,)),
+    )
+    if not with_keys:
+        return queue_rows
+    return (
+        *queue_rows,
         Stmt(
             "SELECT c.conc_key, c.max FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1"
             " FROM kiln_jobs j WHERE j.state = 'available' AND j.conc_key = c.conc_key"
@@ -73,17 +82,19 @@ def _read_stmts(
 
 
 def claim(
-    queue: str, kinds: list[str], limit: int, server_id: str
+    queue: str, kinds: list[str], limit: int, server_id: str, with_keys: bool = True
 ) -> Plan[list[JobRow]]:
-    """The claim of a pool whose queue may hold limited jobs (see module docstring)."""
+    """The claim of a pool whose queue may hold limited jobs (see module docstring);
+    ``with_keys`` False: only the queue's limit counts, and jobs with a concurrency key
+    are left alone (Store.job_claim): no key is locked, counted or read."""
     if not kinds or limit <= 0:
         return []
-    limited_queue, locked_queue, locked = yield step(
-        *_lock_stmts(queue, kinds, limit), begin=True
+    limited_queue, locked_queue, *locked = yield step(
+        *_lock_stmts(queue, kinds, limit, with_keys), begin=True
     )
     if limited_queue.rows and not locked_queue.rows:  # another server claims from it
         return []
-    keys = [(str(r[0]), int(r[1])) for r in locked.rows]
+    keys = [(str(r[0]), int(r[1])) for r in locked[0].rows] if locked else []
     qmax = int(locked_queue.rows[0][0]) if locked_queue.rows else None
     out = yield step(*_read_stmts(queue, kinds, limit, keys, qmax is not None))
     room = limit if qmax is None else max(0, min(limit, qmax - int(out[0].rows[0][0])))

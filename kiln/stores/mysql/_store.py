@@ -320,11 +320,12 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        limited: bool = False,
+        limited: bool = False, keys: bool = True,
     ) -> list[JobRow]:
         if limited:
             return await self._write(
-                "job_claim", lambda: _concurrency.claim(queue, list(kinds), limit, server_id)
+                "job_claim",
+                lambda: _concurrency.claim(queue, list(kinds), limit, server_id, keys),
             )
         probe = queue in self._empty_queues
         jobs = await self._write(

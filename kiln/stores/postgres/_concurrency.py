@@ -38,10 +38,6 @@ from kiln._job import JobRow
 from kiln.stores.postgres._jobs import CLAIM_COLS, JOB_COLS, claimed
 from kiln.stores.postgres._plan import Plan, Step, Stmt, one
 
-_UNPAUSED = (
-    "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (%(q)s, '*'))"
-)
-
 # The limited claim (module docstring), as CTEs:
 # lk locks the keys with an available job in the queue and a free slot by this
 # snapshot, least recently served first; the probe for an available job is a scalar
@@ -72,51 +68,59 @@ _UNPAUSED = (
 # Last, the rule: a new version of the row of every key a job was taken of (uk), and of
 # the queue's row if a job was taken (uq); they are rows lk and ql locked.
 CLAIM_LIMITED = (
-    "WITH lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid, n.running"
+    "WITH prm AS MATERIALIZED (SELECT %(q)s::text AS queue, %(kinds)s::text[] AS kinds,"
+    "  %(limit)s::int AS n, %(qkey)s::text AS qkey),"
+    " lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid, n.running"
     "  FROM kiln_concurrency_keys c CROSS JOIN LATERAL (SELECT count(*) AS running"
     "  FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running') n"
     "  WHERE (SELECT 1 FROM kiln_jobs j WHERE j.conc_key = c.conc_key"
-    "  AND j.state = 'available' AND j.queue = %(q)s AND j.kind = ANY(%(kinds)s::text[])"
-    "  LIMIT 1) = 1 AND n.running < c.max"
-    "  ORDER BY c.last_claimed_at, c.conc_key LIMIT %(limit)s FOR UPDATE OF c SKIP LOCKED),"
+    "  AND j.state = 'available' AND j.queue = (SELECT queue FROM prm)"
+    "  AND j.kind = ANY((SELECT kinds FROM prm)::text[])"
+    "  ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1 AND n.running < c.max"
+    "  ORDER BY c.last_claimed_at, c.conc_key LIMIT (SELECT n FROM prm)"
+    "  FOR UPDATE OF c SKIP LOCKED),"
     " k AS (SELECT lk.conc_key, lk.max - lk.running AS room,"
     "  row_number() OVER (ORDER BY lk.conc_key) AS ord FROM lk WHERE lk.vid ="
     "  (SELECT s.ctid FROM kiln_concurrency_keys s WHERE s.conc_key = lk.conc_key)),"
-    " f AS (SELECT k.*, greatest(0, least(%(limit)s::int, k.room)) AS free,"
-    "  (%(limit)s::int + n.n - 1) / n.n AS cap"
+    " f AS (SELECT k.*, greatest(0, least((SELECT n FROM prm), k.room)) AS free,"
+    "  ((SELECT n FROM prm) + n.n - 1) / n.n AS cap"
     "  FROM k CROSS JOIN (SELECT greatest(1, count(*))::int AS n FROM k) n),"
     " a AS (SELECT c.id, c.priority, c.run_at, f.ord,"
     "  row_number() OVER (PARTITION BY f.conc_key ORDER BY c.priority, c.run_at, c.id) AS rn"
     "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
-    "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
-    "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
-    "  LIMIT least(f.free, f.cap)) c),"
+    "  WHERE j.conc_key = f.conc_key AND j.state = 'available'"
+    "  AND j.queue = (SELECT queue FROM prm) AND j.kind = ANY((SELECT kinds FROM prm)::text[])"
+    "  ORDER BY j.priority, j.run_at, j.id LIMIT least(f.free, f.cap)) c),"
     " pln AS (SELECT j.id, j.priority, j.run_at, 0 AS ord,"
     "  row_number() OVER (ORDER BY j.priority, j.run_at, j.id) AS rn FROM (SELECT p.id,"
-    "  p.priority, p.run_at FROM (SELECT DISTINCT unnest(%(kinds)s::text[]) AS kind) AS pk"
-    "  CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
-    "  WHERE state = 'available' AND queue = %(q)s AND conc_key IS NULL AND kind = pk.kind"
-    "  ORDER BY priority, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) p"
-    "  ORDER BY p.priority, p.run_at, p.id LIMIT %(limit)s) j),"
-    " short AS (SELECT %(limit)s::int - (SELECT count(*) FROM a) - (SELECT count(*) FROM pln"
-    "  WHERE rn <= (SELECT min(cap) FROM f)) AS n),"
+    "  p.priority, p.run_at FROM (SELECT DISTINCT unnest((SELECT kinds FROM prm)) AS kind)"
+    "  AS pk CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
+    "  WHERE state = 'available' AND queue = (SELECT queue FROM prm) AND conc_key IS NULL"
+    "  AND kind = pk.kind ORDER BY priority, run_at, id LIMIT (SELECT n FROM prm)"
+    "  FOR UPDATE SKIP LOCKED) p ORDER BY p.priority, p.run_at, p.id"
+    "  LIMIT (SELECT n FROM prm)) j),"
+    " short AS (SELECT (SELECT n FROM prm) - (SELECT count(*) FROM a) - (SELECT count(*)"
+    "  FROM pln WHERE rn <= (SELECT min(cap) FROM f)) AS n),"
     " b AS (SELECT c.id, c.priority, c.run_at, f.ord, f.cap"
     "  + row_number() OVER (PARTITION BY f.conc_key ORDER BY c.priority, c.run_at, c.id) AS rn"
     "  FROM f CROSS JOIN LATERAL (SELECT j.id, j.priority, j.run_at FROM kiln_jobs j"
-    "  WHERE j.conc_key = f.conc_key AND j.state = 'available' AND j.queue = %(q)s"
-    "  AND j.kind = ANY(%(kinds)s::text[]) ORDER BY j.priority, j.run_at, j.id"
+    "  WHERE j.conc_key = f.conc_key AND j.state = 'available'"
+    "  AND j.queue = (SELECT queue FROM prm) AND j.kind = ANY((SELECT kinds FROM prm)::text[])"
+    "  ORDER BY j.priority, j.run_at, j.id"
     "  OFFSET f.cap LIMIT least(f.free - f.cap, (SELECT n FROM short))) c"
     "  WHERE f.free > f.cap AND (SELECT n FROM short) > 0),"
     " ql AS MATERIALIZED (SELECT max, ctid AS vid FROM kiln_concurrency_keys"
-    "  WHERE conc_key = %(qkey)s FOR UPDATE SKIP LOCKED),"
-    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys WHERE conc_key = %(qkey)s),"
-    " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qs) THEN %(limit)s::int"
-    "  WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs) THEN greatest(0, least(%(limit)s::int,"
-    "  (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs WHERE state = 'running'"
-    "  AND queue = %(q)s))) ELSE 0 END AS n),"
+    "  WHERE conc_key = (SELECT qkey FROM prm) FOR UPDATE SKIP LOCKED),"
+    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys"
+    "  WHERE conc_key = (SELECT qkey FROM prm)),"
+    " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qs) THEN (SELECT n FROM prm)"
+    "  WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs) THEN greatest(0,"
+    "  least((SELECT n FROM prm), (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs"
+    "  WHERE state = 'running' AND queue = (SELECT queue FROM prm)))) ELSE 0 END AS n),"
     " picked AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b"
-    "  UNION ALL SELECT * FROM pln) x"
-    f"  WHERE {_UNPAUSED} ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
+    "  UNION ALL SELECT * FROM pln) x WHERE NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p"
+    "  WHERE p.queue IN ((SELECT queue FROM prm), '*'))"
+    "  ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
     "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
     "  AND state = 'available'"
@@ -124,8 +128,44 @@ CLAIM_LIMITED = (
     " uk AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
     "  WHERE conc_key IN (SELECT taken_key FROM upd) RETURNING 1),"
     " uq AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
-    "  WHERE conc_key = %(qkey)s AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
+    "  WHERE conc_key = (SELECT qkey FROM prm) AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
     f" SELECT {JOB_COLS} FROM upd"
+)
+
+
+# The claim of a pool none of whose kinds has a limit of its own, in a queue that has
+# one (Store.job_claim, keys False): the queue's part of CLAIM_LIMITED alone. It locks
+# the queue's row (ql) and trusts the snapshot's count of the queue's running jobs only
+# when that row is the version the snapshot sees (qs), the rule above; then it walks
+# the queue's plain jobs as the plain claim does (kiln_jobs_claim, once per kind,
+# skipping locked ones, at most `room` of each), takes the first `room` of them and
+# writes a new version of the queue's row if it took any (uq). Jobs with a key are
+# left alone, as the plain claim leaves them. No key row is read: with ten keys the
+# full statement costs about twice the plain claim, this one about the same
+# (docs/performance.md, "Global concurrency limits").
+CLAIM_QUEUE_LIMITED = (
+    "WITH prm AS MATERIALIZED (SELECT %(q)s::text AS queue, %(kinds)s::text[] AS kinds,"
+    "  %(limit)s::int AS n, %(qkey)s::text AS qkey),"
+    " ql AS MATERIALIZED (SELECT max, ctid AS vid FROM kiln_concurrency_keys"
+    "  WHERE conc_key = (SELECT qkey FROM prm) FOR UPDATE SKIP LOCKED),"
+    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys"
+    "  WHERE conc_key = (SELECT qkey FROM prm)),"
+    " room AS MATERIALIZED (SELECT prm.queue, prm.kinds, CASE WHEN NOT EXISTS (SELECT 1 FROM qs)"
+    "  THEN prm.n WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs)"
+    "  THEN greatest(0, least(prm.n, (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs r"
+    "  WHERE r.state = 'running' AND r.queue = prm.queue))) ELSE 0 END AS n FROM prm"
+    "  WHERE NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (prm.queue, '*'))),"
+    " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
+    "  attempted_at = now(), server_id = %(server)s WHERE id = ANY(ARRAY(SELECT c.id"
+    "  FROM room CROSS JOIN LATERAL (SELECT DISTINCT unnest(room.kinds) AS kind) AS k"
+    "  CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
+    "  WHERE state = 'available' AND conc_key IS NULL AND queue = room.queue"
+    "  AND kind = k.kind ORDER BY priority, run_at, id LIMIT room.n FOR UPDATE SKIP LOCKED) AS c"
+    "  ORDER BY c.priority, c.run_at, c.id LIMIT (SELECT n FROM room)))"
+    f"  RETURNING {CLAIM_COLS}),"
+    " uq AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
+    "  WHERE conc_key = (SELECT qkey FROM prm) AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
+    " SELECT * FROM upd"
 )
 
 
@@ -136,20 +176,23 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
 
 
 CLAIM_SQL, CLAIM_NAMES = _positional(CLAIM_LIMITED)
+QUEUE_SQL, QUEUE_NAMES = _positional(CLAIM_QUEUE_LIMITED)
 
 
 def claim(
-    queue: str, kinds: list[str], limit: int, server_id: str
+    queue: str, kinds: list[str], limit: int, server_id: str, keys: bool = True
 ) -> Plan[list[JobRow]]:
     """The claim of a pool whose queue may hold limited jobs (see module docstring):
-    one statement, one round trip, as the plain claim."""
+    one statement, one round trip, as the plain claim. ``keys`` False: only the
+    queue's limit counts (CLAIM_QUEUE_LIMITED)."""
     if not kinds or limit <= 0:
         return []
     params: dict[str, Any] = {
         "qkey": queue_group(queue), "q": queue, "kinds": kinds, "limit": limit,
         "server": server_id,
     }
-    stmt = Stmt(CLAIM_SQL, tuple(params[n] for n in CLAIM_NAMES), prepare=True, binary=True)
+    sql, names = (CLAIM_SQL, CLAIM_NAMES) if keys else (QUEUE_SQL, QUEUE_NAMES)
+    stmt = Stmt(sql, tuple(params[n] for n in names), prepare=True, binary=True)
     return claimed((yield Step((stmt,), last=True))[0])
 
 

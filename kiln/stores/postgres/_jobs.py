@@ -327,7 +327,7 @@ CLAIM = (
     " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
     " WHERE state = 'available' AND conc_key IS NULL AND queue = a.queue AND kind = k.kind"
     " ORDER BY priority, run_at, id LIMIT a.n FOR UPDATE SKIP LOCKED) AS c"
-    f" ORDER BY c.priority, c.run_at, c.id LIMIT %s)) RETURNING {CLAIM_COLS}"
+    f" ORDER BY c.priority, c.run_at, c.id LIMIT (SELECT %s::int OFFSET 0))) RETURNING {CLAIM_COLS}"
 )
 
 

@@ -219,11 +219,12 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        limited: bool = False,
+        limited: bool = False, keys: bool = True,
     ) -> list[JobRow]:
         if limited:
             return await self._run(
-                "job_claim", lambda: _concurrency.claim(queue, list(kinds), limit, server_id),
+                "job_claim",
+                lambda: _concurrency.claim(queue, list(kinds), limit, server_id, keys),
                 tx=True,
             )
         return await self._run(

@@ -41,12 +41,13 @@ def _room(conn: sqlite3.Connection, queue: str, limit: int) -> int:
 
 
 def _candidates(
-    conn: sqlite3.Connection, queue: str, kinds: list[str], room: int
+    conn: sqlite3.Connection, queue: str, kinds: list[str], room: int, with_keys: bool
 ) -> list[tuple[int, int, int, float, int]]:
-    """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited and plain."""
+    """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited (only
+    ``with_keys``) and plain."""
     marks = ",".join("?" * len(kinds))
     # the one writer's transaction: the free slots read here are exact, no second count
-    keys = conn.execute(
+    keys = [] if not with_keys else conn.execute(
         "SELECT conc_key, free FROM (SELECT c.conc_key, c.last_claimed_at, c.max - (SELECT"
         " count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running')"
         " AS free FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
@@ -72,8 +73,11 @@ def _candidates(
 
 
 def claim(
-    conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str
+    conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str,
+    keys: bool = True,
 ) -> list[JobRow]:
+    """The limited claim; ``keys`` False: only the queue's limit counts, and jobs with a
+    concurrency key are left alone (Store.job_claim)."""
     from kiln.stores.sqlite._jobs import row_to_job
 
     if not kinds or limit <= 0:
@@ -81,7 +85,7 @@ def claim(
     room = _room(conn, queue, limit)
     if room <= 0:
         return []
-    picked = sorted(_candidates(conn, queue, kinds, room))[:room]
+    picked = sorted(_candidates(conn, queue, kinds, room, keys))[:room]
     if not picked:
         return []
     now = time.time()

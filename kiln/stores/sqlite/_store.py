@@ -217,11 +217,13 @@ class SQLiteStore(Unnotified):
 
     async def job_claim(
         self, queue: str, kinds: Sequence[str], limit: int, server_id: str,
-        limited: bool = False,
+        limited: bool = False, keys: bool = True,
     ) -> list[JobRow]:
-        fn = _concurrency.claim if limited else _jobs.claim
+        if limited:
+            return await self._run("job_claim", lambda c: write(
+                c, _concurrency.claim, queue, list(kinds), limit, server_id, keys))
         return await self._run(
-            "job_claim", lambda c: write(c, fn, queue, list(kinds), limit, server_id)
+            "job_claim", lambda c: write(c, _jobs.claim, queue, list(kinds), limit, server_id)
         )
 
     async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
