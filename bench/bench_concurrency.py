@@ -7,6 +7,11 @@ claim and no key is ever full); a queue limit of 1000. Prints one JSON object pe
 drain, then the medians of the per-run ratios (limited / plain jobs per second, and
 database CPU per job). The goal (issue 15): a limit that never binds costs <= 10%.
 
+Once filled, the table is analyzed (ANALYZE kiln_jobs), as autovacuum would have by then
+in production: PostgreSQL's plans differ with statistics, and a table without them
+(this machine's PostgreSQL runs with autovacuum off) hid a limited claim that scanned
+the table (docs/performance.md). ``--no-analyze`` measures without them.
+
     python -m bench.bench_concurrency --jobs 10000 --concurrency 10 --runs 5 [--mysql]
 """
 
@@ -27,6 +32,7 @@ from bench.bench_drain import (
     fresh_mysql_database,
     measure,
     my_execute,
+    pg_execute,
 )
 from bench.drain_concurrency import app_for
 
@@ -45,10 +51,15 @@ def fill(url: str, mode: str, jobs: int) -> None:
         app.close()
 
 
-def run(mode: str, jobs: int, concurrency: int, mysql: bool) -> dict[str, Any]:
+def run(
+    mode: str, jobs: int, concurrency: int, mysql: bool, analyze: bool = True
+) -> dict[str, Any]:
     url = fresh_mysql_database("kiln_conc") if mysql else fresh_database("kiln_conc")
     try:
         fill(url, mode, jobs)
+        if analyze:
+            (my_execute if mysql else pg_execute)("ANALYZE TABLE kiln_jobs" if mysql
+                                                  else "ANALYZE kiln_jobs", url)
         cmd = [sys.executable, "-m", "bench.drain_concurrency", url, str(concurrency), mode]
         if mysql:
             left = "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'"
@@ -74,6 +85,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--mysql", action="store_true")
+    parser.add_argument("--no-analyze", dest="analyze", action="store_false",
+                        help="drain a table without statistics (no ANALYZE after the fill)")
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     cpu: dict[str, list[float]] = {m: [] for m in MODES[1:]}
@@ -82,7 +95,7 @@ def main() -> None:
         order = MODES if n % 2 == 0 else (MODES[0], *reversed(MODES[1:]))
         results = {}
         for mode in order:  # interleaved: drift hits every mode of a run alike
-            results[mode] = run(mode, args.jobs, args.concurrency, args.mysql)
+            results[mode] = run(mode, args.jobs, args.concurrency, args.mysql, args.analyze)
             print(json.dumps({"run": n, **results[mode]}), flush=True)
         base = results["plain"]
         for mode in MODES[1:]:
@@ -93,6 +106,7 @@ def main() -> None:
     print(json.dumps({
         "database": "mariadb" if args.mysql else "postgresql",
         "jobs": args.jobs, "concurrency": args.concurrency, "runs": args.runs,
+        "analyzed": args.analyze,
         "load_1m": [round(x, 2) for x in load],
         "throughput_ratio_median": {m: round(statistics.median(r), 3) for m, r in ratios.items()},
         "throughput_ratios": {m: [round(x, 3) for x in r] for m, r in ratios.items()},
