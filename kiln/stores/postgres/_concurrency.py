@@ -39,12 +39,17 @@ from kiln.stores.postgres._jobs import CLAIM_COLS, JOB_COLS, claimed
 from kiln.stores.postgres._plan import Plan, Step, Stmt, one
 
 # The limited claim (module docstring), as CTEs:
+# prm holds the parameters, materialized: read through it, their values do not steer
+# the estimates, so PostgreSQL keeps the generic plan of the prepared statement (with
+# table statistics and the parameters inline it planned every claim, 1 to 1.5 ms).
 # lk locks the keys with an available job in the queue and a free slot by this
 # snapshot, least recently served first; the probe for an available job is a scalar
 # subquery with LIMIT 1, one index probe per key (as EXISTS, the planner turns it into
-# a semi-join that reads the queue's whole backlog). `running` is the snapshot's count
-# (a lateral subquery, not locked: an update of the key row, rechecked at the lock,
-# does not recount it), `vid` the ctid of the version locked, the latest one.
+# a semi-join that reads the queue's whole backlog), ordered as kiln_jobs_conc_available
+# is (unordered, with statistics it became a sequential scan of the table). `running`
+# is the snapshot's count (a lateral subquery, not locked: an update of the key row,
+# rechecked at the lock, does not recount it), `vid` the ctid of the version locked,
+# the latest one.
 # k keeps the keys whose locked version is the snapshot's (the rule above).
 # The plain jobs of the queue come in too (a limited queue's plain jobs count against
 # the queue's limit), walked once per kind along kiln_jobs_claim (queue, kind, priority,
