@@ -72,10 +72,10 @@ async def test_a_claim_whose_reply_is_lost_is_handed_back_under_a_live_server(
     lost: list[asyncio.Future[asyncio.Task[None]]] = []
 
     async def claim(queue: str, kinds: Sequence[str], limit: int, server_id: str,
-                    limited: bool = False) -> list[JobRow]:
+                    limited: bool = False, keys: bool = True) -> list[JobRow]:
         if not lost:  # the pool's first claim, which finds both jobs
             lost.append(proxy.lose_reply(lambda data: claim_request(backend) in data))
-        return await real_claim(queue, kinds, limit, server_id, limited)
+        return await real_claim(queue, kinds, limit, server_id, limited, keys)
 
     proxied_store.job_claim = claim  # type: ignore[method-assign]
     reconciled: list[kiln.JobReconciled] = []
@@ -103,8 +103,8 @@ async def test_a_committed_claim_that_raises_is_handed_back(
     lost: list[list[JobRow]] = []
 
     async def claim(queue: str, kinds: Sequence[str], limit: int, server_id: str,
-                    limited: bool = False) -> list[JobRow]:
-        rows = await real_claim(queue, kinds, limit, server_id, limited)
+                    limited: bool = False, keys: bool = True) -> list[JobRow]:
+        rows = await real_claim(queue, kinds, limit, server_id, limited, keys)
         if rows and not lost:
             lost.append(rows)
             raise UnreachableError("job_claim", "connection lost with the reply")

@@ -120,7 +120,9 @@ async def test_a_claim_is_not_planned_at_every_claim(
     given as one, a value compared in a scan) is planned again at every claim. Measured
     before the claims passed their parameters through a row of their own: the plain
     claim planned at every run, 0.2 ms each; the claim with keys 1.5 ms, half its time."""
-    params = {"qkey": "queue:q", "q": "q", "kinds": ["k"], "limit": 5, "server": "s1"}
+    params: dict[str, object] = {"qkey": "queue:q", "q": "q", "kinds": ["k"], "limit": 5,
+                                 "server": "s1"}
+    args: tuple[object, ...]
     if claim == "plain":
         sql, args = CLAIM, ("s1", "q", ["k"], 5, 5)
     else:
