@@ -121,13 +121,9 @@ class ClaimSession:
         self._began = began = time.monotonic()
         self._as, self._taken, self._refused = self._identity.id, [], False
         try:
-            if self._limited and self._keys:
+            if self._limited:
                 jobs = await self._store.job_claim(
-                    self.queue, self._kinds, limit, self._as, limited=True
-                )
-            elif self._limited:
-                jobs = await self._store.job_claim(
-                    self.queue, self._kinds, limit, self._as, limited=True, keys=False
+                    self.queue, self._kinds, limit, self._as, limited=True, keys=self._keys
                 )
             else:
                 jobs = await self._store.job_claim(self.queue, self._kinds, limit, self._as)

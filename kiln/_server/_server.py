@@ -307,11 +307,12 @@ class Server:
             self._store, self.events, float(cfg.release_interval), float(cfg.poll_interval),
             self._notified, self._wake,
         )
+        keys = self._limits_on_kinds()
         for queue, concurrency in self.queues.items():
             self._pools[queue] = Pool(
                 queue, concurrency, sorted(self.kinds), self._store, executor, self._completer,
                 self.events, self._identity, float(cfg.poll_interval), self._may_claim,
-                limited=queue in limited, keys=self._limits_on_kinds(),
+                limited=queue in limited, keys=keys,
             )
         self._governor = self._governor_of(cfg)
         await self._first_controls(self._governor)

@@ -38,6 +38,24 @@ from kiln._job import JobRow
 from kiln.stores.postgres._jobs import CLAIM_COLS, JOB_COLS, claimed
 from kiln.stores.postgres._plan import Plan, Step, Stmt, one
 
+# Shared by both limited claims: the parameters as one materialized row (prm), the
+# queue's row locked (ql) and as the snapshot sees it (qs), and its new version when
+# the claim took a job (uq).
+_PRM = (
+    "WITH prm AS MATERIALIZED (SELECT %(q)s::text AS queue, %(kinds)s::text[] AS kinds,"
+    "  %(limit)s::int AS n, %(qkey)s::text AS qkey),"
+)
+_QUEUE_ROW = (
+    " ql AS MATERIALIZED (SELECT max, ctid AS vid FROM kiln_concurrency_keys"
+    "  WHERE conc_key = (SELECT qkey FROM prm) FOR UPDATE SKIP LOCKED),"
+    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys"
+    "  WHERE conc_key = (SELECT qkey FROM prm)),"
+)
+_QUEUE_SERVED = (
+    " uq AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
+    "  WHERE conc_key = (SELECT qkey FROM prm) AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
+)
+
 # The limited claim (module docstring), as CTEs:
 # prm holds the parameters, materialized: read through it, their values do not steer
 # the estimates, so PostgreSQL keeps the generic plan of the prepared statement (with
@@ -73,8 +91,7 @@ from kiln.stores.postgres._plan import Plan, Step, Stmt, one
 # Last, the rule: a new version of the row of every key a job was taken of (uk), and of
 # the queue's row if a job was taken (uq); they are rows lk and ql locked.
 CLAIM_LIMITED = (
-    "WITH prm AS MATERIALIZED (SELECT %(q)s::text AS queue, %(kinds)s::text[] AS kinds,"
-    "  %(limit)s::int AS n, %(qkey)s::text AS qkey),"
+    f"{_PRM}"
     " lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid, n.running"
     "  FROM kiln_concurrency_keys c CROSS JOIN LATERAL (SELECT count(*) AS running"
     "  FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running') n"
@@ -114,10 +131,7 @@ CLAIM_LIMITED = (
     "  ORDER BY j.priority, j.run_at, j.id"
     "  OFFSET f.cap LIMIT least(f.free - f.cap, (SELECT n FROM short))) c"
     "  WHERE f.free > f.cap AND (SELECT n FROM short) > 0),"
-    " ql AS MATERIALIZED (SELECT max, ctid AS vid FROM kiln_concurrency_keys"
-    "  WHERE conc_key = (SELECT qkey FROM prm) FOR UPDATE SKIP LOCKED),"
-    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys"
-    "  WHERE conc_key = (SELECT qkey FROM prm)),"
+    f"{_QUEUE_ROW}"
     " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qs) THEN (SELECT n FROM prm)"
     "  WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs) THEN greatest(0,"
     "  least((SELECT n FROM prm), (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs"
@@ -132,8 +146,7 @@ CLAIM_LIMITED = (
     f"  RETURNING {CLAIM_COLS}, conc_key AS taken_key),"
     " uk AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
     "  WHERE conc_key IN (SELECT taken_key FROM upd) RETURNING 1),"
-    " uq AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
-    "  WHERE conc_key = (SELECT qkey FROM prm) AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
+    f"{_QUEUE_SERVED}"
     f" SELECT {JOB_COLS} FROM upd"
 )
 
@@ -149,12 +162,8 @@ CLAIM_LIMITED = (
 # full statement costs about twice the plain claim, this one about the same
 # (docs/performance.md, "Global concurrency limits").
 CLAIM_QUEUE_LIMITED = (
-    "WITH prm AS MATERIALIZED (SELECT %(q)s::text AS queue, %(kinds)s::text[] AS kinds,"
-    "  %(limit)s::int AS n, %(qkey)s::text AS qkey),"
-    " ql AS MATERIALIZED (SELECT max, ctid AS vid FROM kiln_concurrency_keys"
-    "  WHERE conc_key = (SELECT qkey FROM prm) FOR UPDATE SKIP LOCKED),"
-    " qs AS (SELECT ctid AS vid FROM kiln_concurrency_keys"
-    "  WHERE conc_key = (SELECT qkey FROM prm)),"
+    f"{_PRM}"
+    f"{_QUEUE_ROW}"
     " room AS MATERIALIZED (SELECT prm.queue, prm.kinds, CASE WHEN NOT EXISTS (SELECT 1 FROM qs)"
     "  THEN prm.n WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs)"
     "  THEN greatest(0, least(prm.n, (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs r"
@@ -168,8 +177,7 @@ CLAIM_QUEUE_LIMITED = (
     "  AND kind = k.kind ORDER BY priority, run_at, id LIMIT room.n FOR UPDATE SKIP LOCKED) AS c"
     "  ORDER BY c.priority, c.run_at, c.id LIMIT (SELECT n FROM room)))"
     f"  RETURNING {CLAIM_COLS}),"
-    " uq AS (UPDATE kiln_concurrency_keys SET last_claimed_at = now()"
-    "  WHERE conc_key = (SELECT qkey FROM prm) AND EXISTS (SELECT 1 FROM upd) RETURNING 1)"
+    f"{_QUEUE_SERVED}"
     " SELECT * FROM upd"
 )
 
