@@ -43,6 +43,8 @@ class Exec:
     end: float | None = None
     cancelled: float | None = None
     refused: int = 0
+    outcome: str | None = None  # the server's result event for this execution, and its error
+    error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,11 +57,16 @@ class Fault:
 
 def executions(lines: Iterable[Mapping[str, Any]]) -> dict[str, Exec]:
     out: dict[str, Exec] = {}
+    latest: dict[tuple[int, int], Exec] = {}  # (pid, job): its process's last execution
     for line in lines:
         ev = line["ev"]
         if ev == "start":
-            out[line["exec"]] = Exec(line["exec"], line["job"], line["attempt"], line["server"],
-                                     line["pid"], line["t"], line["cursor"])
+            e = Exec(line["exec"], line["job"], line["attempt"], line["server"], line["pid"],
+                     line["t"], line["cursor"])
+            out[e.id] = latest[e.pid, e.job] = e
+        elif ev == "result" and (line["pid"], line["job"]) in latest:
+            e = latest[line["pid"], line["job"]]
+            e.outcome, e.error = line["outcome"], line.get("error")
         elif ev in ("ckpt", "end", "cancelled", "refused") and line.get("exec") in out:
             e = out[line["exec"]]
             if ev == "ckpt":
@@ -222,6 +229,14 @@ def rate_violations(rows: Iterable[JobRow], limit: RateLimit) -> list[str]:
     return bad
 
 
+def _told(e: Exec) -> str:
+    """What the ledger holds of an execution's end, for a violation's message."""
+    ended = "returned" if e.end is not None else "cancelled" if e.cancelled is not None \
+        else "no end line"
+    return (f"{e.id} started {e.start:.3f}, {ended}, {e.refused} checkpoints refused, "
+            f"server's outcome {e.outcome}: {e.error}")
+
+
 def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
                   all_faults: Sequence[Fault], out: dict[str, Any]) -> None:
     """Account for one job: duplicates and their causes, and every violation."""
@@ -253,7 +268,7 @@ def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
         out["causes"][cause or "unexplained"] += 1
         if cause is None:
             v.append(f"job {job_id}: exec {nxt.id} ran again after {prev.id} with no kill, "
-                     "stop or cut of its process in between")
+                     f"stop or cut of its process in between ({_told(prev)})")
     ended = [e for e in runs if e.end is not None]
     if len(ended) > 1:
         explained = all(cause_of(a, b, all_faults) for a, b in itertools.pairwise(ended))

@@ -96,6 +96,16 @@ def test_an_unexplained_rerun_is_a_violation(other: dict[str, Any] | None) -> No
     assert any("ran again" in v for v in result["violations"])
 
 
+def test_an_unexplained_rerun_names_how_the_server_saw_the_first_run_end() -> None:
+    """The worker logs each attempt's result event with its error: the violation says
+    what the first execution's server made of it, which is where a diagnosis starts."""
+    result = rerun_after({"ev": "result", "t": 0.5, "pid": 10, "job": 1, "attempt": 1,
+                          "outcome": "retried", "error": "OperationalError(1213)"})
+    (violation,) = result["violations"]
+    assert "a started 0.000, no end line" in violation
+    assert "outcome retried: OperationalError(1213)" in violation
+
+
 @pytest.mark.parametrize("state", [JobState.RUNNING, JobState.AVAILABLE, JobState.SCHEDULED])
 def test_an_unfinished_job_is_stuck(state: JobState) -> None:
     result = check(execution(1, "a", 0.0, end=False), [row(1, state=state)])

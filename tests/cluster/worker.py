@@ -111,7 +111,8 @@ def subscribe(server: kiln.Server, log: Log) -> None:
             log("cancel_latency", job=event.job.id, latency=event.latency, stuck=event.stuck)
         elif isinstance(event, kiln.JobFinished):
             log("result", job=event.job.id, attempt=event.job.attempt,
-                outcome=event.outcome.value)
+                outcome=event.outcome.value,
+                error=None if event.error is None else repr(event.error)[:300])
 
     server.events.subscribe(on_event)
 
