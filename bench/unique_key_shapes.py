@@ -11,7 +11,10 @@ plain insert's:
   characters, ``INSERT ... ON CONFLICT DO NOTHING``), ``bytea16`` (the digest's first
   16 bytes, the same statement), ``text22`` (those 16 bytes in base64, a key that
   SQL can convert the stored ones to), ``text40_no_conflict`` (a plain ``INSERT`` against the
-  same unique index: what the arbiter's probe of ``ON CONFLICT`` adds).
+  same unique index: what the arbiter's probe of ``ON CONFLICT`` adds), ``text40_hash``
+  (kiln's key under an exclusion constraint on a hash index, ``EXCLUDE USING hash
+  (unique_key WITH =)`` with the same predicate, in place of the unique B-tree; ``ON
+  CONFLICT ON CONSTRAINT ... DO NOTHING``).
 - SQLite (kiln's own schema, fresh files; one ``json_each`` run a batch, as the store
   inserts): ``plain``, ``text40``, ``text22``, ``blob16``.
 
@@ -54,7 +57,7 @@ def postgres(url: str) -> dict[str, Batch]:
 
     conn = psycopg.connect(url, autocommit=True)
     shapes = {"plain": "text", "text40": "text", "text22": "text", "bytea16": "bytea",
-              "text40_no_conflict": "text"}
+              "text40_no_conflict": "text", "text40_hash": "text"}
     for name, key_type in shapes.items():
         table = f"kiln_shape_{name}"
         conn.execute(f"DROP TABLE IF EXISTS {table}")
@@ -66,13 +69,18 @@ def postgres(url: str) -> dict[str, Batch]:
         )
         conn.execute(f"CREATE INDEX ON {table} (queue, priority, run_at, id)"
                      " WHERE state = 'available'")
-        conn.execute(f"CREATE UNIQUE INDEX {table}_u ON {table} (unique_key) WHERE {COUNTED}")
+        if name == "text40_hash":
+            conn.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_u EXCLUDE USING hash"
+                         f" (unique_key WITH =) WHERE ({COUNTED})")
+        else:
+            conn.execute(f"CREATE UNIQUE INDEX {table}_u ON {table} (unique_key) WHERE {COUNTED}")
 
     def variant(name: str) -> Batch:
         table, key_type = f"kiln_shape_{name}", shapes[name]
         states = 0 if name == "plain" else 31
         conflict = "" if name in ("plain", "text40_no_conflict") else (
-            f" ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING")
+            f" ON CONFLICT ON CONSTRAINT {table}_u DO NOTHING" if name == "text40_hash"
+            else f" ON CONFLICT (unique_key) WHERE {COUNTED} DO NOTHING")
         sql = (f"INSERT INTO {table} (queue, kind, state, args, unique_key, unique_states)"
                f" SELECT 'q', 'k', 'available', a::jsonb, k, {states}"
                f" FROM unnest(%s::text[], %s::{key_type}[]) AS u(a, k){conflict} RETURNING id")
