@@ -229,16 +229,22 @@ def rate_violations(rows: Iterable[JobRow], limit: RateLimit) -> list[str]:
     return bad
 
 
-def _told(e: Exec) -> str:
-    """What the ledger holds of an execution's end, for a violation's message."""
+def _told(e: Exec, nxt: Exec, lines: Sequence[Mapping[str, Any]]) -> str:
+    """What the ledger holds of an execution's end, and what the servers did to its job
+    before the next one started (rescues, reconciliations), for a violation's message."""
     ended = "returned" if e.end is not None else "cancelled" if e.cancelled is not None \
         else "no end line"
+    acts = [f"{ln['ev']} by pid {ln['pid']} at {ln['t']:.3f}"
+            f" ({ln.get('action') or ln.get('outcome')})" for ln in lines
+            if ln["ev"] in ("rescued", "reconciled") and ln.get("job") == e.job
+            and e.start <= ln["t"] <= nxt.start]
     return (f"{e.id} started {e.start:.3f}, {ended}, {e.refused} checkpoints refused, "
-            f"server's outcome {e.outcome}: {e.error}")
+            f"server's outcome {e.outcome}: {e.error}; then {acts or 'nothing logged'}")
 
 
 def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
-                  all_faults: Sequence[Fault], out: dict[str, Any]) -> None:
+                  all_faults: Sequence[Fault], out: dict[str, Any],
+                  lines: Sequence[Mapping[str, Any]] = ()) -> None:
     """Account for one job: duplicates and their causes, and every violation."""
     v: list[str] = out["violations"]
     if row is None:
@@ -268,7 +274,7 @@ def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
         out["causes"][cause or "unexplained"] += 1
         if cause is None:
             v.append(f"job {job_id}: exec {nxt.id} ran again after {prev.id} with no kill, "
-                     f"stop or cut of its process in between ({_told(prev)})")
+                     f"stop or cut of its process in between ({_told(prev, nxt, lines)})")
     ended = [e for e in runs if e.end is not None]
     if len(ended) > 1:
         explained = all(cause_of(a, b, all_faults) for a, b in itertools.pairwise(ended))
@@ -294,7 +300,7 @@ def account(lines: Sequence[Mapping[str, Any]], rows: Mapping[int, JobRow],
     overlaps = 0
     for job_id in ids:
         row, runs = rows.get(job_id), by_job.get(job_id, [])
-        _job_findings(job_id, row, runs, all_faults, out)
+        _job_findings(job_id, row, runs, all_faults, out, lines)
         out["violations"] += _checkpoint_regressions(row, runs)
         out["violations"] += _zombie_writes(runs, row, stops, dead_after, out)
         n, bad = _overlaps(runs)

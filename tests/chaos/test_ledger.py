@@ -104,6 +104,10 @@ def test_an_unexplained_rerun_names_how_the_server_saw_the_first_run_end() -> No
     (violation,) = result["violations"]
     assert "a started 0.000, no end line" in violation
     assert "outcome retried: OperationalError(1213)" in violation
+    assert "then nothing logged" in violation
+    handed = rerun_after({"ev": "reconciled", "t": 0.7, "pid": 10, "job": 1, "attempt": 1,
+                          "action": "handed_back"})
+    assert "then ['reconciled by pid 10 at 0.700 (handed_back)']" in handed["violations"][0]
 
 
 @pytest.mark.parametrize("state", [JobState.RUNNING, JobState.AVAILABLE, JobState.SCHEDULED])

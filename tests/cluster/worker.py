@@ -109,6 +109,8 @@ def subscribe(server: kiln.Server, log: Log) -> None:
             log("fenced", server=event.server_id, reason=event.reason)
         elif isinstance(event, kiln.JobCancelled):
             log("cancel_latency", job=event.job.id, latency=event.latency, stuck=event.stuck)
+        elif isinstance(event, kiln.JobReconciled):
+            log("reconciled", job=event.job_id, attempt=event.attempt, action=event.action)
         elif isinstance(event, kiln.JobFinished):
             log("result", job=event.job.id, attempt=event.job.attempt,
                 outcome=event.outcome.value,
