@@ -39,6 +39,8 @@ def test_the_user_projects_tests_pass(project_url: str) -> None:
     env = {**os.environ, "USER_PROJECT_DATABASE_URL": store_url,
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(PROJECT)])}
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    for name in [n for n in env if n.startswith("PYTEST_")]:  # this run's (xdist, addopts)
+        del env[name]
     env.pop("KILN_TEST_DATABASE_URL", None)
     if not store_url.startswith("sqlite"):  # kiln.testing's databases on the same server
         env["KILN_TEST_DATABASE_URL"] = store_url
