@@ -37,12 +37,17 @@ def _lock_stmts(
     )
     if not with_keys:
         return queue_rows
+    # The probe for an available job of each key is a scalar subquery with LIMIT 1 along
+    # kiln_jobs_conc, one index probe per key: as EXISTS, MariaDB materialized it as a
+    # semi-join, a scan of the whole table at every claim once the table had statistics
+    # (14.8 ms against 2.0 at 20,000 jobs; tests/stores/test_mysql_concurrency_plans.py).
     return (
         *queue_rows,
         Stmt(
-            "SELECT c.conc_key, c.max FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1"
+            "SELECT c.conc_key, c.max FROM kiln_concurrency_keys c WHERE (SELECT 1"
             " FROM kiln_jobs j WHERE j.state = 'available' AND j.conc_key = c.conc_key"
-            f" AND j.queue = %s AND j.kind IN ({marks(len(kinds))}))"
+            f" AND j.queue = %s AND j.kind IN ({marks(len(kinds))})"
+            " ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1"
             " AND (SELECT count(*) FROM kiln_jobs r WHERE r.state = 'running'"
             " AND r.conc_key = c.conc_key) < c.max"
             " ORDER BY c.last_claimed_at, c.conc_key LIMIT %s FOR UPDATE SKIP LOCKED",

@@ -1,0 +1,67 @@
+"""MySQL/MariaDB: the limited claim probes each key's jobs, it does not scan the table.
+
+20,000 available jobs of ten concurrency keys, 40 running, the table analyzed (as
+InnoDB's persistent statistics are in production). EXPLAIN of the store's own
+statement that locks the keys (_concurrency._lock_stmts): the probe for an available
+job of each key goes through an index, never a full scan of kiln_jobs (as EXISTS,
+MariaDB materialized it as a semi-join that read every row at every claim), and the
+claim still takes jobs of every key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import pymysql
+import pytest
+
+from kiln.stores import Store
+from kiln.stores.mysql._concurrency import _lock_stmts
+
+JOBS = 20_000
+KEYS = 10
+
+
+@pytest.fixture
+def mysql_store_url(backend: str, store_url: str) -> Iterator[str]:
+    if backend != "mysql":
+        pytest.skip("mysql only: a plan check of its limited claim")
+    yield store_url
+
+
+def connect(url: str) -> Any:
+    parts = urlsplit(url)
+    return pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+                           user=parts.username or "root", password=parts.password or "",
+                           database=parts.path.lstrip("/"), autocommit=True)
+
+
+async def test_the_key_probe_uses_an_index(mysql_store_url: str, store: Store) -> None:
+    start = datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=1)
+    rows = [("q", "k", "running" if i < 40 else "available", "{}", "{}", "{}",
+             start + timedelta(milliseconds=i), 25, "[]", start, f"kind:k|{i % KEYS}")
+            for i in range(JOBS)]
+    with connect(mysql_store_url) as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, run_at,"
+            " max_attempts, errors, created_at, conc_key)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+        cur.executemany("INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES (%s, 1000)",
+                        [(f"kind:k|{k}",) for k in range(KEYS)])
+        cur.execute("ANALYZE TABLE kiln_jobs")
+        lock = _lock_stmts("q", ["k"], 50, True)[-1]
+        cur.execute(f"EXPLAIN {lock.sql}", lock.params)
+        plan = cur.fetchall()
+    full_scans = [r for r in plan if r[2] in ("j", "r", "kiln_jobs") and r[3] == "ALL"]
+    assert not full_scans, plan
+    assert not [r for r in plan if r[1] == "MATERIALIZED"], plan
+    claimed = await store.job_claim("q", ["k"], 50, "s1", limited=True)
+    assert len(claimed) == 50
+    with connect(mysql_store_url) as conn, conn.cursor() as cur:
+        cur.execute("SELECT conc_key, count(*) FROM kiln_jobs WHERE server_id = 's1'"
+                    " GROUP BY conc_key")
+        per_key = dict(cur.fetchall())
+    assert per_key == {f"kind:k|{k}": 5 for k in range(KEYS)}  # the first of every key first
