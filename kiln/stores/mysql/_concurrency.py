@@ -109,29 +109,33 @@ def claim(
         rows = out[2 + 2 * order].rows[:max(free, 0)]
         found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(out[-1].rows)]
-    ids = [c[4] for c in sorted(found)[:room]]
-    if not ids:
+    chosen = sorted(found)[:room]
+    if not chosen:
         return []
-    return (yield from _take(ids, server_id))
+    served = sorted({keys[c[2]][0] for c in chosen if c[2] >= 0})
+    return (yield from _take([c[4] for c in chosen], server_id, served))
 
 
-def _take(ids: list[int], server_id: str) -> Plan[list[JobRow]]:
+def _take(ids: list[int], server_id: str, served: list[str]) -> Plan[list[JobRow]]:
+    """Mark the jobs running, read them back, and mark the keys they were chosen from
+    served (fairness: least recently served first), all in the round trip that commits.
+    A job cancelled since it was read is not taken; its key is marked all the same,
+    which only moves it back in the order."""
     m = marks(len(ids))
+    mark_served = (Stmt(
+        f"UPDATE kiln_concurrency_keys SET last_claimed_at = {NOW}"
+        f" WHERE conc_key IN ({marks(len(served))})", served,
+    ),) if served else ()
     out = yield step(
         Stmt(f"UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
              f" attempted_at = {NOW}, server_id = %s WHERE id IN ({m}) AND state = 'available'",
              (server_id, *ids)),
-        Stmt(f"SELECT {JOB_COLS}, conc_key FROM kiln_jobs WHERE id IN ({m})"
+        Stmt(f"SELECT {JOB_COLS} FROM kiln_jobs WHERE id IN ({m})"
              " AND state = 'running' AND server_id = %s", (*ids, server_id)),
+        *mark_served,
+        last=True,
     )
-    rows = out[1].rows
-    served = sorted({str(r[-1]) for r in rows if r[-1] is not None})
-    if served:
-        yield step(Stmt(
-            f"UPDATE kiln_concurrency_keys SET last_claimed_at = {NOW}"
-            f" WHERE conc_key IN ({marks(len(served))})", served,
-        ), last=True)
-    jobs = [row_to_job(r[:-1]) for r in rows]
+    jobs = [row_to_job(r) for r in out[1].rows]
     jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
     return jobs
 
