@@ -17,9 +17,11 @@ import kiln
 from kiln._server import run_in_new_loop
 from tests.chaos.app import QUEUE, build_app
 from tests.cluster.worker import Log, subscribe
+from tests.plugins.parent import exit_with_parent
 
 
 async def main(spec: dict[str, Any]) -> None:
+    exit_with_parent()
     log = Log(spec["log"], spec["label"])
     app = build_app(spec["url"], log)
     server = kiln.Server(

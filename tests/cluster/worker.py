@@ -26,6 +26,7 @@ from typing import Any
 import kiln
 from kiln._server import run_in_new_loop
 from tests.cluster.gate import GatedStore
+from tests.plugins.parent import exit_with_parent
 
 
 class Log:
@@ -144,6 +145,7 @@ async def report(server: kiln.Server, path: str) -> None:
 
 
 async def main(spec: dict[str, Any]) -> None:
+    exit_with_parent()
     log = Log(spec["log"], spec["label"])
     app = build_app(spec["url"], log)
     for schedule in spec.get("schedules", []):

@@ -18,10 +18,12 @@ from typing import Any
 
 import kiln
 from kiln._server import run_in_new_loop
+from tests.plugins.parent import exit_with_parent
 from tests.plugins.workers import load_app
 
 
 async def main(app_spec: str, queue: str, config: dict[str, Any]) -> None:
+    exit_with_parent()
     app = load_app(app_spec)
     name, _, concurrency = queue.partition("=")
     server = app.server({name: int(concurrency or 10)}, kiln.ServerConfig(**config))
