@@ -1,18 +1,19 @@
 """Concurrency-limit benchmark: the cost of a global limit that never binds on drain.
 
-The same drain (N no-op jobs, one worker process, PostgreSQL by default) three ways,
-interleaved in one run: no limit; a per-tenant ``kiln.Concurrency(max=1000,
-key="args.t")`` on the kind (ten tenants, so every claim goes through the limited
-claim and no key is ever full); a queue limit of 1000. Prints one JSON object per
-drain, then the medians of the per-run ratios (limited / plain jobs per second, and
-database CPU per job). The goal (issue 15): a limit that never binds costs <= 10%.
+The same drain (N no-op jobs, one worker process; PostgreSQL by default, ``--mysql`` or
+``--sqlite``) three ways, interleaved in one run: no limit; a per-tenant
+``kiln.Concurrency(max=1000, key="args.t")`` on the kind (ten tenants, so every claim
+goes through the limited claim and no key is ever full); a queue limit of 1000. Prints
+one JSON object per drain, then the medians of the per-run ratios (limited / plain jobs
+per second, and database CPU per job; SQLite runs inside the worker, so its CPU is the
+worker's). The goal (issue 15): a limit that never binds costs <= 10%.
 
 Once filled, the table is analyzed (ANALYZE kiln_jobs), as autovacuum would have by then
 in production: PostgreSQL's plans differ with statistics, and a table without them
 (this machine's PostgreSQL runs with autovacuum off) hid a limited claim that scanned
 the table (docs/performance.md). ``--no-analyze`` measures without them.
 
-    python -m bench.bench_concurrency --jobs 10000 --concurrency 10 --runs 5 [--mysql]
+    python -m bench.bench_concurrency --jobs 10000 --concurrency 10 --runs 5 [--mysql | --sqlite]
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from bench.bench_drain import (
@@ -38,6 +42,7 @@ from bench.drain_concurrency import app_for
 
 MODES = ("plain", "kind", "queue")
 TENANTS = 10
+NO_DATABASE_PROCESS = "\x00"  # SQLite runs in the worker: no process's name starts so
 
 
 def fill(url: str, mode: str, jobs: int) -> None:
@@ -51,9 +56,31 @@ def fill(url: str, mode: str, jobs: int) -> None:
         app.close()
 
 
+def run_sqlite(mode: str, jobs: int, concurrency: int, analyze: bool = True) -> dict[str, Any]:
+    """The drain on a fresh SQLite file: the database runs inside the worker process,
+    so its CPU is the worker's (no database CPU is reported)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kiln_conc.db"
+        url = f"sqlite:///{path}"
+        fill(url, mode, jobs)
+        with sqlite3.connect(path) as conn:
+            if analyze:
+                conn.execute("ANALYZE")
+
+            def left() -> int:
+                return int(conn.execute(
+                    "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'").fetchone()[0])
+
+            cmd = [sys.executable, "-m", "bench.drain_concurrency", url, str(concurrency), mode]
+            return measure(mode, cmd, left, jobs, NO_DATABASE_PROCESS, poll=0.05)
+
+
 def run(
-    mode: str, jobs: int, concurrency: int, mysql: bool, analyze: bool = True
+    mode: str, jobs: int, concurrency: int, mysql: bool, analyze: bool = True,
+    sqlite: bool = False,
 ) -> dict[str, Any]:
+    if sqlite:
+        return run_sqlite(mode, jobs, concurrency, analyze)
     url = fresh_mysql_database("kiln_conc") if mysql else fresh_database("kiln_conc")
     try:
         fill(url, mode, jobs)
@@ -84,7 +111,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--mysql", action="store_true")
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--mysql", action="store_true")
+    store.add_argument("--sqlite", action="store_true",
+                       help="a fresh SQLite file per drain (its CPU is the worker's)")
     parser.add_argument("--no-analyze", dest="analyze", action="store_false",
                         help="drain a table without statistics (no ANALYZE after the fill)")
     args = parser.parse_args()
@@ -95,7 +125,8 @@ def main() -> None:
         order = MODES if n % 2 == 0 else (MODES[0], *reversed(MODES[1:]))
         results = {}
         for mode in order:  # interleaved: drift hits every mode of a run alike
-            results[mode] = run(mode, args.jobs, args.concurrency, args.mysql, args.analyze)
+            results[mode] = run(mode, args.jobs, args.concurrency, args.mysql, args.analyze,
+                                args.sqlite)
             print(json.dumps({"run": n, **results[mode]}), flush=True)
         base = results["plain"]
         for mode in MODES[1:]:
@@ -104,7 +135,7 @@ def main() -> None:
                 cpu[mode].append(results[mode]["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"])
         load.append(os.getloadavg()[0])
     print(json.dumps({
-        "database": "mariadb" if args.mysql else "postgresql",
+        "database": "mariadb" if args.mysql else "sqlite" if args.sqlite else "postgresql",
         "jobs": args.jobs, "concurrency": args.concurrency, "runs": args.runs,
         "analyzed": args.analyze,
         "load_1m": [round(x, 2) for x in load],
