@@ -8,4 +8,6 @@ With CI=true a missing database fails the run instead of skipping.
 
 from __future__ import annotations
 
-pytest_plugins = ["tests.plugins.databases", "pytester"]  # pytester: tests/testing
+pytest_plugins = [
+    "tests.plugins.databases", "tests.plugins.exclusive", "pytester",  # pytester: tests/testing
+]
