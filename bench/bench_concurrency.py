@@ -19,6 +19,7 @@ the table (docs/performance.md). ``--no-analyze`` measures without them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -42,7 +43,6 @@ from bench.drain_concurrency import app_for
 
 MODES = ("plain", "kind", "queue")
 TENANTS = 10
-NO_DATABASE_PROCESS = "\x00"  # SQLite runs in the worker: no process's name starts so
 
 
 def fill(url: str, mode: str, jobs: int) -> None:
@@ -56,14 +56,28 @@ def fill(url: str, mode: str, jobs: int) -> None:
         app.close()
 
 
-def run_sqlite(mode: str, jobs: int, concurrency: int, analyze: bool = True) -> dict[str, Any]:
-    """The drain on a fresh SQLite file: the database runs inside the worker process,
-    so its CPU is the worker's (no database CPU is reported)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kiln_conc.db"
-        url = f"sqlite:///{path}"
-        fill(url, mode, jobs)
-        with sqlite3.connect(path) as conn:
+def run(mode: str, jobs: int, concurrency: int, store: str, analyze: bool = True
+        ) -> dict[str, Any]:
+    """One drain of ``mode`` on a fresh database of ``store``: postgresql, mariadb or
+    sqlite."""
+    if store == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            return _drain(mode, jobs, concurrency, store, f"sqlite:///{Path(tmp) / 'conc.db'}",
+                          analyze)
+    url = fresh_mysql_database("kiln_conc") if store == "mariadb" else fresh_database(
+        "kiln_conc")
+    try:
+        return _drain(mode, jobs, concurrency, store, url, analyze)
+    finally:
+        (drop_mysql_database if store == "mariadb" else drop_database)(url)
+
+
+def _drain(mode: str, jobs: int, concurrency: int, store: str, url: str, analyze: bool
+           ) -> dict[str, Any]:
+    fill(url, mode, jobs)
+    cmd = [sys.executable, "-m", "bench.drain_concurrency", url, str(concurrency), mode]
+    if store == "sqlite":  # the database runs in the worker: its CPU is the worker's
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
             if analyze:
                 conn.execute("ANALYZE")
 
@@ -71,39 +85,21 @@ def run_sqlite(mode: str, jobs: int, concurrency: int, analyze: bool = True) -> 
                 return int(conn.execute(
                     "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'").fetchone()[0])
 
-            cmd = [sys.executable, "-m", "bench.drain_concurrency", url, str(concurrency), mode]
-            return measure(mode, cmd, left, jobs, NO_DATABASE_PROCESS, poll=0.05)
-
-
-def run(
-    mode: str, jobs: int, concurrency: int, mysql: bool, analyze: bool = True,
-    sqlite: bool = False,
-) -> dict[str, Any]:
-    if sqlite:
-        return run_sqlite(mode, jobs, concurrency, analyze)
-    url = fresh_mysql_database("kiln_conc") if mysql else fresh_database("kiln_conc")
+            return measure(mode, cmd, left, jobs, None, poll=0.05)
+    if analyze:
+        (my_execute if store == "mariadb" else pg_execute)(
+            "ANALYZE TABLE kiln_jobs" if store == "mariadb" else "ANALYZE kiln_jobs", url)
+    if store == "mariadb":
+        unfinished = "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'"
+        return measure(mode, cmd, lambda: int(my_execute(unfinished, url)[0][0]), jobs,
+                       "mariadbd", poll=0.05)
+    probe = PgProbe(url, "SELECT (EXISTS (SELECT 1 FROM kiln_jobs WHERE state ="
+                    " 'available'))::int + (EXISTS (SELECT 1 FROM kiln_jobs"
+                    " WHERE state = 'running'))::int")
     try:
-        fill(url, mode, jobs)
-        if analyze:
-            (my_execute if mysql else pg_execute)("ANALYZE TABLE kiln_jobs" if mysql
-                                                  else "ANALYZE kiln_jobs", url)
-        cmd = [sys.executable, "-m", "bench.drain_concurrency", url, str(concurrency), mode]
-        if mysql:
-            left = "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'"
-            result = measure(mode, cmd, lambda: int(my_execute(left, url)[0][0]), jobs,
-                             "mariadbd", poll=0.05)
-        else:
-            probe = PgProbe(url, "SELECT (EXISTS (SELECT 1 FROM kiln_jobs WHERE state ="
-                            " 'available'))::int + (EXISTS (SELECT 1 FROM kiln_jobs"
-                            " WHERE state = 'running'))::int")
-            try:
-                result = measure(mode, cmd, probe.remaining, jobs, "postgres",
-                                 probe_cpu=probe.cpu)
-            finally:
-                probe.close()
+        return measure(mode, cmd, probe.remaining, jobs, "postgres", probe_cpu=probe.cpu)
     finally:
-        (drop_mysql_database if mysql else drop_database)(url)
-    return result
+        probe.close()
 
 
 def main() -> None:
@@ -111,13 +107,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
-    store = parser.add_mutually_exclusive_group()
-    store.add_argument("--mysql", action="store_true")
-    store.add_argument("--sqlite", action="store_true",
+    backend = parser.add_mutually_exclusive_group()
+    backend.add_argument("--mysql", action="store_true")
+    backend.add_argument("--sqlite", action="store_true",
                        help="a fresh SQLite file per drain (its CPU is the worker's)")
     parser.add_argument("--no-analyze", dest="analyze", action="store_false",
                         help="drain a table without statistics (no ANALYZE after the fill)")
     args = parser.parse_args()
+    store = "mariadb" if args.mysql else "sqlite" if args.sqlite else "postgresql"
     ratios: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     cpu: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     load = [os.getloadavg()[0]]
@@ -125,8 +122,7 @@ def main() -> None:
         order = MODES if n % 2 == 0 else (MODES[0], *reversed(MODES[1:]))
         results = {}
         for mode in order:  # interleaved: drift hits every mode of a run alike
-            results[mode] = run(mode, args.jobs, args.concurrency, args.mysql, args.analyze,
-                                args.sqlite)
+            results[mode] = run(mode, args.jobs, args.concurrency, store, args.analyze)
             print(json.dumps({"run": n, **results[mode]}), flush=True)
         base = results["plain"]
         for mode in MODES[1:]:
@@ -135,7 +131,7 @@ def main() -> None:
                 cpu[mode].append(results[mode]["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"])
         load.append(os.getloadavg()[0])
     print(json.dumps({
-        "database": "mariadb" if args.mysql else "sqlite" if args.sqlite else "postgresql",
+        "database": store,
         "jobs": args.jobs, "concurrency": args.concurrency, "runs": args.runs,
         "analyzed": args.analyze,
         "load_1m": [round(x, 2) for x in load],

@@ -105,7 +105,7 @@ POLL = 0.01  # seconds between two looks at what is left
 
 
 def measure(
-    name: str, cmd: list[str], remaining: Callable[[], int], jobs: int, db_process: str,
+    name: str, cmd: list[str], remaining: Callable[[], int], jobs: int, db_process: str | None,
     env: dict[str, str] | None = None, timeout: float = 600.0,
     probe_cpu: Callable[[], float] = lambda: 0.0, poll: float = POLL,
 ) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def measure(
     if not line.startswith("READY"):
         proc.kill()
         raise RuntimeError(f"{name} worker failed to start: {line!r}")
-    db_before = _procs.snapshot(db_process)
+    db_before = _procs.snapshot(db_process) if db_process else {}  # None: in the worker
     probe_before = probe_cpu()
     worker_before = _procs.cpu_seconds(proc.pid)
     began = time.perf_counter()
@@ -131,7 +131,8 @@ def measure(
         time.sleep(poll)
     elapsed = time.perf_counter() - began
     worker_cpu = _procs.cpu_seconds(proc.pid) - worker_before
-    db_cpu = _procs.delta(db_before, _procs.snapshot(db_process)) - (probe_cpu() - probe_before)
+    db_after = _procs.snapshot(db_process) if db_process else {}
+    db_cpu = _procs.delta(db_before, db_after) - (probe_cpu() - probe_before)
     proc.kill()
     proc.wait()
     return {

@@ -244,7 +244,7 @@ def _told(e: Exec, nxt: Exec, lines: Sequence[Mapping[str, Any]]) -> str:
 
 def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
                   all_faults: Sequence[Fault], out: dict[str, Any],
-                  lines: Sequence[Mapping[str, Any]] = ()) -> None:
+                  lines: Sequence[Mapping[str, Any]]) -> None:
     """Account for one job: duplicates and their causes, and every violation."""
     v: list[str] = out["violations"]
     if row is None:
