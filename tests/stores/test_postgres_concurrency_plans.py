@@ -10,8 +10,6 @@ claims.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -19,15 +17,10 @@ import pytest
 from kiln.stores import Store
 from kiln.stores.postgres._concurrency import CLAIM_NAMES, CLAIM_SQL, QUEUE_NAMES, QUEUE_SQL
 from kiln.stores.postgres._jobs import CLAIM, _numbered
+from tests.stores.pg_plans import plan_nodes, postgres_only
 
 BLOCKED = 100_000
-
-
-@pytest.fixture
-def pg_url(backend: str, store_url: str) -> Iterator[str]:
-    if backend != "postgresql":
-        pytest.skip("postgres only: a plan check of its claim index")
-    yield store_url
+pg_url = postgres_only("a plan check of its claim index")
 
 
 async def test_the_plain_claim_skips_a_blocked_backlog(pg_url: str, store: Store) -> None:
@@ -50,19 +43,12 @@ async def test_the_plain_claim_skips_a_blocked_backlog(pg_url: str, store: Store
         conn.execute("ROLLBACK")
     text = json.dumps(plan)
     assert "kiln_jobs_claim" in text, text
-    assert not [n for n in _nodes(plan[0]["Plan"], "Seq Scan")
+    assert not [n for n in plan_nodes(plan[0]["Plan"], "Seq Scan")
                 if n.get("Relation Name") == "kiln_jobs"], text
-    scans = list(_nodes(plan[0]["Plan"], "Index Scan"))
+    scans = list(plan_nodes(plan[0]["Plan"], "Index Scan"))
     assert scans and all(s.get("Actual Rows", 0) <= 10 for s in scans), text
     assert all(s.get("Rows Removed by Filter", 0) < 100 for s in scans), text
     assert len(await store.job_claim("q", ["k"], 10, "s1", limited=True)) == 10
-
-
-def _nodes(node: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
-    if node.get("Node Type") == kind:
-        yield node
-    for child in node.get("Plans", []) or []:
-        yield from _nodes(child, kind)
 
 
 @pytest.mark.parametrize("keys", [True, False], ids=["claim with keys", "without keys"])
@@ -94,7 +80,7 @@ async def test_a_queue_limited_claim_reads_only_what_it_takes(
         conn.execute("ROLLBACK")
     text = json.dumps(plan)
     reads = [n for kind in ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")
-             for n in _nodes(plan[0]["Plan"], kind) if n.get("Relation Name") == "kiln_jobs"]
+             for n in plan_nodes(plan[0]["Plan"], kind) if n.get("Relation Name") == "kiln_jobs"]
     assert not [n for n in reads if n["Node Type"] == "Seq Scan"], text
     assert reads and all(n.get("Actual Rows", 0) <= limit for n in reads), text
     assert "kiln_jobs_claim" in text, text

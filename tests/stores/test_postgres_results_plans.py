@@ -13,8 +13,6 @@ a batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -22,26 +20,15 @@ import pytest
 from kiln._job import JobResult, Outcome
 from kiln.stores import Store
 from kiln.stores.postgres._jobs import _numbered, _results_stmt
+from tests.stores.pg_plans import plan_nodes, postgres_only
 
 RUNNING = 40
-
-
-@pytest.fixture
-def pg_url(backend: str, store_url: str) -> Iterator[str]:
-    if backend != "postgresql":
-        pytest.skip("postgres only: a plan check of its results statement")
-    yield store_url
+pg_url = postgres_only("a plan check of its results statement")
 
 
 def _results(ids: list[int], stored: bool) -> list[JobResult]:
     return [JobResult(job_id=i, server_id="s1", attempt=1, outcome=Outcome.COMPLETED,
                       result='{"n": 1}' if stored else None) for i in ids]
-
-
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []) or []:
-        yield from _nodes(child)
 
 
 @pytest.mark.parametrize("stored", [False, True], ids=["no result", "stored result"])
@@ -76,7 +63,7 @@ async def test_results_run_a_generic_plan_by_primary_key(
             plan = cur.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE results({placeholders})",
                                stmt.params).fetchall()[0][0]
     text = json.dumps(plan)
-    scans = [n for n in _nodes(plan[0]["Plan"])
+    scans = [n for n in plan_nodes(plan[0]["Plan"])
              if n.get("Relation Name") == "kiln_jobs" and n["Node Type"] != "ModifyTable"]
     assert scans and all(n.get("Index Name") == "kiln_jobs_pkey" for n in scans), text
     assert all(n.get("Actual Rows", 0) <= 1 for n in scans), text

@@ -11,25 +11,18 @@ these fail.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 
 from kiln._job import JobFilter, JobState, NewJob
 from kiln.stores import Store
 from kiln.stores.postgres._admin import count_stmt, tagged_list_stmts
 from kiln.stores.postgres._plan import Stmt
+from tests.stores.pg_plans import postgres_only
 
 JOBS = 10_000
-
-
-@pytest.fixture
-def pg_url(backend: str, store_url: str) -> Iterator[str]:
-    if backend != "postgresql":
-        pytest.skip("postgres only: the other stores have no index on tags or metadata")
-    yield store_url
+pg_url = postgres_only("the other stores have no index on tags or metadata")
 
 
 def _plan(url: str, stmt: Stmt) -> str:

@@ -8,24 +8,17 @@ ANALYZE: an "until" long before any job goes through kiln_jobs_created.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import psycopg
-import pytest
 
 from kiln._job import JobFilter, NewJob
 from kiln.stores import Store
 from kiln.stores.postgres._admin import list_stmt
+from tests.stores.pg_plans import postgres_only
 
 JOBS = 20_000
-
-
-@pytest.fixture
-def pg_url(backend: str, store_url: str) -> Iterator[str]:
-    if backend != "postgresql":
-        pytest.skip("postgres only: the other stores have no index on created_at")
-    yield store_url
+pg_url = postgres_only("the other stores have no index on created_at")
 
 
 async def test_a_rare_time_range_uses_the_brin_index(pg_url: str, store: Store) -> None:
