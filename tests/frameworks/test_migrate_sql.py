@@ -19,6 +19,7 @@ import kiln.sqlalchemy
 from kiln.cli import run
 from kiln.stores import _migrations, _script, store_from_url
 from tests.frameworks.test_sqlalchemy_conn import SYNC_DRIVER, sa_url
+from tests.plugins.databases import mysql_connect
 
 LATEST = _migrations.latest("kiln.stores.sqlite")
 
@@ -54,13 +55,9 @@ def run_script(url: str, script: str) -> None:
         with psycopg.connect(url, autocommit=True) as pg:
             pg.execute(script.encode())  # bytes: no parameters, the script as written
     else:
-        import pymysql
         from pymysql.constants import CLIENT
 
-        p = urlsplit(url)
-        my = pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or "root",
-                             database=p.path.lstrip("/"), autocommit=True,
-                             client_flag=CLIENT.MULTI_STATEMENTS)
+        my = mysql_connect(url, client_flag=CLIENT.MULTI_STATEMENTS)
         with my, my.cursor() as cur:
             cur.execute(script)
             while cur.nextset():

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -50,19 +51,31 @@ def postgres_schema_url(base: str | None = None) -> Iterator[str]:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+def mysql_connect(url: str, *, autocommit: bool = True, database: bool = True,
+                  **options: Any) -> Any:
+    """A pymysql connection to the server (and, with ``database``, the database) that a
+    ``mysql://`` URL names; ``options`` go to ``pymysql.connect``."""
+    import pymysql  # the sync driver, for tests that reach under the store
+
+    parts = urlsplit(url)
+    if database:
+        options["database"] = parts.path.lstrip("/")
+    return pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+                           user=parts.username or "root", password=parts.password or "",
+                           autocommit=autocommit, **options)
+
+
 def mysql_database_url(base: str | None = None) -> Iterator[str]:
     """A fresh database on ``base``'s server (default: the test server), dropped after."""
     import pymysql  # the sync driver, only for creating and dropping test databases
 
-    parts = urlsplit(base or MYSQL_URL)
+    server = base or MYSQL_URL
+    parts = urlsplit(server)
     name = f"kiln_t_{uuid.uuid4().hex[:12]}"
 
     def execute(sql: str) -> None:
         # a connection per statement: the server may restart in between (tests/chaos)
-        conn = pymysql.connect(
-            host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
-            user=parts.username or "root", password=parts.password or "", connect_timeout=5,
-        )
+        conn = mysql_connect(server, autocommit=False, database=False, connect_timeout=5)
         with conn, conn.cursor() as cur:
             cur.execute(sql)
 

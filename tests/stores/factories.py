@@ -12,10 +12,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
-import pymysql
 
 from kiln._job import AttemptError, JobResult, JobRow, NewJob, Outcome, ServerInfo
 from kiln.stores import Store
+from tests.plugins.databases import mysql_connect
 
 
 def job(kind: str = "k", queue: str = "q", **options: Any) -> NewJob:
@@ -77,10 +77,6 @@ def delete_row_only(store_url: str, job_id: int) -> None:
         with psycopg.connect(store_url, autocommit=True) as pg:
             pg.execute("DELETE FROM kiln_jobs WHERE id = %s", (job_id,))
     else:
-        my = pymysql.connect(
-            host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
-            user=parts.username or "root", password=parts.password or "",
-            database=parts.path.lstrip("/"), autocommit=True,
-        )
+        my = mysql_connect(store_url)
         with contextlib.closing(my), my.cursor() as cur:
             cur.execute("DELETE FROM kiln_jobs WHERE id = %s", (job_id,))

@@ -15,11 +15,11 @@ import time
 from urllib.parse import urlsplit
 
 import psycopg
-import pymysql
 import pytest
 
 from kiln._job import JobFilter, KindDeclaration
 from kiln.stores import Store, _migrations, store_from_url
+from tests.plugins.databases import mysql_connect
 from tests.stores.factories import server
 
 
@@ -126,8 +126,6 @@ def version_3_job(url: str) -> None:
         with psycopg.connect(url, autocommit=True) as pg:
             pg.execute(V3_JOB.replace("NOW", "now()").encode())
     else:
-        conn = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
-                               user=parts.username or "root", database=parts.path[1:],
-                               autocommit=True)
+        conn = mysql_connect(url)
         with contextlib.closing(conn), conn.cursor() as cur:
             cur.execute(V3_JOB.replace("NOW", "UTC_TIMESTAMP(6)"))

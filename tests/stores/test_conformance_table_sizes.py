@@ -13,9 +13,9 @@ import contextlib
 from urllib.parse import urlsplit
 
 import psycopg
-import pymysql
 
 from kiln.stores import Store, TableSize
+from tests.plugins.databases import mysql_connect
 from tests.stores.factories import eventually, insert, job
 
 
@@ -27,11 +27,7 @@ def execute(store_url: str, sql: str) -> None:
             pg.execute(sql)
             pg.execute("SELECT pg_stat_force_next_flush()")
     elif parts.scheme.startswith("mysql"):
-        my = pymysql.connect(
-            host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
-            user=parts.username or "root", password=parts.password or "",
-            database=parts.path.lstrip("/"), autocommit=True,
-        )
+        my = mysql_connect(store_url)
         with contextlib.closing(my), my.cursor() as cur:
             cur.execute(sql)
 

@@ -11,23 +11,13 @@ claim still takes jobs of every key.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
-from urllib.parse import urlsplit
-
-import pymysql
 
 from kiln.stores import Store, store_from_url
 from kiln.stores.mysql._concurrency import _lock_stmts
+from tests.plugins.databases import mysql_connect
 
 JOBS = 20_000
 KEYS = 10
-
-
-def connect(url: str) -> Any:
-    parts = urlsplit(url)
-    return pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
-                           user=parts.username or "root", password=parts.password or "",
-                           database=parts.path.lstrip("/"), autocommit=True)
 
 
 async def test_the_key_probe_uses_an_index(mysql_url: str) -> None:
@@ -45,7 +35,7 @@ async def check_the_key_probe(url: str, store: Store) -> None:
     rows = [("q", "k", "running" if i < 40 else "available", "{}", "{}", "{}",
              start + timedelta(milliseconds=i), 25, "[]", start, f"kind:k|{i % KEYS}")
             for i in range(JOBS)]
-    with connect(url) as conn, conn.cursor() as cur:
+    with mysql_connect(url) as conn, conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, run_at,"
             " max_attempts, errors, created_at, conc_key)"
@@ -61,7 +51,7 @@ async def check_the_key_probe(url: str, store: Store) -> None:
     assert not [r for r in plan if r[1] == "MATERIALIZED"], plan
     claimed = await store.job_claim("q", ["k"], 50, "s1", limited=True)
     assert len(claimed) == 50
-    with connect(url) as conn, conn.cursor() as cur:
+    with mysql_connect(url) as conn, conn.cursor() as cur:
         cur.execute("SELECT conc_key, count(*) FROM kiln_jobs WHERE server_id = 's1'"
                     " GROUP BY conc_key")
         per_key = dict(cur.fetchall())

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import psycopg
-import pymysql
 import pytest
 from playwright.async_api import Browser, Page, expect
 
 from kiln import Client
+from tests.plugins.databases import mysql_connect
 from tests.web.conftest import fail_jobs
 from tests.web.live import LiveDashboard
 from tests.web.test_browser import _sign_in
@@ -37,10 +37,7 @@ def _rename_jobs_table(url: str, old: str, new: str) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(sql)
     else:
-        parts = urlsplit(url)
-        conn = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
-                               user=parts.username or "root", password=parts.password or "",
-                               database=parts.path.lstrip("/"), autocommit=True)
+        conn = mysql_connect(url)
         try:
             with conn.cursor() as cur:
                 cur.execute(sql)
