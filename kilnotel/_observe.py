@@ -178,7 +178,7 @@ def observe(
 
     def alive() -> bool:
         s = server_ref()
-        return s is not None and s.stats().state not in ("stopping", "stopped")
+        return s is not None and s.state not in ("stopping", "stopped")
 
     def eligible() -> bool:
         s = server_ref()

@@ -149,6 +149,12 @@ class Server:
             loop.call_soon_threadsafe(stopping.set)
 
     @property
+    def state(self) -> str:
+        """``new``, ``running``, ``stopping`` or ``stopped`` (as in ``stats().state``,
+        without building the rest of the snapshot)."""
+        return self._state
+
+    @property
     def is_leader(self) -> bool:
         return bool(self._elector and self._elector.is_leader)
 
