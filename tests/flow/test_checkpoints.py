@@ -83,6 +83,11 @@ def test_killed_worker_job_resumes_on_another_worker(
     wait_for(lambda: admin.job(job_id).state is JobState.COMPLETED, 40, "the job completed")
     row = admin.job(job_id)
     assert row.server_id == survivor.server_id and row.attempt == 2, (row.errors, row.params)
-    assert row.params["starts"] == [0, at_kill] and at_kill >= 4
+    # a checkpoint the worker sent just before the kill can still commit after the
+    # process is gone (the database finishes what it received): the job resumes from
+    # what the database held after the kill, or from that one checkpoint more
+    first_start, resumed_at = row.params["starts"]
+    assert first_start == 0 and resumed_at - at_kill in (0, 1) and at_kill >= 4, (
+        row.params["starts"], at_kill)
     assert row.params["cursor"] == 40
     assert "stopped sending heartbeats" in (row.errors[0].error if row.errors else "")
