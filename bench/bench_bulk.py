@@ -1,5 +1,5 @@
 """Requeue of many failed jobs: in batches (what ``kiln jobs requeue --state failed`` and
-the dashboard's "Requeue all matching" run, kiln._bulk) beside one requeue statement
+the dashboard's "Requeue all matching" run, kiln._client._bulk) beside one requeue statement
 over all of them (``Client.requeue``), on PostgreSQL.
 
 Each run fills a fresh table with ``--jobs`` failed jobs (args of a realistic size, an
@@ -24,9 +24,9 @@ import time
 from typing import Any
 
 from bench.bench_drain import drop_database, fresh_database, pg_execute
-from kiln._bulk import Bulk
-from kiln._client import Client
-from kiln._job import AttemptError, JobFilter, JobResult, JobState, NewJob, Outcome
+from kiln._client._bulk import Bulk
+from kiln._client._client import Client
+from kiln._model._job import AttemptError, JobFilter, JobResult, JobState, NewJob, Outcome
 from kiln.stores import Store, store_from_url
 
 FAILED = JobFilter(states=(JobState.FAILED,))

@@ -11,9 +11,11 @@ worker's). The goal (issue 15): a limit that never binds costs <= 10%.
 Once filled, the table is analyzed (ANALYZE kiln_jobs), as autovacuum would have by then
 in production: PostgreSQL's plans differ with statistics, and a table without them
 (this machine's PostgreSQL runs with autovacuum off) hid a limited claim that scanned
-the table (docs/performance.md). ``--no-analyze`` measures without them.
+the table (bench/RESULTS.md, "Global concurrency limits"). ``--no-analyze`` measures
+without them.
 
     python -m bench.bench_concurrency --jobs 10000 --concurrency 10 --runs 5 [--mysql | --sqlite]
+    python -m bench.bench_concurrency --stores postgresql,sqlite,mariadb  # all in one run
 """
 
 from __future__ import annotations
@@ -113,8 +115,20 @@ def main() -> None:
                        help="a fresh SQLite file per drain (its CPU is the worker's)")
     parser.add_argument("--no-analyze", dest="analyze", action="store_false",
                         help="drain a table without statistics (no ANALYZE after the fill)")
+    parser.add_argument("--stores", default=None,
+                        help="comma-separated, in one run: postgresql,sqlite,mariadb")
     args = parser.parse_args()
-    store = "mariadb" if args.mysql else "sqlite" if args.sqlite else "postgresql"
+    stores = (args.stores.split(",") if args.stores else
+              ["mariadb" if args.mysql else "sqlite" if args.sqlite else "postgresql"])
+    summaries = [measure_store(store, args) for store in stores]
+    if len(summaries) > 1:  # the stores side by side, as measured in this one run
+        print(json.dumps({s["database"]: {"throughput_ratio_median": s["throughput_ratio_median"],
+                                          "load_1m": s["load_1m"]} for s in summaries},
+                         indent=2))
+
+
+def measure_store(store: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The runs of one store, each the three modes interleaved; its summary, printed."""
     ratios: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     cpu: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     load = [os.getloadavg()[0]]
@@ -123,14 +137,14 @@ def main() -> None:
         results = {}
         for mode in order:  # interleaved: drift hits every mode of a run alike
             results[mode] = run(mode, args.jobs, args.concurrency, store, args.analyze)
-            print(json.dumps({"run": n, **results[mode]}), flush=True)
+            print(json.dumps({"run": n, "database": store, **results[mode]}), flush=True)
         base = results["plain"]
         for mode in MODES[1:]:
             ratios[mode].append(results[mode]["jobs_per_s"] / base["jobs_per_s"])
             if base["db_cpu_s_per_1000"]:
                 cpu[mode].append(results[mode]["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"])
         load.append(os.getloadavg()[0])
-    print(json.dumps({
+    summary = {
         "database": store,
         "jobs": args.jobs, "concurrency": args.concurrency, "runs": args.runs,
         "analyzed": args.analyze,
@@ -138,7 +152,9 @@ def main() -> None:
         "throughput_ratio_median": {m: round(statistics.median(r), 3) for m, r in ratios.items()},
         "throughput_ratios": {m: [round(x, 3) for x in r] for m, r in ratios.items()},
         "db_cpu_ratio_median": {m: round(statistics.median(r), 3) for m, r in cpu.items() if r},
-    }, indent=2))
+    }
+    print(json.dumps(summary, indent=2), flush=True)
+    return summary
 
 
 if __name__ == "__main__":

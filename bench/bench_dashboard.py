@@ -9,6 +9,7 @@ per-state GROUP BY). Prints one JSON object; the schema is dropped unless ``--ke
 
     python bench/bench_dashboard.py [--url postgresql://postgres@127.0.0.1:5432/test]
         [--jobs 1000000] [--rounds 7] [--keep | --fill-only | --reuse SCHEMA]
+        [--only REGEX]   # time only the pages whose name matches (no store calls)
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ async def _timed(http: httpx.AsyncClient, path: str, rounds: int) -> list[float]
     return times
 
 
-async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]:
+async def time_pages(url: str, rounds: int, f: dict[str, Any],
+                     only: str | None = None) -> dict[str, Any]:
     """Per page: warm (counts cached), cold (right after an invalidation: start-up or an
     action) and refreshing (count_ttl=0: every request starts a background refresh of
     the counts, which then competes for the database)."""
@@ -202,6 +204,8 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]
         listings = pages(f)
         others = {k: v.format(mid=f["max_id"] // 2) for k, v in OTHER_PAGES.items()}
         for name, path in {**listings, **others}.items():
+            if only and not re.search(only, name):
+                continue
             source.invalidate()
             [cold] = await _timed(http, path, 1)
             median = statistics.median(times := await _timed(http, path, rounds))
@@ -214,6 +218,10 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any]) -> dict[str, Any]
             }
             print(f"  {name:36s} {median:7.1f} ms  cold {cold:7.1f}  refreshing "
                   f"{refresh:7.1f}", file=sys.stderr)
+        if only:
+            await source.close()
+            await refreshing.state.kiln.source.close()
+            return results
         results["action: requeue one failed job (POST)"] = await _time_action(http, rounds)
         store = (await source.client())._store
         results["store: job_counts (GROUP BY)"] = await _time_call(store.job_counts, rounds)
@@ -277,6 +285,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
     parser.add_argument("--reuse", metavar="SCHEMA", help="time an already filled schema")
+    parser.add_argument("--only", metavar="REGEX", help="time only the pages it matches")
     parser.add_argument("--fill-only", action="store_true",
                         help="fill a schema, keep it and print its name (time it with --reuse)")
     args = parser.parse_args()
@@ -294,7 +303,7 @@ def main() -> None:
             print(json.dumps({"bench": "dashboard", "schema": schema, "fill_seconds": fill_s}))
             return
         f = facts(url)
-        results = asyncio.run(time_pages(url, args.rounds, f))
+        results = asyncio.run(time_pages(url, args.rounds, f, args.only))
         listing = [v for v in results.values() if v.get("listing")]
         print(json.dumps({
             "bench": "dashboard", "schema": schema, "fill_seconds": fill_s, **f,

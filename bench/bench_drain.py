@@ -162,7 +162,7 @@ def run_kiln(
             await store.migrate()
             client = kiln.Client(store)
             for start in range(0, jobs, 1000):
-                await client.insert_many(
+                await client.enqueue_many(
                     [client.build("noop", {"n": i}) for i in range(start, min(start + 1000, jobs))]
                 )
             await store.close()

@@ -66,8 +66,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import kiln
-from kiln._job import NewJob
-from kiln._kinds import make_kind
+from kiln._model._job import NewJob
+from kiln._model._kinds import make_kind
 
 BATCHES = (100, 1_000, 10_000)
 KIND = "bench.noop"
@@ -343,7 +343,8 @@ def sync_ops():
         for a in args[:single]:
             q.enqueue(K, json.dumps(a).encode(), 0)
     for size in batches:
-        q.enqueue([K] * size, [json.dumps(a).encode() for a in args[:size]], [0] * size)
+        w = args[:size]  # the warm-up of this size (fewer when --jobs is smaller)
+        q.enqueue([K] * len(w), [json.dumps(a).encode() for a in w], [0] * len(w))
         with Timer("enqueue_many", size, jobs):
             for c in chunks(args[:jobs], size):
                 q.enqueue([K] * len(c), [json.dumps(a).encode() for a in c], [0] * len(c))
@@ -358,7 +359,8 @@ async def async_ops():
         for a in args[:single]:
             await q.enqueue(K, json.dumps(a).encode(), 0)
     for size in batches:
-        await q.enqueue([K] * size, [json.dumps(a).encode() for a in args[:size]], [0] * size)
+        w = args[:size]
+        await q.enqueue([K] * len(w), [json.dumps(a).encode() for a in w], [0] * len(w))
         with Timer("aenqueue_many", size, jobs):
             for c in chunks(args[:jobs], size):
                 await q.enqueue([K] * len(c), [json.dumps(a).encode() for a in c], [0] * len(c))
@@ -425,9 +427,9 @@ def stages(url: str, reps: int) -> None:
     EXPLAIN ANALYZE, with and without its NOTIFY part."""
     import psycopg
 
-    from kiln._batch import build_all
-    from kiln._client import check_names
-    from kiln.stores.postgres import _jobs
+    from kiln._client._batch import build_all
+    from kiln._model._build import check_names
+    from kiln.stores.postgres import _insert
 
     app = kiln.App(url)
     app.register(KIND, lambda job: None, queue="bench")
@@ -452,7 +454,7 @@ def stages(url: str, reps: int) -> None:
             check_names(jobs)
             clock("check names (once per kind and queue)", started)
             started = time.perf_counter()
-            _jobs._compact(_jobs._columns(jobs))
+            _insert.compact(_insert.insert_columns(jobs))
             clock("build the statement's columns", started)
             started = time.perf_counter()
             await client._store.job_insert_many(jobs)
@@ -461,10 +463,10 @@ def stages(url: str, reps: int) -> None:
 
     asyncio.run(run())
     jobs = build_all(app.sync_client(), items)
-    params = _jobs._compact(_jobs._columns(jobs))
-    quiet = _jobs.INSERT_FAST[:_jobs.INSERT_FAST.index(", kiln_notify")] + " SELECT id FROM ins"
+    params = _insert.compact(_insert.insert_columns(jobs))
+    quiet = _insert.INSERT_FAST[:_insert.INSERT_FAST.index(", kiln_notify")] + " SELECT id FROM ins"
     with psycopg.connect(url, autocommit=True) as conn:
-        for name, sql in (("server: execute the insert (EXPLAIN ANALYZE)", _jobs.INSERT_FAST),
+        for name, sql in (("server: execute the insert (EXPLAIN ANALYZE)", _insert.INSERT_FAST),
                           ("server: the same without its NOTIFY part", quiet)):
             for _ in range(reps):
                 conn.execute("BEGIN")
@@ -474,7 +476,7 @@ def stages(url: str, reps: int) -> None:
                 us.setdefault(name, []).append(ms * 1e3 / len(items))
         for _ in range(reps):
             conn.execute("BEGIN")
-            conn.execute(_jobs.INSERT_FAST, params)
+            conn.execute(_insert.INSERT_FAST, params)
             started = time.perf_counter()
             conn.execute("COMMIT")
             clock("commit (a round trip and the WAL flush)", started)

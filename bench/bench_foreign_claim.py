@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from bench.bench_drain import drop_database, fresh_database, pg_execute
-from kiln._job import NewJob
+from kiln._model._job import NewJob
 from kiln.stores import Store, store_from_url
 
 QUEUE = "shared"

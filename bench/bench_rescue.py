@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_drain import drop_database, fresh_database
-from kiln._client import Client
-from kiln._config import DEFAULTS
+from kiln._client._client import Client
+from kiln._server._config import DEFAULTS
 from tests.cluster.conftest import Cluster
 
 FIELDS = ("poll_interval", "heartbeat_interval", "dead_after", "leader_ttl",

@@ -26,10 +26,17 @@ process (``bench/scale_app.py``) runs them, and its own pruner deletes old ones.
   has it off, as CI images do, and reset after); every ``--sample`` seconds the
   table's live and dead rows and its table and index sizes.
 
+- ``backlog`` (PostgreSQL; not in the default cases): ``--rows`` jobs (default
+  10,000,000) waiting, half available across 20 queues and 100 kinds, half scheduled
+  over the next day; claims, a queue's drain, the releaser, enqueueing, the leader's
+  maintenance, the dashboard and ``kiln jobs list --all`` measured with it in place
+  (bench/scale_backlog.py says how). ``--backlog-parts`` picks some.
+
 Prints one JSON object per measurement, then a summary with the ratios.
 
     python -m bench.bench_scale [--database postgresql|mariadb|sqlite] \\
         [--cases drain,prune,steady] [--history 1000000] [--jobs 50000] [--runs 2]
+    python -m bench.bench_scale --cases backlog [--rows 10000000] [--claims 200]
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import kiln
-from bench import _procs
+from bench import _procs, scale_backlog
 from bench.bench_drain import (
     drop_database,
     drop_mysql_database,
@@ -508,6 +515,16 @@ def steady(database: str, rate: float, seconds: float, retention: float, every: 
         db.drop()
 
 
+def _backlog(a: argparse.Namespace) -> dict[str, Any]:
+    backlog = scale_backlog.run(a.rows, a.claims, a.due_window, set(a.backlog_parts.split(",")))
+    print(json.dumps(backlog), flush=True)
+    summary = {f"backlog_{key}": backlog[key]
+               for key in ("enqueue_big_over_fresh", "drain_big_over_fresh") if key in backlog}
+    if "claim" in backlog:
+        summary["backlog_claim_p99_ms"] = backlog["claim"]["claim_p99_ms"]
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", default="postgresql",
@@ -521,9 +538,20 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=3600.0)
     parser.add_argument("--retention", type=float, default=300.0)
     parser.add_argument("--sample", type=float, default=60.0)
+    parser.add_argument("--rows", type=int, default=10_000_000,
+                        help="backlog: jobs waiting (half available, half scheduled)")
+    parser.add_argument("--claims", type=int, default=200,
+                        help="backlog: claims of 10 timed per queue")
+    parser.add_argument("--due-window", type=float, default=60.0,
+                        help="backlog: seconds over which 100,000 scheduled jobs fall due")
+    parser.add_argument("--backlog-parts", default=",".join(scale_backlog.PARTS))
     a = parser.parse_args()
     cases = a.cases.split(",")
     summary: dict[str, Any] = {"summary": True, "database": a.database}
+    if "backlog" in cases:
+        if a.database != "postgresql":
+            parser.error("the backlog case is PostgreSQL's (--database postgresql)")
+        summary.update(_backlog(a))
     if "drain" in cases:
         fresh: list[float] = []
         aged: list[float] = []

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from kiln import JobFilter, JobState
-from kiln._job import NewJob
+from kiln._model._job import NewJob
 from kiln.stores import Store, store_from_url
 
 FILTERS: dict[str, JobFilter] = {

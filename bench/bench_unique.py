@@ -36,8 +36,8 @@ if __package__ in (None, ""):  # run as a script: python bench/bench_unique.py
 import kiln
 from bench.bench_enqueue import drop, fresh
 from kiln import Unique
-from kiln._client import build_job
-from kiln._job import NewJob
+from kiln._model._build import build_job
+from kiln._model._job import NewJob
 
 JOBS = 20_000
 BATCH = 1_000

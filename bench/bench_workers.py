@@ -54,7 +54,7 @@ async def fill(url: str, jobs: int) -> None:
         await store.migrate()
         client = kiln.Client(store)
         for start in range(0, jobs, 1000):
-            await client.insert_many(
+            await client.enqueue_many(
                 [client.build("noop", {"n": i}) for i in range(start, min(start + 1000, jobs))]
             )
     finally:

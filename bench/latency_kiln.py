@@ -2,6 +2,7 @@
 
 Usage: python -m bench.latency_kiln URL work LOG   (a worker; prints READY)
        python -m bench.latency_kiln URL enqueue N INTERVAL FIRST   (prints one JSON list)
+       python -m bench.latency_kiln --window W URL ...   (the store's notify_window: W)
 
 The handler appends "<n> <unix time>" to LOG as it starts. The enqueuer inserts jobs
 FIRST..FIRST+N-1, job n at start + (n-FIRST)*INTERVAL, and prints the unix time at
@@ -18,8 +19,8 @@ import time
 import kiln
 
 
-def make_app(url: str, log: str = "") -> kiln.App:
-    app = kiln.App(url)
+def make_app(url: str, log: str = "", window: float | None = None) -> kiln.App:
+    app = kiln.App(url) if window is None else kiln.App(url, notify_window=window)
     out = open(log, "a", buffering=1) if log else None  # noqa: SIM115 - lives as long as the worker
 
     @app.job("lat", queue="lat")
@@ -41,8 +42,9 @@ async def work(url: str, log: str) -> None:
     await task
 
 
-async def enqueue(url: str, n: int, interval: float, first: int) -> None:
-    client = make_app(url).client()
+async def enqueue(url: str, n: int, interval: float, first: int,
+                  window: float | None = None) -> None:
+    client = make_app(url, window=window).client()
     returned = []
     start = time.monotonic()
     for i in range(first, first + n):
@@ -54,8 +56,12 @@ async def enqueue(url: str, n: int, interval: float, first: int) -> None:
 
 
 if __name__ == "__main__":
-    url, mode = sys.argv[1], sys.argv[2]
+    argv = sys.argv[1:]
+    window = None
+    if argv[0] == "--window":
+        window, argv = float(argv[1]), argv[2:]
+    url, mode = argv[0], argv[1]
     if mode == "work":
-        asyncio.run(work(url, sys.argv[3]))
+        asyncio.run(work(url, argv[2]))
     else:
-        asyncio.run(enqueue(url, int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])))
+        asyncio.run(enqueue(url, int(argv[2]), float(argv[3]), int(argv[4]), window))

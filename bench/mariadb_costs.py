@@ -1,5 +1,5 @@
-"""Where a MariaDB drain's time goes, beside PostgreSQL (docs/scaling.md, "MariaDB
-against PostgreSQL").
+"""Where a MariaDB drain's time goes, beside PostgreSQL (bench/RESULTS.md, "Where
+MariaDB's time goes").
 
 Two measurements, one JSON line each:
 

@@ -84,7 +84,7 @@ def measure(url: str, jobs: int) -> dict[str, object]:
                              " attempt = 1 WHERE id = ANY(%s)", (ids,))
                 n = len(ids)
                 params = (ids, ["s1"] * n, [1] * n, ["completed"] * n, [0] * n, [0.0] * n,
-                          [None] * n, [0] * n, [False] * n, "running", False)
+                          [None] * n, [0] * n, [False] * n, [None] * n, "running", False)
                 began = time.perf_counter()
                 done = conn.execute(sql, params, prepare=True).fetchall()
                 times[name].append((time.perf_counter() - began) * 1000)

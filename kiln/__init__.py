@@ -1,14 +1,15 @@
 """kiln: a durable job runner for Python that operators can see into."""
 
-from kiln._app import App
-from kiln._bus import Bus, InProcessBus
-from kiln._bus_redis import RedisBus
-from kiln._cancelling import CancelResult
-from kiln._client import Client, filter_of
-from kiln._concurrency import Concurrency
-from kiln._config import ServerConfig
-from kiln._controls import UnknownQueueError
-from kiln._cron import Recurring
+import typing as _typing
+
+from kiln import events  # kiln.events.JobFinished after a plain ``import kiln``
+from kiln._app import App, JobHandle, JobKind, kind
+from kiln._client._bus import Bus, InProcessBus
+from kiln._client._bus_redis import RedisBus
+from kiln._client._cancelling import CancelResult
+from kiln._client._client import Client
+from kiln._client._filters import filter_of
+from kiln._client._queues import QueueState
 from kiln._errors import (
     ConfigError,
     CronError,
@@ -24,33 +25,9 @@ from kiln._errors import (
     UnreachableError,
     ValidationError,
 )
-from kiln._events import (
-    ClaimQueried,
-    CompleterCrashed,
-    Event,
-    EventHub,
-    Fenced,
-    HandlerStuck,
-    Heartbeat,
-    JobCancelled,
-    JobClaimed,
-    JobFinished,
-    JobReconciled,
-    JobRescued,
-    JobsAdmitted,
-    JobsEnqueued,
-    JobsReleased,
-    JobStarted,
-    LeaderChanged,
-    MaintenanceRan,
-    NotifierChanged,
-    ResultDropped,
-    ResultPoisoned,
-    ResultsUnapplied,
-    StoreFailed,
-)
-from kiln._handle import Job
-from kiln._job import (
+from kiln._model._concurrency import Concurrency
+from kiln._model._controls import UnknownQueueError
+from kiln._model._job import (
     AttemptError,
     AuditEntry,
     EnqueueResult,
@@ -64,12 +41,12 @@ from kiln._job import (
     ServerInfo,
     StateCount,
 )
-from kiln._options import EnqueueOptions, JobOptions
-from kiln._outcomes import Cancel, Snooze
-from kiln._queues import QueueState
-from kiln._retry import Constant, Custom, Exponential, retry_window
-from kiln._server import Health, QueueStats, Server, ServerStats
-from kiln._unique import Unique
+from kiln._model._options import EnqueueOptions, JobOptions
+from kiln._model._outcomes import Cancel, Fail, Snooze
+from kiln._model._recurring import Recurring
+from kiln._model._retry import Constant, Custom, Exponential, retry_window
+from kiln._model._unique import Unique
+from kiln._server import Health, Job, QueueStats, Server, ServerConfig, ServerStats
 from kiln._version import VERSION
 from kiln.stores import StoreOptions, TableSize
 
@@ -82,9 +59,7 @@ __all__ = [
     "Bus",
     "Cancel",
     "CancelResult",
-    "ClaimQueried",
     "Client",
-    "CompleterCrashed",
     "Concurrency",
     "ConfigError",
     "Constant",
@@ -92,37 +67,23 @@ __all__ = [
     "Custom",
     "EnqueueOptions",
     "EnqueueResult",
-    "Event",
-    "EventHub",
     "Exponential",
-    "Fenced",
+    "Fail",
     "FencedError",
-    "HandlerStuck",
     "Health",
-    "Heartbeat",
     "InProcessBus",
     "Job",
-    "JobCancelled",
-    "JobClaimed",
     "JobFilter",
-    "JobFinished",
     "JobFinishedError",
+    "JobHandle",
+    "JobKind",
     "JobNotFoundError",
     "JobOptions",
-    "JobReconciled",
-    "JobRescued",
     "JobRow",
-    "JobStarted",
     "JobState",
-    "JobsAdmitted",
-    "JobsEnqueued",
-    "JobsReleased",
     "KilnError",
-    "LeaderChanged",
-    "MaintenanceRan",
     "NewJob",
     "NotMigratedError",
-    "NotifierChanged",
     "Outcome",
     "PublishedKind",
     "QueueState",
@@ -130,10 +91,7 @@ __all__ = [
     "RateLimit",
     "Recurring",
     "RedisBus",
-    "ResultDropped",
     "ResultError",
-    "ResultPoisoned",
-    "ResultsUnapplied",
     "Server",
     "ServerConfig",
     "ServerInfo",
@@ -142,7 +100,6 @@ __all__ = [
     "Snooze",
     "StateCount",
     "StoreError",
-    "StoreFailed",
     "StoreOptions",
     "TableSize",
     "Unique",
@@ -152,8 +109,22 @@ __all__ = [
     "VERSION",
     "ValidationError",
     "filter_of",
+    "kind",
     "retry_window",
 ]
+
+
+if not _typing.TYPE_CHECKING:  # to a type checker an unknown name (an old one too) stays an error
+
+    def __getattr__(name: str) -> object:
+        """The events moved to ``kiln.events``: their old names here still work for one
+        release, each with a DeprecationWarning that names the new place."""
+        if name in events.__all__:
+            from kiln._model._deprecated import deprecated
+
+            deprecated(f"kiln.{name}", f"kiln.events.{name}")
+            return getattr(events, name)
+        raise AttributeError(f"module 'kiln' has no attribute {name!r}")
 
 
 def _claim_public_names() -> None:

@@ -8,34 +8,150 @@ any thread; async ones (``aenqueue``) from any event loop, each loop with its ow
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, Unpack
+from typing import Any, Generic, TypeVar, Unpack
 
-from kiln._batch import build_all
-from kiln._bus import Bus
-from kiln._catalog import KindCatalog
-from kiln._client import Client, EnqueueHook
-from kiln._concurrency import Concurrency, check_queue_limit
-from kiln._config import ServerConfig
-from kiln._cron import Recurring
+from kiln._aio._portal import Portal
+from kiln._client._bus import Bus
+from kiln._client._catalog import KindCatalog
+from kiln._client._client import Client, EnqueueHook, ManyItem, Step
 from kiln._errors import ConfigError
 from kiln._events import EventHub
-from kiln._job import EnqueueResult
-from kiln._kinds import Handler, Kind, make_kind
-from kiln._options import EnqueueOptions, JobOptions
-from kiln._portal import Portal
-from kiln._server import Middleware, Server
-from kiln.stores import Store, StoreOptions, store_from_url
+from kiln._model._concurrency import Concurrency, check_queue_limit
+from kiln._model._job import EnqueueResult
+from kiln._model._kindref import KindRef
+from kiln._model._kinds import Handler, Kind, make_kind
+from kiln._model._options import EnqueueOptions, JobOptions
+from kiln._model._recurring import Recurring
+from kiln._server import Job, Middleware, Server, ServerConfig
+from kiln.stores import Store, StoreOptions, store_from_url, with_bus
 
-F = TypeVar("F", bound=Handler)
+ArgsT = TypeVar("ArgsT")
+ResultT = TypeVar("ResultT")
 DEFAULT_URL = "sqlite:///kiln.db"
 
 
 def database_url(url: str | None = None) -> str:
     return url or os.environ.get("KILN_DATABASE_URL") or DEFAULT_URL
+
+
+class JobHandle(KindRef[ArgsT], Generic[ArgsT, ResultT]):
+    """What ``@app.job(kind)`` returns: the handler, still callable as the plain
+    function, and the kind's typed enqueue. ``send_email.enqueue({"to": ...})`` is
+    ``app.enqueue("email.send", {"to": ...})`` with the args checked by a type checker
+    against what the handler declares (``job: kiln.Job[EmailArgs]``): a TypedDict's
+    fields, a dataclass or a Pydantic model (an instance, encoded to JSON here).
+    """
+
+    __name__: str  # the function's, and its __doc__, __module__ (functools.update_wrapper)
+    __wrapped__: Callable[..., Any]
+    app: App
+    kind: str
+    fn: Callable[[Job[ArgsT]], ResultT]  # what the server runs (the kind's handler)
+
+    def __init__(self, app: App, kind: str, fn: Callable[[Job[ArgsT]], ResultT]) -> None:
+        if isinstance(fn, JobHandle):  # a handle of another kind (stacked decorators)
+            fn = fn.fn
+        functools.update_wrapper(self, fn)  # first: the function's __dict__ is copied
+        KindRef.__init__(self, kind)  # no args_type: the app's declaration checks the args
+        self.app = app
+        self.fn = fn
+
+    def __call__(self, job: Job[ArgsT]) -> ResultT:
+        return self.fn(job)
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.kind!r} {getattr(self.fn, '__qualname__', self.fn)}>"
+
+    def enqueue(
+        self, args: ArgsT, *, conn: Any = None, **options: Unpack[EnqueueOptions]
+    ) -> EnqueueResult:
+        """Insert one job of this kind from sync code (``App.enqueue``)."""
+        return self.app.enqueue(self.kind, args, conn=conn, **options)
+
+    async def aenqueue(
+        self, args: ArgsT, *, conn: Any = None, **options: Unpack[EnqueueOptions]
+    ) -> EnqueueResult:
+        """Insert one job of this kind from async code (``App.aenqueue``)."""
+        return await self.app.aenqueue(self.kind, args, conn=conn, **options)
+
+    def enqueue_many(
+        self, many: Sequence[ArgsT], *, conn: Any = None, **options: Unpack[EnqueueOptions]
+    ) -> list[EnqueueResult]:
+        """Insert one job of this kind per args, all in one transaction, each with
+        ``options`` (``App.enqueue_many``)."""
+        return self.app.enqueue_many([(self.kind, a, dict(options)) for a in many], conn=conn)
+
+    async def aenqueue_many(
+        self, many: Sequence[ArgsT], *, conn: Any = None, **options: Unpack[EnqueueOptions]
+    ) -> list[EnqueueResult]:
+        """``enqueue_many`` from async code (``App.aenqueue_many``)."""
+        return await self.app.aenqueue_many([(self.kind, a, dict(options)) for a in many],
+                                            conn=conn)
+
+
+class JobKind(KindRef[ArgsT]):
+    """A kind declared where its handler is not (a service that only enqueues, holding
+    a ``kiln.Client``): ``send_email = kiln.kind("email.send", EmailArgs)``, then
+    ``await send_email.aenqueue(client, {"to": ...})``, its args checked by a type
+    checker as a ``JobHandle``'s are, and a mapping given for a dataclass or Pydantic
+    ``args_type`` checked at enqueue. ``to`` is a ``Client`` or an ``App``. Where a
+    kind's name goes (``enqueue``, chains, fan-ins), a ``JobKind`` goes too."""
+
+    args_type: type[ArgsT]
+
+    def __init__(self, kind: str, args_type: type[ArgsT]) -> None:
+        super().__init__(kind, args_type)
+
+    def enqueue(
+        self, to: App | Client, args: ArgsT, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> EnqueueResult:
+        """Insert one job of this kind from sync code (``App.enqueue``,
+        ``Client.enqueue_sync``)."""
+        if isinstance(to, App):
+            return to.enqueue(self, args, conn=conn, **options)
+        return to.enqueue_sync(self, args, conn=conn, **options)
+
+    async def aenqueue(
+        self, to: App | Client, args: ArgsT, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> EnqueueResult:
+        """Insert one job of this kind from async code (``App.aenqueue``,
+        ``Client.enqueue``)."""
+        if isinstance(to, App):
+            return await to.aenqueue(self, args, conn=conn, **options)
+        return await to.enqueue(self, args, conn=conn, **options)
+
+    def enqueue_many(
+        self, to: App | Client, many: Sequence[ArgsT], *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[EnqueueResult]:
+        """One job of this kind per args, in one transaction, each with ``options``."""
+        items: list[ManyItem] = [(self, a, dict(options)) for a in many]
+        if isinstance(to, App):
+            return to.enqueue_many(items, conn=conn)
+        return to.enqueue_many_sync(items, conn=conn)
+
+    async def aenqueue_many(
+        self, to: App | Client, many: Sequence[ArgsT], *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[EnqueueResult]:
+        """``enqueue_many`` from async code."""
+        items: list[ManyItem] = [(self, a, dict(options)) for a in many]
+        if isinstance(to, App):
+            return await to.aenqueue_many(items, conn=conn)
+        return await to.enqueue_many(items, conn=conn)
+
+
+def kind(name: str, args_type: type[ArgsT]) -> JobKind[ArgsT]:
+    """Declare kind ``name`` with args of ``args_type`` for code that enqueues it but
+    holds no handler of it: ``kiln.kind("email.send", EmailArgs)`` (see ``JobKind``)."""
+    return JobKind(name, args_type)
 
 
 class App:
@@ -57,8 +173,10 @@ class App:
         **store_options: Unpack[StoreOptions],
     ) -> None:
         self.url = database_url(database_url_)
-        self._store_options = store_options
-        self._sync_store = store_from_url(self.url, **store_options)  # validates the URL now
+        # with a Bus, the Bus carries the wake-ups: a PostgreSQL store sends no NOTIFY
+        self._store_options = (with_bus(self.url, store_options) if bus is not None
+                               else store_options)
+        self._sync_store = store_from_url(self.url, **self._store_options)  # validates the URL now
         self.kinds: dict[str, Kind] = {}
         self._sync_catalog = KindCatalog(self._sync_store, self.kinds)  # outlives sync clients
         self.bus = bus
@@ -75,16 +193,23 @@ class App:
         self._lock = threading.Lock()
 
     # declarations ------------------------------------------------------------------
-    def job(self, kind: str, **options: Unpack[JobOptions]) -> Callable[[F], F]:
-        """Register the decorated function as the handler of ``kind``."""
+    def job(
+        self, kind: str, **options: Unpack[JobOptions]
+    ) -> Callable[[Callable[[Job[ArgsT]], ResultT]], JobHandle[ArgsT, ResultT]]:
+        """Register the decorated function as the handler of ``kind``; it becomes a
+        ``JobHandle``: still the function when called, with the kind's typed
+        ``enqueue``/``aenqueue`` (args checked against ``job: kiln.Job[ArgsT]``)."""
 
-        def register(fn: F) -> F:
+        def register(fn: Callable[[Job[ArgsT]], ResultT]) -> JobHandle[ArgsT, ResultT]:
             self.register(kind, fn, **options)
-            return fn
+            return JobHandle(self, kind, fn)
 
         return register
 
     def register(self, kind: str, handler: Handler, **options: Unpack[JobOptions]) -> Kind:
+        """Register ``handler`` for ``kind`` (``@app.job`` without the handle)."""
+        if isinstance(handler, JobHandle):  # another app's (or kind's) handle: its function
+            handler = handler.fn
         if kind in self.kinds:
             raise ConfigError("kind", kind, "this kind already has a handler")
         spec = make_kind(kind, handler, **options)
@@ -130,35 +255,71 @@ class App:
         return client
 
     def sync_client(self) -> Client:
+        """A client for sync code (its ``_sync`` methods), over the app's sync store."""
         return Client(self._sync_store, self.kinds, bus=self.bus, events=self.events,
                       hooks=self.enqueue_hooks, known_only=self.known_kinds_only,
                       catalog=self._sync_catalog)
 
     def enqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
+        self, kind: str | KindRef[Any], args: Any = None, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
         """Insert one job from sync code; with ``conn`` it joins that transaction. The
-        result is the job's id (an int); ``.inserted`` is False for a unique duplicate."""
+        result is the job's id (an int); ``.inserted`` is False for a unique duplicate.
+        ``kind`` is a name, or a ``JobHandle`` / ``kiln.kind(...)`` (args type-checked)."""
         return self.sync_client().enqueue_sync(kind, args, conn=conn, **options)
 
-    def enqueue_many(
-        self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
-    ) -> list[EnqueueResult]:
-        client = self.sync_client()
-        client.catalog.ensure_sync(item[0] for item in jobs)
-        return client.insert_many_sync(build_all(client, jobs), conn)
-
     async def aenqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
+        self, kind: str | KindRef[Any], args: Any = None, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
+        """``enqueue`` from async code (the running loop's ``Client.enqueue``)."""
         return await self.client().enqueue(kind, args, conn=conn, **options)
 
-    async def aenqueue_many(
-        self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
+    def enqueue_many(
+        self, jobs: Sequence[ManyItem], *, conn: Any = None
     ) -> list[EnqueueResult]:
-        client = self.client()
-        await client.catalog.ensure(item[0] for item in jobs)
-        return await client.insert_many(build_all(client, jobs), conn)
+        """Insert ``(kind, args)`` or ``(kind, args, options)`` items (or ready-made
+        ``NewJob``s) from sync code: all checked, then written in one transaction (or
+        ``conn``'s); their ids, in order."""
+        return self.sync_client().enqueue_many_sync(jobs, conn=conn)
+
+    async def aenqueue_many(
+        self, jobs: Sequence[ManyItem], *, conn: Any = None
+    ) -> list[EnqueueResult]:
+        """``enqueue_many`` from async code."""
+        return await self.client().enqueue_many(jobs, conn=conn)
+
+    def enqueue_chain(
+        self, steps: Sequence[Step], *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[EnqueueResult]:
+        """Jobs that run one after another (each after the one before), from sync code:
+        all checked, then written in one transaction (or ``conn``'s). A step's kind may
+        be a ``JobHandle``."""
+        return self.sync_client().enqueue_chain_sync(steps, conn=conn, **options)
+
+    async def aenqueue_chain(
+        self, steps: Sequence[Step], *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[EnqueueResult]:
+        """``enqueue_chain`` from async code."""
+        return await self.client().enqueue_chain(steps, conn=conn, **options)
+
+    def enqueue_fan_in(
+        self, parts: Sequence[Step], then: Step, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> tuple[list[EnqueueResult], EnqueueResult]:
+        """``parts`` and one job after all of them, from sync code: all checked, then
+        written in one transaction (or ``conn``'s). A kind may be a ``JobHandle``."""
+        return self.sync_client().enqueue_fan_in_sync(parts, then, conn=conn, **options)
+
+    async def aenqueue_fan_in(
+        self, parts: Sequence[Step], then: Step, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> tuple[list[EnqueueResult], EnqueueResult]:
+        """``enqueue_fan_in`` from async code."""
+        return await self.client().enqueue_fan_in(parts, then, conn=conn, **options)
 
     # schema ------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -166,6 +327,7 @@ class App:
         return self._portal.run(self.amigrate())
 
     async def amigrate(self) -> list[int]:
+        """``migrate`` from async code."""
         store = store_from_url(self.url, **self._store_options)
         await store.open()
         try:
@@ -174,6 +336,7 @@ class App:
             await store.close()
 
     def new_store(self) -> Store:
+        """A store of its own over the app's database (not opened yet)."""
         return store_from_url(self.url, **self._store_options)
 
     def close(self) -> None:
@@ -186,6 +349,13 @@ class App:
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()
+
+    def client_connections(self) -> int:
+        """The database connections this app's clients hold now (their stores', the sync
+        one's): a server of the app reports them with its own."""
+        with self._lock:
+            clients = list(self._clients.values())
+        return self._sync_store.connections() + sum(c.connections() for c in clients)
 
     def __enter__(self) -> App:
         return self
@@ -207,5 +377,5 @@ class App:
         return Server(
             self.new_store(), self.kinds, queues, config, bus=self.bus,
             middleware=self.middleware, recurring=self.recurring, events=events,
-            queue_limits=self.queue_limits,
+            queue_limits=self.queue_limits, connections=self.client_connections,
         )

@@ -6,7 +6,7 @@ KilnError
 │   ├── UnknownKindError   no handler is registered for a kind
 │   ├── JobNotFoundError   no job has that id (``client.cancel_job``)
 │   ├── JobFinishedError   the job has finished already: nothing to cancel
-│   └── UnknownQueueError  a queue control names no known queue (kiln._controls)
+│   └── UnknownQueueError  a queue control names no known queue (kiln._model._controls)
 ├── StoreError             the database failed; ``operation`` names the store call
 │   ├── UnreachableError   cannot connect
 │   └── NotMigratedError   the schema is missing or older than this kiln
@@ -17,7 +17,7 @@ KilnError
 │                          over max_result_bytes): that attempt failed, nothing written
 └── Shutdown               raised inside a job that the server cancelled on shutdown
 
-Retry, snooze and cancel are outcomes (see kiln._outcomes), not errors.
+Retry, snooze and cancel are outcomes (see kiln._model._outcomes), not errors.
 """
 
 from __future__ import annotations
@@ -82,14 +82,21 @@ class JobFinishedError(ValidationError):
 
 
 class StoreError(KilnError):
-    """The database failed; ``operation`` names the store call that failed."""
+    """The database failed; ``operation`` names the store call that failed.
 
-    def __init__(self, operation: str, message: str) -> None:
+    ``contended``: the database gave up on contention, not on the data: a lock wait or
+    statement timeout, a deadlock or serialization failure, a busy SQLite file. The
+    same call may well succeed once the other transaction is gone, so kiln's own loops
+    keep what they were writing and try again later instead of treating it as bad."""
+
+    def __init__(self, operation: str, message: str, *, contended: bool = False) -> None:
         self.operation = operation
+        self.contended = contended
         super().__init__(f"{operation}: {message}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.operation, str(self).split(": ", 1)[-1]))
+        return (_rebuilt, (type(self), self.operation, str(self).split(": ", 1)[-1],
+                           self.contended))
 
 
 class UnreachableError(StoreError):
@@ -144,3 +151,11 @@ class ResultError(KilnError, ValueError):
 
 class Shutdown(KilnError):
     """Raised into a job the server cancelled on shutdown; the job is handed back."""
+
+
+def _rebuilt(kind: type[StoreError], operation: str, message: str,
+             contended: bool) -> StoreError:
+    """A StoreError (or a subclass) back from a pickle, ``contended`` included."""
+    error = kind(operation, message)
+    error.contended = contended
+    return error

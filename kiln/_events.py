@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar, overload
 
-from kiln._job import JobRow, Outcome
+from kiln._model._job import JobRow, Outcome
 
 log = logging.getLogger("kiln.events")
 
@@ -125,7 +125,9 @@ class JobsReleased(Event):
     "scheduled" (their run_at came, the releaser), "dependencies" (the jobs they waited
     on completed), "admitted" (a rate limit let them in), "rescued" (retried after their
     server died), "cron" (a recurring job's slot), "stranded" (the sweeper released
-    dependents that no completion had released)."""
+    dependents that no completion had released), "adopted" (a kind's declaration was
+    applied to jobs enqueued without it, or lifted the concurrency key of jobs whose
+    limit was removed)."""
 
     queue: str
     count: int
@@ -161,6 +163,17 @@ class Fenced(Event):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ServerStopping(Event):
+    """The server stopped claiming and waits up to ``timeout`` seconds (its
+    shutdown_timeout) for the jobs still ``running`` before it cancels them and hands
+    them back."""
+
+    server_id: str
+    timeout: float
+    running: tuple[JobRow, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NotifierChanged(Event):
     """The wake-up channel went up or down: ``source`` is "listen" (PostgreSQL
     LISTEN) or the bus's name; while down, servers poll."""
@@ -172,7 +185,9 @@ class NotifierChanged(Event):
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoreFailed(Event):
     """A store call of a server's background loop failed (``operation`` is the call,
-    such as job_claim, server_heartbeat, job_results_apply); the loop retries."""
+    such as job_claim, server_heartbeat, job_results_apply); the loop retries. A Bus
+    publish that failed is one too (``bus_publish``): the wake-up is lost, and other
+    servers find the jobs within poll_interval."""
 
     operation: str
     error: BaseException

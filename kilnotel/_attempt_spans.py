@@ -33,26 +33,41 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from time import time_ns
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor, _Span, sampling
+from opentelemetry.sdk.trace import ReadableSpan, sampling
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
-from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 from opentelemetry.util import types
 
+from kilnotel._sampling import ProducerSampler
 from kilnotel._span_attributes import attributes_after_sampling
 
 log = logging.getLogger("kilnotel.tracing")
+
+# the SDK's private pieces, imported where they are at the SDK releases kiln is tested
+# with; an SDK that moved one leaves only the public path (SpanFactory is unusable)
+_Span: Any = None
+SynchronousMultiSpanProcessor: Any = None
+NoOpTracerMetrics: Any = None
+try:
+    from opentelemetry.sdk import trace as _sdk_trace
+    from opentelemetry.sdk.trace import _tracer_metrics
+
+    _Span = _sdk_trace._Span
+    SynchronousMultiSpanProcessor = _sdk_trace.SynchronousMultiSpanProcessor
+    NoOpTracerMetrics = _tracer_metrics.NoOpTracerMetrics
+except (ImportError, AttributeError):  # pragma: no cover - depends on the installed SDK
+    log.debug("kilnotel: the SDK's span internals moved; attempts take the public path")
 
 _QUIET_PROCESSORS = (BatchSpanProcessor, SimpleSpanProcessor)  # on_start does nothing
 _FLAGS = {  # (sampled, random trace id) -> the flags the SDK gives the span
@@ -76,6 +91,23 @@ def _root_decision(sampler: Any) -> Decision | None:
     return None
 
 
+_TRACE_ID_LIMIT = (1 << 64) - 1  # TraceIdRatioBased decides on the low 64 bits
+
+
+def _root_ratio(sampler: Any) -> tuple[int, bool] | None:
+    """(bound, follow the link) when ``sampler`` decides every root by its trace id at a
+    ratio (TraceIdRatioBased), or also keeps a root whose producer link is sampled
+    (kilnotel's ProducerSampler), bare or at the root of ParentBased: decided here then,
+    from the ids, without a call. Those samplers give a root no attributes and no state."""
+    if isinstance(sampler, sampling.ParentBased):
+        sampler = getattr(sampler, "_root", None)
+    if type(sampler) is ProducerSampler:
+        return sampler.bound, True
+    if type(sampler) is sampling.TraceIdRatioBased:
+        return int(sampler.bound), False
+    return None
+
+
 def _quiet(processor: Any) -> bool:
     return type(processor) is SynchronousMultiSpanProcessor and all(
         type(p) in _QUIET_PROCESSORS for p in processor._span_processors)
@@ -84,17 +116,19 @@ def _quiet(processor: Any) -> bool:
 class SpanFactory:
     """Makes the process spans of one tracer, the cheap way while ``usable()``."""
 
-    __slots__ = ("_checked", "_links_attributes", "_ok", "_root", "tracer")
+    __slots__ = ("_checked", "_links_attributes", "_ok", "_ratio", "_root", "tracer")
 
     def __init__(self, tracer: Any) -> None:
         self.tracer = tracer
         self._ok = (
-            isinstance(tracer, SdkTracer)
+            _Span is not None
+            and isinstance(tracer, SdkTracer)
             and type(getattr(tracer, "_tracer_metrics", None)) is NoOpTracerMetrics
             and attributes_after_sampling(tracer)
         )
         self._checked: Any = None  # the processors tuple last found quiet
         self._root: tuple[bool, bool] | None = None  # (recording, sampled) of every root
+        self._ratio: tuple[int, bool] | None = None  # (bound, follow the link) of roots
         if self._ok:
             limits = tracer._span_limits
             # what the SDK gives a link without attributes: an empty, immutable map
@@ -104,6 +138,7 @@ class SpanFactory:
             root: Any = _root_decision(tracer.sampler)  # Decision's methods are untyped
             if root is not None:
                 self._root = (bool(root.is_recording()), bool(root.is_sampled()))
+            self._ratio = _root_ratio(tracer.sampler)
 
     def usable(self) -> bool:
         if not self._ok:
@@ -118,12 +153,28 @@ class SpanFactory:
 
     def start(
         self, name: str, context: Context, parent: SpanContext | None,
-        link: SpanContext | None, attributes: dict[str, Any],
+        link: SpanContext | None, attributes: Callable[[], dict[str, Any]],
     ) -> AttemptSpan | NonRecordingSpan:
         """What ``Tracer.start_span(name, context, CONSUMER, attributes, links)`` makes,
-        but an AttemptSpan where it would make an SDK span (attributes after sampling)."""
+        but an AttemptSpan where it would make an SDK span (attributes after sampling,
+        built only for a recording span)."""
         tracer = self.tracer
         ids = tracer.id_generator
+        if parent is None and self._ratio is not None:
+            # a root decided by its trace id (and its producer's sampled flag): an
+            # unsampled attempt costs two ids and a non-recording span, nothing more
+            trace_id = ids.generate_trace_id()
+            bound, follow = self._ratio
+            sampled = ((follow and link is not None and link.trace_flags.sampled)
+                       or (trace_id & _TRACE_ID_LIMIT) < bound)
+            flags = _FLAGS[sampled, bool(ids.is_trace_id_random())]
+            span_context = SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
+                                       trace_flags=flags)
+            if not sampled:
+                return NonRecordingSpan(span_context)
+            links = (Link(link, self._links_attributes),) if link is not None else ()
+            return AttemptSpan(self, name, span_context, parent, links, attributes(),
+                               context)
         links = (Link(link, self._links_attributes),) if link is not None else ()
         if parent is None:
             trace_id = ids.generate_trace_id()
@@ -132,6 +183,7 @@ class SpanFactory:
             trace_id = parent.trace_id
             random = parent.trace_flags.random_trace_id
         trace_state = None
+        extra = None
         if parent is None and self._root is not None:
             # a root (kiln passes a context without a valid span), and a sampler that
             # decides every root alike: what its should_sample would return
@@ -141,19 +193,21 @@ class SpanFactory:
                                                   None, links)
             recording, sampled = result.decision.is_recording(), result.decision.is_sampled()
             trace_state = result.trace_state
-            if result.attributes:  # the SDK's samplers add none; kept if one ever does
-                attributes = {**result.attributes, **attributes}
+            extra = result.attributes  # the SDK's samplers add none; kept if one ever does
         span_context = SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
                                    trace_flags=_FLAGS[sampled, bool(random)],
                                    trace_state=trace_state)
         if not recording:
             return NonRecordingSpan(span_context)
-        return AttemptSpan(self, name, span_context, parent, links, attributes, context)
+        made = attributes()
+        if extra:
+            made = {**extra, **made}
+        return AttemptSpan(self, name, span_context, parent, links, made, context)
 
     def sdk_span(self, span: AttemptSpan) -> SdkSpan:
         """The SDK span ``span`` would have been from its start."""
         tracer = self.tracer
-        sdk = _Span(
+        sdk: SdkSpan = _Span(
             name=span.name, context=span.context, parent=span.parent, sampler=tracer.sampler,
             resource=tracer.resource, attributes=span.attributes,
             span_processor=tracer.span_processor, kind=SpanKind.CONSUMER, links=span.links,

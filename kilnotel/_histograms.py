@@ -41,8 +41,9 @@ TracedRecorder = Callable[[float, Id, Id], None]  # value, trace id, span id
 # observation (one flat tuple per traced observation; the collector makes its labels)
 Exemplar = tuple[Id, Id, float, float]
 
-# The SDK's default cardinality limit and overflow attribute set: past 2,000 attribute
-# sets, observations fold into one series, in both implementations alike.
+# The SDK's default cardinality limit and overflow attribute set: past the limit (2,000
+# attribute sets unless the provider was made with another), observations fold into one
+# series, in both implementations alike.
 CARDINALITY_LIMIT = n.CARDINALITY_LIMIT
 OVERFLOW_ATTRIBUTES: Attrs = {"otel.metric.overflow": True}
 _OVERFLOW_KEY = ("otel.metric.overflow",)
@@ -81,15 +82,16 @@ class Buckets:
 class BucketHistogram:
     """One metric's series for one observer, exported by the provider's collector."""
 
-    def __init__(self, metric: Metric) -> None:
+    def __init__(self, metric: Metric, limit: int = CARDINALITY_LIMIT) -> None:
         assert metric.type == "histogram" and metric.buckets, metric
         self.metric = metric
         self.bounds = metric.buckets
+        self.limit = limit
         self.series: dict[tuple[str, ...], Buckets] = {}
 
     def recorder(self, key: tuple[str, ...], attrs: Attrs) -> Recorder:
         found = self.series.get(key)
-        if found is None and len(self.series) >= CARDINALITY_LIMIT:
+        if found is None and len(self.series) >= self.limit:
             key, attrs = _OVERFLOW_KEY, OVERFLOW_ATTRIBUTES
             found = self.series.get(key)
         if found is None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from opentelemetry.metrics import Meter
 
-from kiln import (
+from kiln import Outcome
+from kiln.events import (
     ClaimQueried,
     CompleterCrashed,
     Event,
@@ -36,7 +37,6 @@ from kiln import (
     JobsReleased,
     LeaderChanged,
     NotifierChanged,
-    Outcome,
     ResultDropped,
     ResultPoisoned,
     ResultsUnapplied,
@@ -55,21 +55,37 @@ HistogramFactory = Callable[[n.Metric], Histogram]
 RESCUE_OUTCOMES = (Outcome.RETRY.value, Outcome.FAILED.value)
 
 
-def seed_pairs(queues: Iterable[str], kinds: Mapping[str, str]) -> list[tuple[str, str]]:
+def seed_pairs(
+    queues: Iterable[str], kinds: Mapping[str, str], budget: int = n.SEED_BUDGET
+) -> list[tuple[str, str]]:
     """The (queue, kind) pairs a server exports at 0 from the start (``kinds``: each
-    kind's declared queue).
+    kind's declared queue), at most ``budget`` series of ``kiln.jobs.finished`` (six
+    outcomes per pair).
 
-    Every served queue times every kind while that keeps ``kiln.jobs.finished`` (six
-    outcomes per pair) within ``n.SEED_BUDGET`` series; past it, only each kind's own
-    queue (its declaration), so a server never spends the SDK's per-instrument limit on
-    pairs it will likely never see and leaves room for the pairs it meets at run time.
+    Every served queue times every kind while that fits; past it, each kind's own queue
+    (its declaration); past that too (hundreds of kinds on a few queues), a fair share
+    of the budget per queue, the smallest queues first, so a queue of 50 kinds beside one
+    of 350 keeps all 50 seeded. A kind left out is not lost: its series is born at its
+    first event, within the other half of the limit.
     """
     served = sorted(set(queues))
     names = sorted(kinds)
-    if len(served) * len(names) * len(n.OUTCOMES) <= n.SEED_BUDGET:
+    per_pair = len(n.OUTCOMES)
+    if len(served) * len(names) * per_pair <= budget:
         return [(q, k) for q in served for k in names]
-    own = set(served)
-    return sorted((kinds[k], k) for k in names if kinds[k] in own)
+    own: dict[str, list[str]] = {q: [] for q in served}
+    for kind in names:
+        if kinds[kind] in own:
+            own[kinds[kind]].append(kind)
+    room = budget // per_pair
+    pairs: list[tuple[str, str]] = []
+    # water-filling: a queue takes what it needs up to an even share of what is left
+    by_size = sorted(own.items(), key=lambda item: (len(item[1]), item[0]))
+    for left, (queue, queue_kinds) in zip(range(len(by_size), 0, -1), by_size, strict=True):
+        take = min(len(queue_kinds), room // left)
+        pairs.extend((queue, kind) for kind in queue_kinds[:take])
+        room -= take
+    return sorted(pairs)
 
 
 class _ByKind:
@@ -181,11 +197,14 @@ class EventMetrics:
             handler(event)
 
     # zero series ----------------------------------------------------------------------
-    def seed(self, queues: Iterable[str], kinds: Mapping[str, str]) -> None:
+    def seed(
+        self, queues: Iterable[str], kinds: Mapping[str, str], budget: int = n.SEED_BUDGET
+    ) -> None:
         """Export every counter of a server at 0 for the label sets known now: a series
         born at 1 hides its first increase from Prometheus's increase() and rate().
 
-        Seeds ``seed_pairs()``: what the server handles, within the series budget."""
+        Seeds ``seed_pairs()``: what the server handles, within ``budget`` series of the
+        widest counter (half the cardinality limit)."""
         for op in n.DB_OPERATIONS:
             self.db_errors.add(0, self._attr(n.OPERATION, op))
         for change in n.LEADER_CHANGES:
@@ -196,7 +215,7 @@ class EventMetrics:
             results.add(0)
         for queue in queues:
             self.stranded.add(0, self._attr(n.QUEUE, queue))
-        for queue, kind in seed_pairs(queues, kinds):
+        for queue, kind in seed_pairs(queues, kinds, budget):
             for outcome in n.OUTCOMES:
                 self._by_outcome(queue, kind, outcome)
             for outcome in RESCUE_OUTCOMES:
@@ -296,6 +315,8 @@ class EventMetrics:
     def _heartbeat(self, e: Heartbeat) -> None:
         if not e.ok:
             self.heartbeat_failures.add(1)
+        elif self._source is not None:
+            self._source.installation.poke()  # once: the id kiln_build_info carries
         if self._counts is not None:
             self._counts.poke()
 

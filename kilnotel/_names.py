@@ -33,6 +33,11 @@ KEY_GROUP = "key_group"  # kiln.concurrency.in_use: "kind:NAME" | "queue:NAME", 
 VERSION = "version"  # kiln.build.info: kiln's version
 PYTHON_VERSION = "python.version"  # kiln.build.info: the interpreter's (3.11.7)
 TABLE = "table"  # kiln.table.*: the kiln table measured (kiln_jobs)
+# kiln.build.info: the installation the process's servers (or the exporter) read from:
+# a random id made by `kiln migrate` (migration 12), one per kiln database or schema. The
+# monitoring mixin joins it onto every kiln series of the target (kiln_installation), so
+# a deployment is the installation, never a guess from scrape job names.
+INSTALLATION = "kiln.installation"
 
 # ------------------------------------------------------------------------ states
 STATES: tuple[str, ...] = (
@@ -56,7 +61,7 @@ OUTCOMES: tuple[str, ...] = (
 )
 
 # values of the ``operation`` attribute of kiln.db.errors: the store operations whose
-# failures the core reports (kiln.StoreFailed); each is exported at 0 from the start
+# failures the core reports (kiln.events.StoreFailed); each is exported at 0 from the start
 DB_OPERATIONS: tuple[str, ...] = (
     "job_claim",
     "job_results_apply",
@@ -64,18 +69,29 @@ DB_OPERATIONS: tuple[str, ...] = (
     "leader_elect",
     "jobs_running_on",
     "jobs_cancel_requested",
+    "bus_publish",  # not the store's: a wake-up the Bus could not send
 )
 # values of the ``change`` attribute of kiln.server.leader.changes
 LEADER_CHANGES: tuple[str, ...] = ("gained", "lost")
 
 # ------------------------------------------------------------ series budget
-# The OpenTelemetry SDK keeps at most CARDINALITY_LIMIT series per instrument and folds
-# the rest into one series labelled otel_metric_overflow="true". A server seeds at 0 at
-# most SEED_BUDGET series of kiln.jobs.finished (the widest instrument: queue x kind x
-# 6 outcomes), which leaves the other half of the limit to pairs met at run time (a
+# The OpenTelemetry SDK keeps at most a reader's cardinality limit of series per
+# instrument (2,000 unless configured: prometheus_provider(cardinality_limit=...),
+# otlp_providers(...), kiln worker --metrics-cardinality-limit) and folds the rest into one
+# series labelled otel_metric_overflow="true"; kilnotel's own histograms keep the same
+# limit. A server seeds at 0 at most half of the limit of kiln.jobs.finished (the widest
+# instrument: queue x kind x 6 outcomes), whatever the number of kinds it declares, which
+# leaves the other half to pairs met at run time (a seeded-out kind's first completion, a
 # kind enqueued into a queue other than its own).
 CARDINALITY_LIMIT = 2000
-SEED_BUDGET = 1000
+
+
+def seed_budget(limit: int) -> int:
+    """The series of kiln.jobs.finished a server seeds at 0 under ``limit``."""
+    return limit // 2
+
+
+SEED_BUDGET = seed_budget(CARDINALITY_LIMIT)
 OVERFLOW_LABEL = "otel_metric_overflow"
 
 # ------------------------------------------------------- histogram boundaries (s)
@@ -187,6 +203,13 @@ CONCURRENCY_IN_USE = Metric(
     "queue:NAME for a queue's; zero-filled once seen (cached like the state gauges; "
     "aggregate with max)", (KEY_GROUP,),
 )
+JOBS_UNHANDLED = Metric(
+    "kiln.jobs.unhandled", "gauge", "{job}",
+    "Available jobs that no live server handles in their queue, by queue and kind: "
+    "enqueued before any server declared their kind, or left in a queue a deploy moved "
+    "their kind away from (Client.unhandled); zero-filled once seen (cached like the "
+    "state gauges; aggregate with max)", (QUEUE, KIND),
+)
 
 COUNTS_AGE = Metric(
     "kiln.counts.age", "gauge", "s",
@@ -297,7 +320,7 @@ JOBS_STRANDED = Metric(
 )
 DB_ERRORS = Metric(
     "kiln.db.errors", "counter", "{error}",
-    "Store operations that raised, by operation", (OPERATION,),
+    "Store operations (and Bus publishes) that raised, by operation", (OPERATION,),
 )
 
 SERVER_HEALTHY = Metric(
@@ -316,7 +339,8 @@ SERVER_CONCURRENCY = Metric(
 QUEUE_PAUSED = Metric(
     "kiln.queue.paused", "gauge", "1",
     "1 while the queue is paused (kiln queues pause), as this server's governor last read "
-    "the controls; reported for each queue the server serves: aggregate with max",
+    "the controls; reported for each queue the server serves, and by kiln exporter for "
+    "every known queue: aggregate with max",
     (QUEUE,),
 )
 SERVER_HANDLERS_STUCK = Metric(
@@ -332,8 +356,24 @@ SERVER_OLDEST_RUNNING_AGE = Metric(
 )
 BUILD_INFO = Metric(
     "kiln.build.info", "gauge", "1",
-    "Always 1 while a server is observed; its attributes carry kiln's and Python's versions",
-    (VERSION, PYTHON_VERSION),
+    "Always 1 while a server is observed (or kiln exporter runs); its attributes carry "
+    "kiln's and Python's versions and the installation id of the database it reads "
+    "(once read: the first heartbeat), which rules join onto every kiln series",
+    (VERSION, PYTHON_VERSION, INSTALLATION),
+)
+QUEUE_SCHEDULED_DUE = Metric(
+    "kiln.queue.scheduled_due", "gauge", "{job}",
+    "Scheduled jobs whose run_at has come that the releaser has not made available yet, "
+    "by queue (published by kiln exporter, which reads it every counts_ttl; work that "
+    "waits as much as the available jobs do; aggregate with max)",
+    (QUEUE,),
+)
+QUEUE_SERVERS = Metric(
+    "kiln.queue.servers", "gauge", "{server}",
+    "Live servers that serve the queue, by the database: registered, with a heartbeat "
+    "younger than the exporter's stale_after (published by kiln exporter, whether or not "
+    "any worker is scraped; 0 for a known queue that no server serves; aggregate with max)",
+    (QUEUE,),
 )
 EVENTS_SUBSCRIBER_ERRORS = Metric(
     "kiln.events.subscriber_errors", "counter", "{error}",
@@ -349,6 +389,12 @@ RATE_KEYS_UNDECLARED = Metric(
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
     "Results computed but not yet written to the store",
+)
+SERVER_CONNECTIONS = Metric(
+    "kiln.server.connections", "gauge", "{connection}",
+    "Database connections this server's process holds open now (its store's pool and "
+    "LISTEN connection, and the App's client stores): to the pooler when it is behind "
+    "one; sum over instances for the fleet's",
 )
 SERVER_HEARTBEAT_AGE = Metric(
     "kiln.server.heartbeat.age", "gauge", "s",
@@ -440,6 +486,7 @@ METRICS: tuple[Metric, ...] = (
     EVENTS_SUBSCRIBER_ERRORS,
     RATE_KEYS_UNDECLARED,
     SERVER_RESULTS_PENDING,
+    SERVER_CONNECTIONS,
     SERVER_HEARTBEAT_AGE,
     SERVER_HEARTBEAT_FAILURES,
     SERVER_LEADER_CHANGES,
@@ -454,6 +501,9 @@ METRICS: tuple[Metric, ...] = (
     JOBS_RECONCILED,
     QUEUE_PAUSED,
     CONCURRENCY_IN_USE,
+    JOBS_UNHANDLED,
+    QUEUE_SCHEDULED_DUE,
+    QUEUE_SERVERS,
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 BY_PROMETHEUS_NAME: dict[str, Metric] = {m.prometheus_name: m for m in METRICS}

@@ -19,10 +19,12 @@ from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
-from kiln import App, Client, Event, Server, __version__
+from kiln import App, Client, Server, __version__
+from kiln.events import Event
 from kilnotel import _names as n
+from kilnotel._cardinality import checked, limit_of
 from kilnotel._collector import HistogramCollector
-from kilnotel._counts import CountsCache
+from kilnotel._counts import FINISHED_TTL, CountsCache
 from kilnotel._gauges import GaugeSet, ServerSource, gauge_set
 from kilnotel._histograms import BucketHistogram, SdkHistogram
 from kilnotel._instruments import shared
@@ -65,10 +67,10 @@ class Observer:
         self._undo = undo
 
     async def refresh_counts(self) -> None:
-        """Read the state counts now, on the server's loop (the cache otherwise refreshes
-        itself every counts_ttl)."""
+        """Read the state counts now, every state, on the server's loop (the cache
+        otherwise refreshes itself every counts_ttl)."""
         if self.counts is not None:
-            await self.counts.refresh()
+            await self.counts.refresh(every=True)
 
     async def refresh_sizes(self) -> None:
         """Read the table sizes now, on the server's loop (otherwise every sizes_ttl)."""
@@ -93,7 +95,7 @@ def _tracing(provider: TracerProvider | None, trace_parent: TraceParent) -> Trac
     return Tracing(provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__), trace_parent)
 
 
-def _histograms(provider: Any, meter: Any) -> HistogramFactory:
+def _histograms(provider: Any, meter: Any, limit: int = n.CARDINALITY_LIMIT) -> HistogramFactory:
     """kilnotel's own bucket counts, exposed on the registry, for a provider made by
     prometheus_provider() (whose only reader is that registry's); the SDK's histograms
     for any other provider, whose readers (OTLP, in-memory...) only the SDK can feed."""
@@ -105,7 +107,7 @@ def _histograms(provider: Any, meter: Any) -> HistogramFactory:
         registry, n.INSTRUMENTATION_SCOPE, __version__))
 
     def bucketed(metric: n.Metric) -> BucketHistogram:
-        histogram = BucketHistogram(metric)  # one per observer: one writing thread each
+        histogram = BucketHistogram(metric, limit)  # one per observer: one writing thread each
         collector.add(histogram)
         return histogram
 
@@ -152,25 +154,37 @@ def observe(
     counts_ttl: float = 5.0,
     counts_max_age: float | None = None,
     counts_from: CountsFrom = "leader",
+    finished_counts_ttl: float = FINISHED_TTL,
+    counts_timeout: float | None = None,
     sizes_ttl: float = 60.0,
     traces: bool = True,
     trace_parent: TraceParent = "link",
+    cardinality_limit: int | None = None,
 ) -> Observer:
     """Metrics and spans for ``server``; call before ``server.run()``.
 
     Registers the jobs-by-state gauges (cached store counts, refreshed at most every
     ``counts_ttl`` seconds in the background, published only by the leader unless
     ``counts_from="all"``, and withdrawn when not refreshed for ``counts_max_age``,
-    4 x ``counts_ttl`` by default), the table-size gauges (``store.table_sizes()``,
+    4 x ``counts_ttl`` by default), with the live states counted every refresh and the
+    completed and cancelled ones every ``finished_counts_ttl`` (5 minutes), a refresh
+    cancelled and counted as failed past ``counts_timeout`` (``counts_max_age`` by
+    default), the table-size gauges (``store.table_sizes()``,
     read by the same publisher at most every ``sizes_ttl`` seconds), the server gauges,
     the counters and histograms fed by the server's events, and, with ``traces``, a
     ``process {queue}`` span around every attempt.
+
+    ``cardinality_limit``: the series per instrument the provider's readers keep (default:
+    what ``prometheus_provider()``/``otlp_providers()`` made it with, else the SDK's
+    2,000). Zero series are seeded within half of it; kilnotel's own histograms fold
+    past it, as the SDK does.
     """
     tracing = None
     if traces:  # first: a server already running refuses middleware, before any wiring
         tracing = _tracing(tracer_provider, trace_parent)
         server.use(tracing.middleware)
     provider, meter = _meter(meter_provider)
+    limit = limit_of(provider) if cardinality_limit is None else checked(cardinality_limit)
     server_ref = weakref.ref(server)
 
     if counts_from not in ("leader", "all"):
@@ -186,13 +200,16 @@ def observe(
 
     sizes = SizesCache(server.client, sizes_ttl)
     counts = CountsCache(server.client, counts_ttl, server.queues, alive,
-                         max_age=counts_max_age, eligible=eligible, sizes=sizes)
+                         max_age=counts_max_age, eligible=eligible, sizes=sizes,
+                         finished_ttl=finished_counts_ttl, timeout=counts_timeout,
+                         dead_after=float(server.config.dead_after))
     source = ServerSource(server, counts)
     gauges: GaugeSet = gauge_set(provider, meter)
     gauges.add(source)
-    metrics = EventMetrics(provider, meter, _histograms(provider, meter), counts, source,
+    metrics = EventMetrics(provider, meter, _histograms(provider, meter, limit), counts, source,
                            tracing.span_ids if tracing is not None else None)
-    metrics.seed(server.queues, {name: k.queue for name, k in server.kinds.items()})
+    metrics.seed(server.queues, {name: k.queue for name, k in server.kinds.items()},
+                 n.seed_budget(limit))
     tables = [metrics.handlers()] + ([tracing.handlers()] if tracing is not None else [])
     undo: list[Callable[[], None]] = [
         lambda: gauges.discard(source),
@@ -213,8 +230,8 @@ def observe_client(
     """Enqueue counters and ``send {queue}`` spans for a Client, or for every client of
     an App (``observe_app``). Observe an App or its clients, not both: counts double."""
     provider, meter = _meter(meter_provider)
-    undo = [client.events.subscribe(_Subscriber([
-        EventMetrics(provider, meter, _histograms(provider, meter)).handlers()]))]
+    undo = [client.events.subscribe(_Subscriber([EventMetrics(
+        provider, meter, _histograms(provider, meter, limit_of(provider))).handlers()]))]
     tracing = None
     if traces:
         tracing = _tracing(tracer_provider, "link")

@@ -29,16 +29,19 @@ from opentelemetry import trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ParentBased
 from prometheus_client import CollectorRegistry
 
 from kiln import Server
+from kilnotel import _names as n
+from kilnotel._cardinality import checked, reader_options, remember
 from kilnotel._observe import Observer, observe
-from kilnotel._prometheus import MetricsServer, serve
+from kilnotel._prometheus import MetricsServer, default_resource, serve
+from kilnotel._sampling import ProducerSampler
 
-DEFAULT_SERVICE_NAME = "kiln-worker"
 PROTOCOLS = ("http/protobuf", "grpc")
 # (module, class) of each signal's exporter, by protocol
 _EXPORTERS = {
@@ -108,20 +111,14 @@ def _disabled(signal: str, environ: Mapping[str, str] | None) -> bool:
     return env.get(f"OTEL_{signal.upper()}_EXPORTER", "").strip().lower() == "none"
 
 
-def _resource() -> Resource:
-    resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-    name = str(resource.attributes.get(SERVICE_NAME, ""))
-    if not name or name.startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
-    return resource
-
-
 def otlp_providers(
     endpoint: str | None = None,
     *,
     registry: CollectorRegistry | None = None,
     resource: Resource | None = None,
     environ: Mapping[str, str] | None = None,
+    cardinality_limit: int = n.CARDINALITY_LIMIT,
+    sample_ratio: float | None = None,
 ) -> tuple[MeterProvider, TracerProvider | None]:
     """A MeterProvider that exports over OTLP every ``OTEL_METRIC_EXPORT_INTERVAL``
     (60 s by default), and a TracerProvider whose BatchSpanProcessor exports spans over
@@ -130,11 +127,17 @@ def otlp_providers(
     ``endpoint``: the collector's base URL (``http://collector:4318``), as
     ``OTEL_EXPORTER_OTLP_ENDPOINT``; None lets the exporters read the environment.
     ``registry``: also read the metrics into this Prometheus registry, for /metrics.
+    ``cardinality_limit``: the series each instrument keeps before folding the rest into
+    one ``otel_metric_overflow`` series, on every reader. ``sample_ratio``: unless
+    ``OTEL_TRACES_SAMPLER`` is set, spans are sampled by
+    ``ParentBased(ProducerSampler(sample_ratio))``: an attempt whose enqueuing request was
+    traced is kept, the others at the ratio (None: the SDK's default, every span).
     """
     if endpoint is not None and not endpoint.strip():
         raise OtlpConfigError("the OTLP endpoint is empty: give a URL such as "
                               "http://127.0.0.1:4318")
-    resource = resource or _resource()
+    limit = checked(cardinality_limit)
+    resource = resource or default_resource()
     # every exporter first: a bad setting raises before any reader thread starts
     metric_exporter = None if _disabled("metrics", environ) else _exporter(
         "metrics", endpoint, environ)
@@ -142,15 +145,22 @@ def otlp_providers(
         "traces", endpoint, environ)
     readers: list[MetricReader] = []
     if metric_exporter is not None:
-        readers.append(PeriodicExportingMetricReader(metric_exporter))
+        readers.append(PeriodicExportingMetricReader(
+            metric_exporter, **reader_options(PeriodicExportingMetricReader, limit)))
     if registry is not None:
-        readers.append(PrometheusMetricReader(registry=registry))
+        readers.append(PrometheusMetricReader(
+            registry=registry, **reader_options(PrometheusMetricReader, limit)))
     tracer_provider = None
     if span_exporter is not None:
-        tracer_provider = TracerProvider(resource=resource)
+        env = os.environ if environ is None else environ
+        sampler = None
+        if sample_ratio is not None and not env.get("OTEL_TRACES_SAMPLER", "").strip():
+            sampler = ParentBased(ProducerSampler(sample_ratio))
+        tracer_provider = TracerProvider(resource=resource, sampler=sampler)
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
     meter_provider = MeterProvider(metric_readers=readers, resource=resource,
                                    exemplar_filter=AlwaysOffExemplarFilter())
+    remember(meter_provider, limit)
     return meter_provider, tracer_provider
 
 
@@ -189,6 +199,8 @@ def export_otlp(
     metrics_host: str = "127.0.0.1",
     environ: Mapping[str, str] | None = None,
     global_tracer: bool = False,
+    cardinality_limit: int = n.CARDINALITY_LIMIT,
+    sample_ratio: float | None = None,
 ) -> OtlpExport:
     """Observe ``server`` with OTLP providers (``otlp_providers``); with
     ``metrics_port``, serve the same metrics on /metrics too. Call before
@@ -199,7 +211,9 @@ def export_otlp(
     exported too, as children of their attempt's ``process`` span (kiln worker does)."""
     registry = CollectorRegistry() if metrics_port is not None else None
     meter_provider, tracer_provider = otlp_providers(endpoint, registry=registry,
-                                                     environ=environ)
+                                                     environ=environ,
+                                                     cardinality_limit=cardinality_limit,
+                                                     sample_ratio=sample_ratio)
     observer = observe(server, meter_provider, tracer_provider,
                        traces=tracer_provider is not None)
     if (global_tracer and tracer_provider is not None

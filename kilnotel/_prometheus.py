@@ -14,33 +14,52 @@ from wsgiref.simple_server import WSGIServer
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from prometheus_client import CollectorRegistry, start_http_server
 
 from kiln import Server
+from kilnotel import _names as n
+from kilnotel._cardinality import checked, reader_options, remember
 from kilnotel._observe import Observer, observe, observer_of, remember_registry
 
 DEFAULT_PORT = 9464  # the OpenTelemetry Prometheus exporter's conventional port
+DEFAULT_SERVICE_NAME = "kiln-worker"
+
+
+def default_resource() -> Resource:
+    """``Resource.create()`` (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES), with
+    ``service.name`` ``kiln-worker`` rather than the SDK's ``unknown_service:python``."""
+    resource = Resource.create()
+    name = str(resource.attributes.get(SERVICE_NAME, ""))
+    if not name or name.startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return resource
 
 
 def prometheus_provider(
-    registry: CollectorRegistry | None = None, *, resource: Resource | None = None
+    registry: CollectorRegistry | None = None, *, resource: Resource | None = None,
+    cardinality_limit: int = n.CARDINALITY_LIMIT,
 ) -> tuple[MeterProvider, CollectorRegistry]:
     """A MeterProvider whose metrics are read into ``registry`` (a new one by default).
 
     The resource defaults to ``Resource.create()``, which reads OTEL_SERVICE_NAME and
-    OTEL_RESOURCE_ATTRIBUTES; it is exposed as the ``target_info`` series. The SDK's
-    exemplars are off: this reader does not expose them, and sampling them costs every
-    measurement a look at the current span; kilnotel's own histograms carry exemplars
-    taken from the job (see _exemplars).
+    OTEL_RESOURCE_ATTRIBUTES, with ``service.name`` ``kiln-worker`` when neither names
+    one; it is exposed as the ``target_info`` series. The SDK's exemplars are off: this
+    reader does not expose them, and sampling them costs every measurement a look at the
+    current span; kilnotel's own histograms carry exemplars taken from the job (see
+    _exemplars). ``cardinality_limit``: the series each instrument keeps before folding
+    the rest into one ``otel_metric_overflow="true"`` series (KilnMetricsOverflow).
     """
+    limit = checked(cardinality_limit)
     registry = registry if registry is not None else CollectorRegistry()
-    reader = PrometheusMetricReader(registry=registry)
+    reader = PrometheusMetricReader(registry=registry,
+                                    **reader_options(PrometheusMetricReader, limit))
     provider = MeterProvider(
-        metric_readers=[reader], resource=resource or Resource.create(),
+        metric_readers=[reader], resource=resource or default_resource(),
         exemplar_filter=AlwaysOffExemplarFilter(),
     )
     remember_registry(provider, registry)
+    remember(provider, limit)
     return provider, registry
 
 
@@ -65,13 +84,16 @@ class MetricsServer:
         self._thread.join(5)
 
 
-def _registry_of(target: Any) -> tuple[CollectorRegistry, Observer | None]:
+def _registry_of(
+    target: Any, cardinality_limit: int | None = None
+) -> tuple[CollectorRegistry, Observer | None]:
     if isinstance(target, CollectorRegistry):
         return target, None
     if isinstance(target, Server):
         observer = observer_of(target)
         if observer is None:
-            provider, _registry = prometheus_provider()
+            provider, _registry = prometheus_provider(
+                cardinality_limit=cardinality_limit or n.CARDINALITY_LIMIT)
             observer = observe(target, provider)
         target = observer
     if isinstance(target, Observer):
@@ -89,13 +111,16 @@ def serve(
     target: Server | Observer | CollectorRegistry,
     port: int = DEFAULT_PORT,
     host: str = "127.0.0.1",
+    *,
+    cardinality_limit: int | None = None,
 ) -> MetricsServer:
     """Serve ``/metrics`` from ``target``'s own registry on ``host:port`` (port 0: any).
 
-    A Server not yet observed is observed here with a new prometheus_provider(). The
-    endpoint runs in a daemon thread; it binds loopback unless told otherwise.
+    A Server not yet observed is observed here with a new prometheus_provider() (made
+    with ``cardinality_limit``, 2,000 series per instrument by default). The endpoint
+    runs in a daemon thread; it binds loopback unless told otherwise.
     """
-    registry, observer = _registry_of(target)
+    registry, observer = _registry_of(target, cardinality_limit)
     httpd, thread = start_http_server(port, addr=host, registry=registry)
     thread.name = "kilnotel-metrics"
     return MetricsServer(registry, host, int(httpd.server_port), httpd, thread, observer)

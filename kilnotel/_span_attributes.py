@@ -25,6 +25,8 @@ from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import Span
 
+from kilnotel._sampling import ProducerSampler
+
 _SAMPLING_MODULE = sampling.__name__
 _PARENT_BASED_DELEGATES = ("_root", "_remote_parent_sampled", "_remote_parent_not_sampled",
                            "_local_parent_sampled", "_local_parent_not_sampled")
@@ -32,6 +34,8 @@ _ROOM = 16  # attributes kiln may put on a process span, with room to spare
 
 
 def _sdk_sampler(sampler: Any) -> bool:
+    if type(sampler) is ProducerSampler:  # kilnotel's own: adds no attributes either
+        return True
     if type(sampler).__module__ != _SAMPLING_MODULE:
         return False
     if isinstance(sampler, sampling.ParentBased):

@@ -29,7 +29,8 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
-from kiln import Event, Fenced, Job, JobFinished, JobRow, NewJob, Outcome
+from kiln import Job, JobRow, NewJob, Outcome
+from kiln.events import Event, Fenced, JobFinished
 from kilnotel import _names as n
 from kilnotel._attempt_spans import AttemptSpan, SpanFactory
 from kilnotel._span_attributes import SpanAttributes
@@ -184,12 +185,14 @@ class Tracing:
         base = self._attrs.get((queue, kind)) or self._base(queue, kind)
         # link mode: a root, never a child of the context the server runs in
         context = producer if self._parent and producer is not None else _ROOT
-        attributes = {**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt}
         if self._factory.usable():
             parent = link if self._parent else None
             span: Span = self._factory.start(
-                name, context, parent, None if self._parent else link, attributes)
+                name, context, parent, None if self._parent else link,
+                lambda: {**base, n.MESSAGING_MESSAGE_ID: str(row.id), n.SPAN_ATTEMPT: row.attempt})
         else:
+            attributes = {**base, n.MESSAGING_MESSAGE_ID: str(row.id),
+                          n.SPAN_ATTEMPT: row.attempt}
             # after sampling (see _span_attributes), an unsampled attempt builds none
             late = self._attributes.after_sampling
             span = self._tracer.start_span(

@@ -1,5 +1,6 @@
 import sys
 
-from mixin.build import main
+from kilnotel.mixin.build import main
+from mixin import ROOT
 
-sys.exit(main())
+sys.exit(main(["--out", str(ROOT), *sys.argv[1:]], prog="python -m mixin"))

@@ -9,5 +9,7 @@ With CI=true a missing database fails the run instead of skipping.
 from __future__ import annotations
 
 pytest_plugins = [
-    "tests.plugins.databases", "tests.plugins.exclusive", "pytester",  # pytester: tests/testing
+    "tests.plugins.databases", "tests.plugins.exclusive", "tests.plugins.pgbouncer",
+    "tests.plugins.tiers",
+    "pytester",  # pytester: tests/testing
 ]

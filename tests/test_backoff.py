@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._retry import backoff_from_json, backoff_to_json, retry_window
+from kiln._model._retry import backoff_from_json, backoff_to_json, retry_window
 
 
 def test_exponential_takes_timedeltas_as_the_operators_guide_writes_it() -> None:

@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Sequence
 
 from kiln._events import EventHub
-from kiln._job import JobRow
+from kiln._model._job import JobRow
 from kiln._server._claim_session import ClaimSession, ClaimState
 from kiln._server._identity import Identity
-from tests.test_pool import row
+from tests.support.parts import row
 from tests.test_pool_watch import WatchStore
 
 
@@ -36,7 +36,8 @@ def _session(store: WatchStore, identity: Identity, accepted: list[list[JobRow]]
         accepted.append(rows)
         return True
 
-    return ClaimSession("q", ["k"], store, EventHub(), identity, limited=False,  # type: ignore[arg-type]
+    return ClaimSession(queue="q", kinds=["k"], store=store,  # type: ignore[arg-type]
+                        events=EventHub(), identity=identity, limited=False,
                         accept=accept, hand_back=handed.extend, roll_back=lambda rows: None,
                         on_taken=lambda: None)
 

@@ -10,87 +10,34 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
+import re
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import kiln
-from kiln import JobFilter, JobState
-from kiln._job import AttemptError, JobResult, Outcome, ServerInfo
-from kiln._wakeup import CANCEL_PAYLOAD
+from kiln import JobState
+from kiln._model._job import ServerInfo
+from kiln._model._wakeup import CANCEL_PAYLOAD
 from kiln.stores import store_from_url
+from tests.support.cli import (
+    assert_fails,
+    cli_env,
+    count_jobs,
+    enqueue,
+    fail_jobs,
+    job_json,
+    ok,
+    run_cli,
+)
+from tests.support.cli import url as url
 
 UNREACHABLE_URL = "postgresql://postgres@127.0.0.1:1/x"
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
-    env.update(extra)
-    return env
-
-
-def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """``python -m kiln.cli ARGS`` with no KILN_* variables unless ``env`` sets them."""
-    return subprocess.run(
-        [sys.executable, "-m", "kiln.cli", *args], cwd=cwd, env=env or cli_env(),
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )
-
-
-def assert_fails(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
-    """Exit ``code``, one line on stderr naming every word, nothing on stdout."""
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("kiln: error: "), lines[0]
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
-    return lines[0]
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout
-
-
-def count_jobs(url: str) -> int:
-    async def count() -> int:
-        store = store_from_url(url)
-        await store.open()
-        try:
-            return await store.job_count(JobFilter())
-        finally:
-            await store.close()
-
-    return asyncio.run(count())
-
-
-def job_json(url: str, job_id: int) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(ok(run_cli("--database-url", url, "jobs", "show",
-                                                 str(job_id), "--json")))
-    return data
-
-
-@pytest.fixture
-def url(store_url: str) -> str:
-    """A migrated database of each backend, migrated through the CLI."""
-    ok(run_cli("migrate", "--database-url", store_url))
-    return store_url
-
-
-def enqueue(url: str, kind: str, *options: str) -> int:
-    return int(ok(run_cli("--database-url", url, "enqueue", kind, *options)).strip())
 
 
 # the command itself --------------------------------------------------------------------
@@ -127,9 +74,15 @@ def test_malformed_command_lines_are_usage_errors(
 
 # migrate and the database URL --------------------------------------------------------------
 def test_migrate_defaults_to_kiln_db_in_the_working_directory(tmp_path: Path) -> None:
-    assert "applied migration" in ok(run_cli("migrate", cwd=tmp_path))
+    first = ok(run_cli("migrate", cwd=tmp_path))
+    assert "applied migration" in first
     assert (tmp_path / "kiln.db").exists()
-    assert "up to date" in ok(run_cli("migrate", cwd=tmp_path))
+    again = ok(run_cli("migrate", cwd=tmp_path))
+    assert "up to date" in again
+    # the installation id the first migration made, the same every time after
+    (installation,) = re.findall(r"^installation ([0-9a-f]{16})$", first, re.M)
+    assert f"installation {installation}" in again
+    assert f"installation {installation}" in ok(run_cli("migrate", "--status", cwd=tmp_path))
     job_id = int(ok(run_cli("enqueue", "x", cwd=tmp_path)))
     assert count_jobs(f"sqlite:///{tmp_path / 'kiln.db'}") == 1 and job_id >= 1
 
@@ -167,14 +120,14 @@ def test_sqlite_file_that_does_not_exist_is_not_created(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_not_migrated_database_is_refused_and_left_alone(store_url: str) -> None:
-    if store_url.startswith("sqlite"):
-        Path(store_url[len("sqlite:///"):]).touch()  # exists, but no schema
-    assert_fails(run_cli("--database-url", store_url, "enqueue", "x"), 1, "kiln migrate")
-    assert_fails(run_cli("--database-url", store_url, "jobs", "list"), 1, "kiln migrate")
+def test_not_migrated_database_is_refused_and_left_alone(empty_store_url: str) -> None:
+    if empty_store_url.startswith("sqlite"):
+        Path(empty_store_url[len("sqlite:///"):]).touch()  # exists, but no schema
+    assert_fails(run_cli("--database-url", empty_store_url, "enqueue", "x"), 1, "kiln migrate")
+    assert_fails(run_cli("--database-url", empty_store_url, "jobs", "list"), 1, "kiln migrate")
 
     async def still_missing() -> None:
-        store = store_from_url(store_url)
+        store = store_from_url(empty_store_url)
         await store.open()
         try:
             with pytest.raises(kiln.NotMigratedError):
@@ -276,30 +229,13 @@ def test_jobs_show_text_and_missing_job(url: str) -> None:
 
 
 # requeue / cancel / delete ------------------------------------------------------------
-async def _fail_jobs(url: str, queue: str, count: int) -> list[int]:
-    """Claim ``count`` jobs of ``queue`` and fail them for good, as a worker would."""
-    store = store_from_url(url)
-    await store.open()
-    try:
-        claimed = await store.job_claim(queue, ["email.send", "report.build"], count, "srv-1")
-        error = AttemptError(attempt=1, at=0.0, error="RuntimeError: boom", server_id="srv-1")
-        await store.job_results_apply([
-            JobResult(job_id=row.id, server_id="srv-1", attempt=row.attempt,
-                      outcome=Outcome.FAILED, error=error)
-            for row in claimed
-        ])
-        return [row.id for row in claimed]
-    finally:
-        await store.close()
-
-
 def test_requeue_by_state_queue_and_kind_gives_a_full_budget(url: str) -> None:
     for _ in range(3):
         enqueue(url, "email.send", "--queue", "mail", "--max-attempts", "3")
     enqueue(url, "report.build", "--queue", "mail")
     enqueue(url, "email.send", "--queue", "other")
-    failed = asyncio.run(_fail_jobs(url, "mail", 10))
-    asyncio.run(_fail_jobs(url, "other", 10))
+    failed = asyncio.run(fail_jobs(url, "mail", 10))
+    asyncio.run(fail_jobs(url, "other", 10))
     assert len(failed) == 4
     out = ok(run_cli("--database-url", url, "jobs", "requeue", "--state", "failed",
                      "--queue", "mail", "--kind", "email.send"))
@@ -317,7 +253,7 @@ def test_requeue_by_state_queue_and_kind_gives_a_full_budget(url: str) -> None:
 
 def test_requeue_cancel_and_delete_by_id(url: str) -> None:
     a, b, c = (enqueue(url, "email.send") for _ in range(3))
-    failed = asyncio.run(_fail_jobs(url, "default", 1))
+    failed = asyncio.run(fail_jobs(url, "default", 1))
     assert failed == [a]
     assert ok(run_cli("--database-url", url, "jobs", "requeue", str(a))).strip() == (
         "requeued 1 job")
@@ -354,7 +290,7 @@ def test_servers_lists_registered_servers_and_the_leader(url: str) -> None:
                     id=name, host="h1", pid=42, queues={"mail": 5}, kinds=["email.send"],
                     version=kiln.__version__, started_at=datetime.now(UTC),
                 ))
-                await store.server_heartbeat(name)
+                await store.server_heartbeat(name, 3 if name == "srv-a" else None)
             assert await store.leader_elect("srv-b", 30.0)
         finally:
             await store.close()
@@ -362,12 +298,15 @@ def test_servers_lists_registered_servers_and_the_leader(url: str) -> None:
     asyncio.run(register())
     data = json.loads(ok(run_cli("--database-url", url, "servers", "--json")))
     assert data["leader"] == "srv-b"
-    assert {(s["id"], s["leader"], s["pid"]) for s in data["servers"]} == {
-        ("srv-a", False, 42), ("srv-b", True, 42)}
+    assert {(s["id"], s["leader"], s["pid"], s["connections"]) for s in data["servers"]} == {
+        ("srv-a", False, 42, 3), ("srv-b", True, 42, None)}
     text = ok(run_cli("--database-url", url, "servers"))
-    rows = {line.split()[0]: line for line in text.strip().splitlines()[1:]}
+    header, *lines = text.strip().splitlines()
+    assert header.split()[-2:] == ["CONNS", "LEADER"]
+    rows = {line.split()[0]: line for line in lines}
     assert rows["srv-b"].endswith("yes") and not rows["srv-a"].endswith("yes")
     assert "mail=5" in rows["srv-a"]
+    assert rows["srv-a"].split()[-1] == "3" and rows["srv-b"].split()[-2] == "-"
 
 
 # retry-window -----------------------------------------------------------------------------
@@ -405,9 +344,10 @@ def test_states_offered_by_the_cli_are_the_job_states() -> None:
 def test_cancel_of_one_finished_or_unknown_job_is_an_error(url: str) -> None:
     done = enqueue(url, "email.send")
     ok(run_cli("--database-url", url, "jobs", "cancel", str(done)))
-    assert_fails(run_cli("--database-url", url, "jobs", "cancel", str(done)), 2,
+    # exit 1, not the usage code: the command was right, the job is not there to cancel
+    assert_fails(run_cli("--database-url", url, "jobs", "cancel", str(done)), 1,
                  f"job {done} has finished already (cancelled)")
-    assert_fails(run_cli("--database-url", url, "jobs", "cancel", "424242"), 2,
+    assert_fails(run_cli("--database-url", url, "jobs", "cancel", "424242"), 1,
                  "job 424242 not found")
 
 

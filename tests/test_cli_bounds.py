@@ -7,7 +7,7 @@ import asyncio
 from datetime import datetime
 
 from kiln.stores import store_from_url
-from tests.test_cli import _fail_jobs, assert_fails, enqueue, job_json, ok, run_cli, url
+from tests.support.cli import assert_fails, enqueue, fail_jobs, job_json, ok, run_cli, url
 
 __all__ = ["url"]  # the fixture, re-used
 
@@ -23,9 +23,9 @@ async def _now(url: str) -> datetime:
 
 def test_requeue_acts_only_within_its_bounds(url: str) -> None:
     ids = [enqueue(url, "email.send", "--queue", "mail") for _ in range(3)]
-    [first] = asyncio.run(_fail_jobs(url, "mail", 1))
+    [first] = asyncio.run(fail_jobs(url, "mail", 1))
     seen = asyncio.run(_now(url)).isoformat()
-    later = asyncio.run(_fail_jobs(url, "mail", 2))
+    later = asyncio.run(fail_jobs(url, "mail", 2))
     out = ok(run_cli("--database-url", url, "jobs", "requeue", "--state", "failed",
                      "--finished-before", seen, "--max-id", str(max(ids))))
     assert out.strip() == "requeued 1 job"

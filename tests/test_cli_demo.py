@@ -14,8 +14,9 @@ from pathlib import Path
 
 from kiln import JobFilter, JobRow, JobState
 from kiln.stores import store_from_url
-from tests.test_cli import assert_fails, cli_env, run_cli
-from tests.test_cli_worker import free_port, wait_for
+from tests.support.cli import assert_fails, cli_env, run_cli
+from tests.support.net import free_port
+from tests.support.waits import wait_for_sync
 
 LINE = re.compile(
     r"^\[(?:\s*\d+s|stopped after \d+s)\]\s+[\d.]+ jobs/s \| scheduled \d+  available \d+  "
@@ -57,9 +58,10 @@ def start_demo(directory: Path, *flags: str) -> tuple[subprocess.Popen[str], int
 def test_demo_shows_every_path_a_job_can_take(tmp_path: Path) -> None:
     proc, port, metrics_port = start_demo(tmp_path, "--duration", "8")
     try:
-        wait_for("the dashboard", lambda: fetch(f"http://127.0.0.1:{port}/")[0] == 200)
-        wait_for("metrics", lambda: "kiln_jobs_" in fetch(
-            f"http://127.0.0.1:{metrics_port}/metrics")[1])
+        wait_for_sync(lambda: fetch(f"http://127.0.0.1:{port}/")[0] == 200, 30.0,
+                      "the dashboard", interval=0.1)
+        wait_for_sync(lambda: "kiln_jobs_" in fetch(
+            f"http://127.0.0.1:{metrics_port}/metrics")[1], 30.0, "metrics", interval=0.1)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from kiln import cli
-from kiln._bulk import Bulk, Progress
-from kiln._client import Client
+from kiln._client._bulk import Bulk, Progress
+from kiln._client._client import Client
 from kiln._errors import StoreError
-from kiln._job import JobFilter, JobRow, NewJob
+from kiln._model._job import JobFilter, JobRow, NewJob
 from kiln.cli._bulk import ProgressDisplay
 from kiln.stores import store_from_url
-from tests.test_cli import _fail_jobs, ok, run_cli, url
+from tests.support.cli import fail_jobs, ok, run_cli, url
 
 __all__ = ["url"]  # the fixture, re-used
 
@@ -61,6 +61,21 @@ def test_list_pages_with_before(url: str) -> None:
     rest = ok(run_cli("--database-url", url, "jobs", "list", "--all", "--before", str(ids[2]),
                       "--page-size", "2"))
     assert [json.loads(line)["id"] for line in rest.splitlines()] == ids[3:]  # resumed
+
+
+def test_list_all_says_how_far_it_got(url: str, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A progress line each second on stderr (how many, and the --before that resumes)
+    and one at the end; stdout holds the JSON lines only."""
+    ids = sorted(asyncio.run(_insert(url, 30)), reverse=True)
+    monkeypatch.setattr("kiln.cli._bulk.EVERY", 0.0)  # a line after every page
+    code = cli.run(["--database-url", url, "jobs", "list", "--all", "--page-size", "10"])
+    captured = capsys.readouterr()
+    assert code == 0 and len(captured.out.splitlines()) == 30
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("list --all: 10 jobs so far (")
+    assert lines[0].endswith(f"the rest: --before {ids[9]}")
+    assert re.fullmatch(r"list --all: 30 jobs in \d+\.\d s", lines[-1])
 
 
 class _Lines(io.StringIO):
@@ -143,7 +158,7 @@ PROGRESS = re.compile(r"^requeue: (\d+)/30 \(\d+%\), (\d+) requeued, (\d+) batch
 
 def test_requeue_in_batches_prints_plain_progress_on_a_pipe(url: str) -> None:
     asyncio.run(_insert(url, 30, queue="mail"))
-    failed = asyncio.run(_fail_jobs(url, "mail", 30))
+    failed = asyncio.run(fail_jobs(url, "mail", 30))
     result = run_cli("--database-url", url, "jobs", "requeue", "--state", "failed",
                      "--batch-size", "7")
     assert ok(result).strip() == "requeued 30 jobs"
@@ -161,7 +176,7 @@ def test_requeue_in_batches_prints_plain_progress_on_a_pipe(url: str) -> None:
 def test_cancel_and_delete_in_batches(url: str) -> None:
     ids = asyncio.run(_insert(url, 12))
     kept = asyncio.run(_insert(url, 2, queue="other"))
-    result = run_cli("--database-url", url, "jobs", "cancel", "--queue", "bulk",
+    result = run_cli("--database-url", url, "jobs", "cancel", "--queue", "bulk", "--yes",
                      "--batch-size", "5")
     assert ok(result).strip() == "cancelled 12 jobs"
     assert result.stderr.splitlines()[-1] == ("cancel: 12/12 (100%), 12 cancelled,"
@@ -171,7 +186,7 @@ def test_cancel_and_delete_in_batches(url: str) -> None:
     assert ok(result).strip() == "deleted 12 jobs"
     assert _listed("--database-url", url, "jobs", "list", "--limit", "100") == kept[::-1]
     assert not set(ids) & set(kept)
-    bad = run_cli("--database-url", url, "jobs", "delete", "--queue", "other",
+    bad = run_cli("--database-url", url, "jobs", "delete", "--queue", "other", "--yes",
                   "--batch-size", "0")
     assert bad.returncode == 2 and "--batch-size must be between 1 and 1000" in bad.stderr
     assert len(_listed("--database-url", url, "jobs", "list")) == 2
@@ -181,7 +196,7 @@ def test_interrupted_requeue_says_how_to_finish_and_a_rerun_does(
     url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     asyncio.run(_insert(url, 20, queue="mail"))
-    failed = asyncio.run(_fail_jobs(url, "mail", 20))
+    failed = asyncio.run(fail_jobs(url, "mail", 20))
     original = Bulk._apply
     batches: list[JobFilter] = []
 
@@ -201,7 +216,7 @@ def test_interrupted_requeue_says_how_to_finish_and_a_rerun_does(
     assert hint, err
     left = _listed("--database-url", url, "jobs", "list", "--state", "failed")
     assert sorted(left) == sorted(failed)[:12]  # the newest 8 went back, whole
-    again = asyncio.run(_fail_jobs(url, "mail", 1))  # one of them fails again: not redone
+    again = asyncio.run(fail_jobs(url, "mail", 1))  # one of them fails again: not redone
     monkeypatch.setattr(Bulk, "_apply", original)
     result = run_cli("--database-url", url, "jobs", "requeue", "--state", "failed",
                      *hint.group(1).split())

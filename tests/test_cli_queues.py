@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kiln import Client
-from kiln._controls import QueueControls
-from kiln._job import ServerInfo
+from kiln._model._controls import QueueControls
+from kiln._model._job import ServerInfo
 from kiln.cli import EXIT_OK, EXIT_USAGE, run
 from kiln.stores import store_from_url
 
@@ -81,3 +81,31 @@ def test_bad_input_exits_2_and_writes_nothing(
     assert message in err and err.count("\n") == 1
     controls, audit = asyncio.run(_read(store_url))
     assert controls == QueueControls() and audit == []
+
+
+def test_limit_remove_takes_a_fleet_wide_limit_away_audited(store_url: str, capsys: Any) -> None:
+    """``kiln queues limit QUEUE --remove`` (audit M3): the limit goes, the audit says
+    who, and a live server that still declares it is named."""
+    asyncio.run(_seed(store_url))
+
+    async def declare() -> None:
+        store = store_from_url(store_url)
+        await store.open()
+        try:
+            await store.concurrency_declare({"queue:mail": 1}, "srv-1")
+        finally:
+            await store.close()
+
+    asyncio.run(declare())
+    db = ["--database-url", store_url]
+    assert run(["queues", "limit", "mail", "--remove", *db]) == EXIT_OK
+    printed = capsys.readouterr()
+    assert printed.out == "removed the concurrency limit of mail (at most 1 at once)\n"
+    assert "still declared by live server(s) srv-1" in printed.err
+    assert run(["queues", "limit", "mail", "--remove", *db]) == EXIT_OK
+    assert "has no fleet-wide concurrency limit" in capsys.readouterr().out
+    _controls, audit = asyncio.run(_read(store_url))
+    assert audit == [(audit[0][0], "concurrency_remove")] * 2
+    assert audit[0][0].startswith("cli")
+    assert run(["queues", "limit", "mail", *db]) == EXIT_USAGE  # --remove is required
+    assert "--remove" in capsys.readouterr().err

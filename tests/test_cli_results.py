@@ -7,12 +7,13 @@ import dataclasses
 import json
 from datetime import UTC, datetime
 
-from kiln._job import JobFilter, JobRow, JobState, NewJob
+from kiln._model import _wire as wire
+from kiln._model._job import JobFilter, JobRow, JobState, NewJob
 from kiln.cli import _output as out
 from kiln.stores import store_from_url
 from tests.stores.factories import result
-from tests.test_cli import ok, run_cli
-from tests.test_cli import url as url
+from tests.support.cli import ok, run_cli
+from tests.support.cli import url as url
 
 
 def completed(url: str, values: list[object]) -> list[int]:
@@ -56,7 +57,7 @@ def test_a_job_without_a_result_and_listings() -> None:
         attempted_at=None, finished_at=None, server_id=None, rate_key=None, rescues=0,
     )
     assert out.job_details(row).splitlines()[-1].split() == ["result", "-"]
-    assert "result" not in out.job_json(row)  # a listing did not read it: not a null
-    assert out.job_json(row, result=True)["result"] is None
+    assert "result" not in wire.job_json(row)  # a listing did not read it: not a null
+    assert wire.job_json(row, result=True)["result"] is None
     row.result = "42"
     assert out.job_details(row).splitlines()[-1].split() == ["result", '"42"']  # quoted

@@ -12,11 +12,10 @@ import subprocess
 
 import pytest
 
-from kiln import JobFilter
-from kiln._job import NewJob
+from kiln._model._job import NewJob
 from kiln.cli import run
 from kiln.stores import store_from_url
-from tests.test_cli import _fail_jobs, assert_fails, ok, url
+from tests.support.cli import assert_fails, count_jobs, fail_jobs, ok, url
 
 __all__ = ["url"]  # the fixture, imported for the tests below
 
@@ -49,10 +48,6 @@ def _cli(url: str, *args: str) -> str:
 def job_json(url: str, job_id: int) -> dict[str, object]:
     data: dict[str, object] = json.loads(_cli(url, "jobs", "show", str(job_id), "--json"))
     return data
-
-
-def count_jobs(url: str) -> int:
-    return asyncio.run(_count(url))
 
 
 def _listed(url: str, *flags: str) -> list[int]:
@@ -90,15 +85,17 @@ def test_bulk_actions_take_the_filters(url: str) -> None:
     ids = [int(_cli(url, "enqueue", "email.send", "--queue", "mail", "--max-attempts", "1",
                     "--args", json.dumps({"tenant": 42 if i < 3 else 7})))
            for i in range(5)]
-    failed = asyncio.run(_fail_jobs(url, "mail", 10))
+    failed = asyncio.run(fail_jobs(url, "mail", 10))
     assert sorted(failed) == ids
     out = _cli(url, "jobs", "requeue", "--state", "failed", "--arg", "tenant=42",
                "--max-id", str(ids[1]))
     assert out.strip() == "requeued 2 jobs"
     assert [job_json(url, i)["state"] for i in ids] == [
         "available", "available", "failed", "failed", "failed"]
-    assert _cli(url, "jobs", "cancel", "--arg", "tenant=42").strip() == "cancelled 2 jobs"
-    assert _cli(url, "jobs", "delete", "--arg", "tenant=7").strip() == "deleted 2 jobs"
+    assert _cli(url, "jobs", "cancel", "--arg", "tenant=42", "--yes").strip() == (
+        "cancelled 2 jobs")
+    assert _cli(url, "jobs", "delete", "--arg", "tenant=7", "--yes").strip() == (
+        "deleted 2 jobs")
     assert count_jobs(url) == 3
 
 
@@ -114,7 +111,8 @@ def test_bad_tags_and_filters_fail_and_write_nothing(url: str) -> None:
         assert_fails(run_cli("--database-url", url, "enqueue", "k", *flags), 2, *words)
     assert count_jobs(url) == before
     for action in ("list", "requeue", "cancel", "delete"):
-        state = ("--state", "failed") if action == "requeue" else ()
+        state: tuple[str, ...] = ("--state", "failed") if action == "requeue" else ()
+        state += ("--yes",) if action in ("cancel", "delete") else ()
         for flags, words in (
             (("--meta", "tenant"), ["key=value", "tenant"]),
             (("--meta", "tenant=[1]"), []),
@@ -128,12 +126,3 @@ def test_bad_tags_and_filters_fail_and_write_nothing(url: str) -> None:
             assert_fails(result, 2, *words)
     assert_fails(run_cli("--database-url", url, "jobs", "delete"), 2, "ID", "--tag")
     assert count_jobs(url) == before
-
-
-async def _count(url: str) -> int:
-    store = store_from_url(url)
-    await store.open()
-    try:
-        return await store.job_count(JobFilter())
-    finally:
-        await store.close()

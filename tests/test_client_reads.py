@@ -3,22 +3,17 @@ client that holds no handlers, and reads what a running server and its jobs show
 
 from __future__ import annotations
 
-import re
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import kiln
-from tests.integration.inprocess import Running, config, wait_for
-
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+from tests.integration.inprocess import Running, config
+from tests.support.docblocks import blocks_under_test
+from tests.support.waits import wait_for
 
 
 def block() -> str:
-    text = GUIDE.read_text()
-    marked = text[text.index("<!-- tested: tests/test_client_reads.py"):]
-    found: list[str] = re.findall(r"```python\n(.*?)```", marked, re.S)
-    return found[0]
+    return blocks_under_test("guide.md", __file__)[0]
 
 
 async def _run(code: str, url: str) -> dict[str, Any]:

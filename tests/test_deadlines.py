@@ -7,16 +7,16 @@ import asyncio
 import time
 from typing import Any
 
-from kiln._config import ServerConfig
 from kiln._events import EventHub
-from kiln._handle import Job
-from kiln._job import JobRow, Outcome
-from kiln._kinds import make_kind
+from kiln._model._job import JobRow, Outcome
+from kiln._model._kinds import make_kind
 from kiln._server._deadlines import Deadlines
 from kiln._server._executor import Executor
+from kiln._server._handle import Job
 from kiln._server._identity import Identity
 from kiln._server._threads import ThreadPool
-from tests.test_pool import row
+from tests.support.config import fast_config
+from tests.support.parts import row
 
 
 async def test_a_shorter_deadline_added_later_still_fires_on_time() -> None:
@@ -36,16 +36,16 @@ async def test_a_shorter_deadline_added_later_still_fires_on_time() -> None:
 
 
 async def _run(handler: Any, timeout: float | None = 0.05) -> tuple[Any, asyncio.Task[Any]]:
-    config = ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
-                          dead_after=6, leader_ttl=1)
+    config = fast_config(shutdown_timeout=None)
     threads = ThreadPool(2)
 
     async def no_params(r: JobRow, name: str, value: Any) -> bool:
         return True
 
     identity = Identity.named("s1")
-    executor = Executor({"k": make_kind("k", handler, queue="q", timeout=timeout)}, config,
-                        EventHub(), threads, identity, no_params, [])
+    executor = Executor(kinds={"k": make_kind("k", handler, queue="q", timeout=timeout)},
+                        config=config, events=EventHub(), threads=threads, identity=identity,
+                        write_param=no_params, middleware=[])
     task = asyncio.ensure_future(executor.run(row(1)))
     try:
         return await task, task

@@ -111,13 +111,14 @@ def test_not_migrated_database(tmp_path: Path) -> None:
         app.enqueue("anything", {})
 
 
-def test_not_migrated_postgres(store_url: str) -> None:
-    with kiln.App(store_url) as app, pytest.raises(kiln.NotMigratedError, match="kiln migrate"):
+def test_not_migrated_postgres(empty_store_url: str) -> None:
+    with kiln.App(empty_store_url) as app, pytest.raises(kiln.NotMigratedError,
+                                                         match="kiln migrate"):
         app.enqueue("anything", {})  # a fresh, empty schema or file
 
 
-def test_server_refuses_an_unmigrated_database(store_url: str) -> None:
-    app = kiln.App(store_url)
+def test_server_refuses_an_unmigrated_database(empty_store_url: str) -> None:
+    app = kiln.App(empty_store_url)
     app.register("noop", lambda job: None)
     with pytest.raises(kiln.NotMigratedError, match="kiln migrate"):
         app.server({"default": 1}).run_sync()

@@ -1,4 +1,4 @@
-"""enqueue_many's batch path (kiln._batch): the same jobs as one enqueue at a time
+"""enqueue_many's batch path (kiln._client._batch): the same jobs as one enqueue at a time
 would make, every check kept, args encoded once; and a single enqueue is one
 statement (its own transaction) on PostgreSQL."""
 
@@ -14,8 +14,8 @@ import pytest
 
 import kiln
 from kiln import JobFilter
-from kiln._batch import build_all
-from kiln._job import NewJob
+from kiln._client._batch import build_all
+from kiln._model._job import NewJob
 
 UNIQUE = kiln.Unique(by=("args.n",))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kiln._events import ClaimQueried, Event, EventHub, Fenced, JobStarted
 from kiln._server._health import Counters
-from tests.test_pool import row
+from tests.support.parts import row
 
 
 def test_a_typed_subscriber_gets_only_its_types() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kiln._handle import Job
-from kiln._job import JobRow, Outcome
+from kiln._model._job import JobRow, Outcome
+from kiln._server._handle import Job
 from tests.test_deadlines import _run
 from tests.test_pool import FakeStore, drain
 

@@ -11,8 +11,8 @@ import pickle
 import pytest
 
 import kiln
-from kiln._handle import Job
-from tests.test_pool import row
+from kiln._server._handle import Job
+from tests.support.parts import row
 
 
 async def test_a_refused_checkpoint_raises_a_fenced_error_naming_job_attempt_server() -> None:

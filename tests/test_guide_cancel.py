@@ -4,31 +4,15 @@ first attempt, with the actor recorded, its checkpoint kept, and is never retrie
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from typing import Any
-
 import kiln
-from tests.integration.inprocess import Running, config, job_of, open_store, wait_for
-
-DOC = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
-EXAMPLE = re.compile(r"<!-- cancel-cooperative-handler -->\n```python\n(.*?)```", re.S)
-
-
-def _example_app(url: str) -> kiln.App:
-    match = EXAMPLE.search(DOC.read_text())
-    assert match, "docs/guide.md lost its cooperative cancel example"
-    code = match.group(1)
-    assert 'kiln.App("sqlite:///kiln.db")' in code
-    namespace: dict[str, Any] = {"__name__": "guide_cancel_example"}
-    exec(compile(code.replace("sqlite:///kiln.db", url), str(DOC), "exec"), namespace)
-    app = namespace["app"]
-    assert isinstance(app, kiln.App)
-    return app
+import kiln.events
+from tests.integration.inprocess import Running, config, job_of, open_store
+from tests.support.docblocks import example_app
+from tests.support.waits import wait_for
 
 
 async def test_the_cooperative_handler_stops_when_its_job_is_cancelled(store_url: str) -> None:
-    app = _example_app(store_url)
+    app = example_app("guide.md", "cancel-cooperative-handler", store_url)
     store = await open_store(store_url)
     try:
         client = kiln.Client(store, app.kinds)
@@ -40,7 +24,7 @@ async def test_the_cooperative_handler_stops_when_its_job_is_cancelled(store_url
 
             await wait_for(some_done, 10, "a few batches to be checkpointed")
             assert await client.cancel(kiln.filter_of(ids=[job_id]), actor="ops:alice") == 1
-            [stopped] = await wait_for(lambda: running.of(kiln.JobCancelled), 5,
+            [stopped] = await wait_for(lambda: running.of(kiln.events.JobCancelled), 5,
                                        "the handler to stop")
             assert not stopped.stuck  # it returned within kill_grace
         finally:

@@ -8,20 +8,12 @@ import asyncio
 import collections
 import dataclasses
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kiln
-
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
-
-
-def blocks() -> list[str]:
-    text = GUIDE.read_text()
-    marked = text[text.index("<!-- tested: tests/test_guide_concurrency.py"):]
-    return re.findall(r"```python\n(.*?)```", marked, re.S)[:2]
+from tests.support.docblocks import blocks_under_test
 
 
 @dataclasses.dataclass
@@ -52,7 +44,7 @@ async def _sample(store: kiln.stores.Store, seen: collections.Counter[str]) -> N
 
 
 async def test_the_guides_limits_hold_across_two_servers(store_url: str) -> None:
-    worker_block, producer_block = blocks()
+    worker_block, producer_block = blocks_under_test("guide.md", __file__)[:2]
     namespace: dict[str, Any] = {"kiln": kiln, "url": store_url}
     exec(worker_block, namespace)
     workers: kiln.App = namespace["workers"]
@@ -64,7 +56,7 @@ async def test_the_guides_limits_hold_across_two_servers(store_url: str) -> None
         server.config = config
         server.kinds["tenant.sync"] = dataclasses.replace(
             server.kinds["tenant.sync"], handler=witness.handler("tenant"))
-        server.kinds["export.run"] = kiln._kinds.make_kind(
+        server.kinds["export.run"] = kiln._model._kinds.make_kind(
             "export.run", witness.handler("exports"), queue="exports")
     tasks = [asyncio.create_task(s.run()) for s in servers]
     seen: collections.Counter[str] = collections.Counter()

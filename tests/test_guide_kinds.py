@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from pathlib import Path
 from typing import Any
 
 import kiln
-
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
-
-
-def blocks() -> list[str]:
-    text = GUIDE.read_text()
-    marked = text[text.index("<!-- tested: tests/test_guide_kinds.py"):]
-    return re.findall(r"```python\n(.*?)```", marked, re.S)[:2]
+from tests.support.docblocks import blocks_under_test
 
 
 async def test_the_guides_producer_without_handlers_gets_the_declaration(store_url: str) -> None:
-    worker_block, producer_block = blocks()
+    worker_block, producer_block = blocks_under_test("guide.md", __file__)[:2]
     namespace: dict[str, Any] = {"kiln": kiln, "url": store_url}
     exec(worker_block, namespace)
     workers: kiln.App = namespace["workers"]

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import re
-from pathlib import Path
 from typing import Any
 
 import kiln
-from tests.integration.inprocess import Running, all_completed, config, open_store, wait_for
-
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
-
-
-def blocks() -> list[str]:
-    text = GUIDE.read_text()
-    marked = text[text.index("<!-- tested: tests/test_guide_results.py"):]
-    return re.findall(r"```python\n(.*?)```", marked, re.S)[:3]
+from tests.integration.inprocess import Running, all_completed, config, open_store
+from tests.support.docblocks import blocks_under_test
+from tests.support.waits import wait_for
 
 
 async def run_block(block: str, namespace: dict[str, Any]) -> None:
@@ -29,7 +21,7 @@ async def run_block(block: str, namespace: dict[str, Any]) -> None:
 
 
 async def test_the_guides_results_blocks(store_url: str) -> None:
-    handlers, producer, reader = blocks()
+    handlers, producer, reader = blocks_under_test("guide.md", __file__)[:3]
     namespace: dict[str, Any] = {"kiln": kiln, "url": store_url}
     exec(handlers, namespace)
     app: kiln.App = namespace["app"]

@@ -3,24 +3,15 @@ the operator's requeue takes exactly the failed billing jobs of tenant 42."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import kiln
-from kiln._job import AttemptError, JobResult, Outcome
-
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
-
-
-def blocks() -> list[str]:
-    text = GUIDE.read_text()
-    marked = text[text.index("<!-- tested: tests/test_guide_tags.py"):]
-    return re.findall(r"```python\n(.*?)```", marked, re.S)[:2]
+from kiln._model._job import AttemptError, JobResult, Outcome
+from tests.support.docblocks import blocks_under_test
 
 
 async def test_the_guides_tags_blocks(store_url: str) -> None:
-    producer, operator = blocks()
+    producer, operator = blocks_under_test("guide.md", __file__)[:2]
     namespace: dict[str, Any] = {"kiln": kiln, "url": store_url}
     try:
         exec(producer, namespace)

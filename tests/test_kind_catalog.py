@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._catalog import KindCatalog
-from kiln._kinds import Kind, make_kind
+from kiln._client._catalog import KindCatalog
+from kiln._model._job import KindDeclaration
+from kiln._model._kinds import Declaration, Kind, make_kind
 from kiln.stores import Store
 from tests.stores.factories import server
 
@@ -119,3 +120,53 @@ async def _rows(app: kiln.App, ids: Sequence[int]) -> list[kiln.JobRow]:
         return await s.job_list(kiln.JobFilter(ids=tuple(ids)), limit=10)
     finally:
         await s.close()
+
+
+async def test_a_declaration_this_kiln_cannot_read_refuses_its_own_kind_only(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A newer kiln published an option value this one refuses (audit M6): the other
+    kinds enqueue with their declarations; the kind itself is refused, naming it and
+    the option, and the row is logged once however many reads see it."""
+    await publish(store, ("email.send", {"queue": "mail", "max_attempts": 3}))
+    newer = make_kind("report.v2", lambda job: None, queue="reports").declaration()
+    options = {**newer.options, "unique": {"by": ["meta.tenant"], "key": None,
+                                           "states": None, "period": None}}
+    await store.server_register(server("newer"))
+    await store.kinds_publish("newer", "host", 1, [
+        KindDeclaration(kind="report.v2", options=options, digest="newer1"),
+    ])
+    clock = Clock()
+    c = client(store, clock, miss_interval=1.0)
+    with caplog.at_level("WARNING", logger="kiln.catalog"):
+        mail = await store.job_get(await c.enqueue("email.send", {}))
+        other = await store.job_get(await c.enqueue("anything.else", {}))
+        with pytest.raises(kiln.ConfigError) as refused:
+            await c.enqueue("report.v2", {})
+        clock.now += 2  # a miss reads again: the row is still there, not logged again
+        await c.enqueue("another.one", {})
+    assert mail is not None and (mail.queue, mail.max_attempts) == ("mail", 3)
+    assert other is not None and other.queue == "default"
+    assert refused.value.field == "unique.by" and refused.value.value == "meta.tenant"
+    assert "kind 'report.v2'" in str(refused.value)
+    assert c.catalog.loads == 2
+    warned = [r for r in caplog.records if "report.v2" in r.getMessage()]
+    assert len(warned) == 1 and "unique.by" in warned[0].getMessage()
+    assert await store.job_count(kiln.JobFilter(kind="report.v2")) == 0
+
+
+@pytest.mark.parametrize(("option", "value", "field"), [
+    ("concurrency", {"max": 20000, "key": None}, "concurrency.max"),
+    ("rate_limit", {"rate": 10}, "rate_limit"),
+    ("tags", "not-a-list", "tags"),
+    ("max_attempts", "three", "max_attempts"),
+])
+def test_an_unreadable_option_names_the_kind_and_the_option(
+    option: str, value: Any, field: str
+) -> None:
+    declared = make_kind("t.x", lambda job: None).declaration()
+    published = KindDeclaration(kind="t.x", options={**declared.options, option: value},
+                                     digest="d")
+    with pytest.raises(kiln.ConfigError) as refused:
+        Declaration.of(published)
+    assert refused.value.field == field and "kind 't.x'" in str(refused.value)

@@ -1,7 +1,7 @@
 """Queue, kind and rate-key names are checked at enqueue by every producer (issue 21,
 defect 10), and the CLI never prints control characters from job data raw.
 
-The rule (kiln._validate.NAME_RULE): 1 to 200 characters, no control or format
+The rule (kiln._model._validate.NAME_RULE): 1 to 200 characters, no control or format
 characters (NUL, ESC, newlines, bidi overrides, zero-width), no line separators, no
 leading or trailing whitespace.
 """
@@ -18,10 +18,10 @@ import pytest
 
 import kiln
 from kiln import Client, ValidationError
-from kiln._cron import Recurring
-from kiln._job import AttemptError, JobFilter, JobResult, NewJob, Outcome
+from kiln._model._job import AttemptError, JobFilter, JobResult, NewJob, Outcome
+from kiln._model._recurring import Recurring
 from kiln.stores import Store, store_from_url
-from tests.test_cli import assert_fails, count_jobs, ok, run_cli
+from tests.support.cli import assert_fails, count_jobs, ok, run_cli
 
 BAD = [
     ("mail\x00", "U+0000"),
@@ -47,15 +47,15 @@ async def test_every_producer_refuses_a_bad_name_and_writes_nothing(
         ("kind", lambda: client.enqueue(name, {})),
         ("queue", lambda: client.enqueue("k", {}, queue=name)),
         ("rate_key", lambda: client.enqueue("k", {}, rate_key=name)),
-        ("kind", lambda: client.insert_many([NewJob(kind=name, args={})])),
-        ("queue", lambda: client.insert_many([NewJob(kind="k", args={}, queue=name)])),
+        ("kind", lambda: client.enqueue_many([NewJob(kind=name, args={})])),
+        ("queue", lambda: client.enqueue_many([NewJob(kind="k", args={}, queue=name)])),
     ]
     for what, call in calls:
         with pytest.raises(ValidationError, match=re.escape(why)) as info:
             await call()
         assert str(info.value).startswith(what), str(info.value)  # names the field
     with pytest.raises(ValidationError, match=re.escape(why)):
-        client.insert_many_sync([NewJob(kind="k", args={}, queue=name)])
+        client.enqueue_many_sync([NewJob(kind="k", args={}, queue=name)])
     assert await store.job_count(JobFilter()) == 0
 
 

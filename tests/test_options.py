@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,8 +13,7 @@ import pytest
 
 import kiln
 from kiln.stores import store_from_url
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.typecheck import mypy_user_module
 
 
 def test_an_unknown_kind_option_is_refused_by_name(tmp_path: Path) -> None:
@@ -90,20 +87,11 @@ def test_a_type_checker_catches_misspelt_and_mistyped_options(tmp_path: Path) ->
         import kiln.web
         kiln.web.serve("sqlite:///x.db", tokn="t")
     ''')
-    (tmp_path / "user.py").write_text(code)
-    (tmp_path / "mypy.ini").write_text(  # the project's, without its package list
-        "[mypy]\nstrict = True\n[mypy-croniter.*,asyncmy.*,uvicorn.*,django.*]\n"
-        "ignore_missing_imports = True\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"),
-         "--no-error-summary", "--cache-dir", str(tmp_path / "cache"),
-         str(tmp_path / "user.py")],
-        cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
-    )
-    error = re.compile(re.escape(str(tmp_path / "user.py")) + r":(\d+): error:")
-    lines = [line for line in result.stdout.splitlines() if error.match(line)]
+    user, stdout = mypy_user_module(tmp_path, code)
+    error = re.compile(re.escape(str(user)) + r":(\d+): error:")
+    lines = [line for line in stdout.splitlines() if error.match(line)]
     assert [error.match(line)[1] for line in lines] == [  # type: ignore[index]
-        "9", "10", "12", "15", "16", "17", "19"], result.stdout
+        "9", "10", "12", "15", "16", "17", "19"], stdout
     assert '"queu"' in lines[0] and '"max_attempts"' in lines[1] and '"max_attempt"' in lines[2]
     assert '"dead_afte"' in lines[3] and '"dead_after"' in lines[4] and '"stat"' in lines[5]
     assert '"tokn"' in lines[6]
@@ -113,7 +101,7 @@ def test_the_typed_keyword_sets_name_exactly_what_they_stand_for() -> None:
     import dataclasses
     import inspect
 
-    from kiln._config import ServerConfigChanges
+    from kiln._server._config import ServerConfigChanges
     from kiln.web._app import DashboardOptions, create_app
 
     fields = {f.name for f in dataclasses.fields(kiln.ServerConfig)}

@@ -10,33 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from kiln._config import ServerConfig
-from kiln._events import EventHub
-from kiln._handle import Job
-from kiln._job import JobResult, JobRow, JobState, Outcome
-from kiln._kinds import make_kind
+from kiln._model._job import JobResult, JobRow, Outcome
 from kiln._server._claim_ahead import AHEAD_MAX, AHEAD_STALL, AHEAD_WAIT
-from kiln._server._completer import Completer
-from kiln._server._executor import Executor
-from kiln._server._identity import Identity
+from kiln._server._handle import Job
 from kiln._server._pool import Pool
-from kiln._server._threads import ThreadPool
 from kiln.stores._protocol import ApplyResult, Capabilities
+from tests.support.parts import pool_for_test, row
 
 CONCURRENCY = 4
-
-
-def row(job_id: int) -> JobRow:
-    now = datetime.now(UTC)
-    return JobRow(
-        id=job_id, queue="q", kind="k", state=JobState.RUNNING, args={}, params={},
-        metadata={}, priority=0, run_at=now, attempt=1, max_attempts=3, timeout=None,
-        backoff=None, errors=[], created_at=now, admitted_at=None, attempted_at=now,
-        finished_at=None, server_id="s1", rate_key=None, rescues=0,
-    )
 
 
 class FakeStore:
@@ -67,32 +50,16 @@ async def drain(
     store: FakeStore, handler: Callable[[Job], Awaitable[Any]], until: Callable[[], bool],
     timeout: float = 10.0,
 ) -> Pool:
-    config = ServerConfig(poll_interval=0.05, heartbeat_interval=0.2, kill_grace=0.2,
-                          dead_after=6, leader_ttl=1)
-    events = EventHub()
-    threads = ThreadPool(2)
-    identity = Identity.named("s1")
-    executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        identity, _no_params, [])
-    completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
-    pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, identity, 0.05, lambda: True)
-    store.pool = pool
-    await completer.start()
-    await pool.start()
+    parts = pool_for_test(store, handler, concurrency=CONCURRENCY)
+    store.pool = parts.pool
+    await parts.start()
     try:
         async with asyncio.timeout(timeout):
             while not until():
                 await asyncio.sleep(0.005)
     finally:
-        await pool.stop_claiming()
-        await completer.stop()
-        threads.shutdown()
-    return pool
-
-
-async def _no_params(row: JobRow, name: str, value: Any) -> bool:
-    return True
+        await parts.stop()
+    return parts.pool
 
 
 async def test_quick_jobs_are_claimed_ahead_up_to_a_bound() -> None:

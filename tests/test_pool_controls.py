@@ -6,23 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from kiln._config import ServerConfig
-from kiln._events import EventHub
-from kiln._handle import Job
-from kiln._job import Outcome
-from kiln._kinds import make_kind
-from kiln._server._completer import Completer
-from kiln._server._executor import Executor
-from kiln._server._identity import Identity
-from kiln._server._pool import Pool
-from kiln._server._threads import ThreadPool
-from tests.test_pool import CONCURRENCY, FakeStore, _no_params
-
-
-async def _until(condition: object, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not (condition() if callable(condition) else condition):
-            await asyncio.sleep(0.005)
+from kiln._model._job import Outcome
+from kiln._server._handle import Job
+from tests.support.parts import pool_for_test
+from tests.support.waits import wait_for
+from tests.test_pool import CONCURRENCY, FakeStore
 
 
 async def test_pause_and_lowered_concurrency() -> None:
@@ -35,21 +23,12 @@ async def test_pause_and_lowered_concurrency() -> None:
         if len(started) > 40:  # quick at first (the pool claims ahead), then blocked
             await gate.wait()
 
-    config = ServerConfig(poll_interval=0.05, heartbeat_interval=0.2, kill_grace=0.2,
-                          dead_after=6, leader_ttl=1)
-    events = EventHub()
-    threads = ThreadPool(2)
-    identity = Identity.named("s1")
-    executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        identity, _no_params, [])
-    completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
-    pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, identity, 0.05, lambda: True)
-    store.pool = pool
-    await completer.start()
-    await pool.start()
+    parts = pool_for_test(store, handler, concurrency=CONCURRENCY)
+    pool = store.pool = parts.pool
+    await parts.start()
     try:
-        await _until(lambda: len(started) == 40 + CONCURRENCY and pool.waiting > 0)
+        await wait_for(lambda: len(started) == 40 + CONCURRENCY and pool.waiting > 0, 5.0,
+                       "the pool full and waiting", interval=0.005)
         pool.set_paused(True)
         assert pool.waiting == 0  # the jobs claimed ahead go back at once
         running = list(pool.running)
@@ -63,12 +42,12 @@ async def test_pause_and_lowered_concurrency() -> None:
         await asyncio.sleep(0.1)
         assert len(store.asked) == asked  # 4 running, limit 1: still no room
         gate.set()
-        await _until(lambda: len(started) > 40 + CONCURRENCY)  # claims again once under it
+        # claims again once under it
+        await wait_for(lambda: len(started) > 40 + CONCURRENCY, 5.0,
+                       "a claim once under the limit", interval=0.005)
         assert len(pool.running) <= 1
     finally:
         gate.set()
-        await pool.stop_claiming()
-        await completer.stop()
-        threads.shutdown()
+        await parts.stop()
     handed = [r for r in store.results if r.outcome is Outcome.HANDED_BACK]
     assert handed and not {r.job_id for r in handed} & set(started)  # none had started

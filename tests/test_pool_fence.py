@@ -7,7 +7,8 @@ set of new jobs beside them (issue 22, "after a fence a pool can run more than i
 concurrency"). Those handlers now linger: each keeps its slot until it ends.
 
 The fake store of tests/test_pool.py stands in for the database; the fence is the
-server's sequence (Server._fence): grace, cancel, wait kill_grace, abandon.
+server's sequence (kiln._server._stopper, Stopper.fence): grace, cancel, wait
+kill_grace, abandon.
 """
 
 from __future__ import annotations
@@ -17,16 +18,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kiln._config import ServerConfig
 from kiln._events import EventHub, HandlerStuck
-from kiln._handle import Job
-from kiln._kinds import make_kind
-from kiln._server._completer import Completer
-from kiln._server._executor import Executor
-from kiln._server._identity import Identity
-from kiln._server._pool import Pool
-from kiln._server._threads import ThreadPool
-from tests.test_pool import FakeStore, _no_params
+from kiln._server._handle import Job
+from tests.support.parts import PoolParts, pool_for_test
+from tests.test_pool import FakeStore
 
 CONCURRENCY = 2
 KILL_GRACE = 0.2
@@ -52,56 +47,44 @@ class Live:
             self.now -= 1
 
 
-async def _fenced_pool(handler: Callable[[Job], Any], live: Live) -> tuple[Pool, list[Any]]:
+async def _fenced_pool(
+    handler: Callable[[Job], Any], live: Live
+) -> tuple[PoolParts, list[HandlerStuck]]:
     """A pool whose first CONCURRENCY jobs run ``handler``, fenced while they run."""
     store = FakeStore(40)
-    config = ServerConfig(poll_interval=0.05, heartbeat_interval=0.2, kill_grace=KILL_GRACE,
-                          dead_after=6, leader_ttl=1)
+    stuck: list[HandlerStuck] = []
     events = EventHub()
-    stuck: list[Any] = []
     events.subscribe(lambda e: stuck.append(e) if isinstance(e, HandlerStuck) else None)
-    threads = ThreadPool(2 * CONCURRENCY)
-    identity = Identity.named("s1")
-    executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        identity, _no_params, [])
-    completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
-    pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, identity, 0.05, lambda: True)
-    store.pool = pool
-    await completer.start()
-    await pool.start()
+    parts = pool_for_test(store, handler, concurrency=CONCURRENCY, kill_grace=KILL_GRACE,
+                          threads=2 * CONCURRENCY, events=events)
+    pool = store.pool = parts.pool
+    await parts.start()
     async with asyncio.timeout(5):
         while live.now < CONCURRENCY:
             await asyncio.sleep(0.005)
     loop = asyncio.get_running_loop()
-    executor.sync.grace_until = loop.time() + KILL_GRACE  # Server._fence, step by step
+    parts.executor.sync.grace_until = loop.time() + KILL_GRACE  # Stopper.fence, step by step
     tasks = list(pool.running)
     for task in tasks:
         task.cancel(msg="kiln: fenced (test)")
     await asyncio.wait(tasks, timeout=KILL_GRACE + 0.1)
     pool.abandon()
-    executor.sync.grace_until = None
+    parts.executor.sync.grace_until = None
     pool.wake()  # rejoined: the pool claims again
-    return pool, [completer, threads, stuck]
-
-
-async def _stop(pool: Pool, parts: list[Any]) -> None:
-    completer, threads, _stuck = parts
-    await pool.stop_claiming()
-    await completer.stop()
-    threads.shutdown()
+    return parts, stuck
 
 
 async def _check_slots_kept(
     handler: Callable[[Job], Any], live: Live, release: Callable[[], None], thread: bool
 ) -> None:
     """Fence while the first jobs ignore it: nothing new starts until they end."""
-    pool, parts = await _fenced_pool(handler, live)
+    parts, stuck = await _fenced_pool(handler, live)
+    pool = parts.pool
     try:
         await asyncio.sleep(0.3)
         assert live.started == CONCURRENCY, "claimed new jobs beside the lingering ones"
         assert len(pool.lingering) == CONCURRENCY
-        assert [(e.reason, e.thread) for e in parts[2]] == [("fenced", thread)] * CONCURRENCY
+        assert [(e.reason, e.thread) for e in stuck] == [("fenced", thread)] * CONCURRENCY
         release()
         async with asyncio.timeout(5):
             while live.started < 10:
@@ -109,7 +92,7 @@ async def _check_slots_kept(
         assert len(pool.lingering) == 0
     finally:
         release()
-        await _stop(pool, parts)
+        await parts.stop()
     assert live.most <= CONCURRENCY, live.most
 
 

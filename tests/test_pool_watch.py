@@ -9,24 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from kiln._config import ServerConfig
 from kiln._errors import StoreError, UnreachableError
-from kiln._events import EventHub
-from kiln._handle import Job
-from kiln._job import JobResult, JobRow, Outcome
-from kiln._kinds import make_kind
-from kiln._server._completer import Completer
-from kiln._server._executor import Executor
-from kiln._server._identity import Identity
-from kiln._server._pool import Pool
-from kiln._server._threads import ThreadPool
+from kiln._model._job import JobResult, JobRow, Outcome
+from kiln._server._handle import Job
 from kiln.stores._protocol import ApplyResult, Capabilities, ClaimCallback, ClaimRun
-from tests.test_pool import row
+from tests.support.parts import pool_for_test, row
+from tests.support.waits import wait_for
 
 CONCURRENCY = 4
 
@@ -107,54 +99,30 @@ class WatchStore:
 
 
 class Running:
-    def __init__(self, pool: Pool, store: WatchStore) -> None:
-        self.pool, self.store = pool, store
+    def __init__(self, store: WatchStore) -> None:
+        self.store = store
         self.started: list[int] = []
         self.gate = asyncio.Event()
         self.gate.set()
+        self.parts = pool_for_test(store, self.handler, concurrency=CONCURRENCY,
+                                   poll_interval=30.0)
+        self.pool = self.parts.pool
+
+    async def handler(self, job: Job) -> None:
+        self.started.append(job.id)
+        await self.gate.wait()
 
 
 @pytest.fixture
 async def running() -> AsyncIterator[Running]:
     """A pool with a long poll_interval, so that only the test and the watch act."""
-    store = WatchStore()
-    config = ServerConfig(poll_interval=30, heartbeat_interval=0.2, kill_grace=0.2,
-                          dead_after=6, leader_ttl=1)
-    events, threads = EventHub(), ThreadPool(2)
-    holder: list[Running] = []
-
-    async def handler(job: Job) -> None:
-        holder[0].started.append(job.id)
-        await holder[0].gate.wait()
-
-    identity = Identity.named("s1")
-    executor = Executor({"k": make_kind("k", handler, queue="q")}, config, events, threads,
-                        identity, _no_params, [])
-    completer = Completer(store, config, events, lambda released, reason: None)  # type: ignore[arg-type]
-    pool = Pool("q", CONCURRENCY, ["k"], store, executor, completer,  # type: ignore[arg-type]
-                events, identity, 30.0, lambda: True)
-    holder.append(Running(pool, store))
-    await completer.start()
-    await pool.start()
+    run = Running(WatchStore())
+    await run.parts.start()
     try:
-        yield holder[0]
+        yield run
     finally:
-        holder[0].gate.set()
-        await pool.stop_claiming()
-        if pool.running:
-            await asyncio.wait(list(pool.running), timeout=5)
-        await completer.stop()
-        threads.shutdown()
-
-
-async def _no_params(r: JobRow, name: str, value: Any) -> bool:
-    return True
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
+        run.gate.set()
+        await run.parts.stop(settle=5)
 
 
 async def test_an_idle_pool_runs_what_its_watch_claims_and_arms_again(running: Running) -> None:
@@ -163,13 +131,13 @@ async def test_an_idle_pool_runs_what_its_watch_claims_and_arms_again(running: R
     assert store.claims == 1 and first.limit == CONCURRENCY
     first.claim([row(1)])
     second = await store.armed(2)
-    await until(lambda: len(store.results) == 1)
+    await wait_for(lambda: len(store.results) == 1, 5.0, "len(store.results) == 1", interval=0.001)
     assert running.started == [1] and store.results[0].outcome is Outcome.COMPLETED
     assert store.claims == 1  # it took fewer than its room: no claim of the pool's own
     assert first.closed and second.active
     second.claim([row(2)])
     await store.armed(3)
-    await until(lambda: running.started == [1, 2])
+    await wait_for(lambda: running.started == [1, 2], 5.0, "jobs 1 and 2 started", interval=0.001)
     assert store.claims == 1
 
 
@@ -183,7 +151,7 @@ async def test_a_notification_wakes_the_pool_only_when_no_watch_claims_on_it(
     assert store.claims == 1 and len(store.watches) == 1
     watch.active = False  # spent, say, by a claim whose rows are on their way
     pool.notified()
-    await until(lambda: store.claims == 2)
+    await wait_for(lambda: store.claims == 2, 5.0, "a second claim", interval=0.001)
 
 
 async def test_a_watch_that_filled_its_room_makes_the_pool_claim_itself(
@@ -193,9 +161,11 @@ async def test_a_watch_that_filled_its_room_makes_the_pool_claim_itself(
     running.gate.clear()  # the jobs hold their slots
     watch = await store.armed(1)
     watch.claim([row(i) for i in range(1, CONCURRENCY + 1)])
-    await until(lambda: len(running.started) == CONCURRENCY)
+    await wait_for(lambda: len(running.started) == CONCURRENCY, 5.0, "a full pool", interval=0.001)
     running.gate.set()
-    await until(lambda: store.claims == 2)  # there may be more than it could take
+    # there may be more than it could take
+    await wait_for(lambda: store.claims == 2, 5.0,
+                   "a second claim", interval=0.001)
 
 
 async def test_a_watch_that_saw_more_notifications_makes_the_pool_claim_itself(
@@ -205,14 +175,14 @@ async def test_a_watch_that_saw_more_notifications_makes_the_pool_claim_itself(
     watch = await store.armed(1)
     watch.more = True
     watch.claim([row(1)])
-    await until(lambda: store.claims == 2)
+    await wait_for(lambda: store.claims == 2, 5.0, "a second claim", interval=0.001)
 
 
 async def test_jobs_of_a_claim_whose_commit_was_lost_run_on(running: Running) -> None:
     store = running.store
     watch = await store.armed(1)
     watch.claim([row(1)], UnreachableError("job_claim", "connection lost with the commit"))
-    await until(lambda: len(store.results) == 1)
+    await wait_for(lambda: len(store.results) == 1, 5.0, "len(store.results) == 1", interval=0.001)
     assert running.started == [1] and store.results[0].outcome is Outcome.COMPLETED
     assert running.pool.claim_errors == 1
 
@@ -222,7 +192,8 @@ async def test_jobs_of_a_claim_that_rolled_back_stop(running: Running) -> None:
     running.gate.clear()
     watch = await store.armed(1)
     watch.claim([row(1), row(2)], StoreError("job_claim", "the claim rolled back"))
-    await until(lambda: pool.claim_errors == 1 and not pool.running)
+    await wait_for(lambda: pool.claim_errors == 1 and not pool.running, 5.0,
+                   "the claim error", interval=0.001)
     running.gate.set()
     await asyncio.sleep(0.02)
     assert store.results == []  # not this server's jobs: nothing written, no hand-back
@@ -236,7 +207,7 @@ async def test_rows_a_stopping_pool_gets_from_its_watch_go_back(running: Running
     await asyncio.sleep(0)  # stop_claiming has begun: the pool no longer claims
     watch.claim([row(7)])
     await stopping
-    await until(lambda: len(store.results) == 1)
+    await wait_for(lambda: len(store.results) == 1, 5.0, "len(store.results) == 1", interval=0.001)
     assert running.started == []
     assert store.results[0].outcome is Outcome.HANDED_BACK and store.results[0].job_id == 7
 
@@ -246,12 +217,14 @@ async def test_results_and_checkpoints_wait_for_the_claims_commit(running: Runni
     watch = await store.armed(1)
     watch.committed.clear()
     watch.claim([row(1)])
-    await until(lambda: running.started == [1] and not pool.running)  # the job is done
+    # the job is done
+    await wait_for(lambda: running.started == [1] and not pool.running, 5.0,
+                   "job 1 done", interval=0.001)
     checkpoint = asyncio.ensure_future(pool.settled(1))
     await asyncio.sleep(0.05)
     assert store.results == [] and not checkpoint.done()  # neither may reach the database
     watch.committed.set()
-    await until(lambda: len(store.results) == 1)
+    await wait_for(lambda: len(store.results) == 1, 5.0, "len(store.results) == 1", interval=0.001)
     await asyncio.wait_for(checkpoint, 1)
     assert store.results[0].outcome is Outcome.COMPLETED
 
@@ -261,13 +234,15 @@ async def test_a_job_done_before_its_claim_rolled_back_writes_nothing(running: R
     watch = await store.armed(1)
     watch.committed.clear()
     watch.claim([row(1)], StoreError("job_claim", "the claim rolled back"))
-    await until(lambda: running.started == [1] and not pool.running)  # done, at the gate
+    # done, at the gate
+    await wait_for(lambda: running.started == [1] and not pool.running, 5.0,
+                   "job 1 done", interval=0.001)
     watch.committed.set()
-    await until(lambda: pool.claim_errors == 1)
+    await wait_for(lambda: pool.claim_errors == 1, 5.0, "pool.claim_errors == 1", interval=0.001)
     await store.armed(2)  # the pool went on
     await asyncio.sleep(0.02)
     assert store.results == []
     store.claimable = [row(1)]  # the job, available again, comes back to this pool
     pool.wake()
-    await until(lambda: len(store.results) == 1)
+    await wait_for(lambda: len(store.results) == 1, 5.0, "len(store.results) == 1", interval=0.001)
     assert running.started == [1, 1] and store.results[0].outcome is Outcome.COMPLETED

@@ -31,8 +31,9 @@ class _SlowRelease:
 
 
 def releaser(store: _SlowRelease) -> Releaser:
-    return Releaser(cast(Store, store), EventHub(), release_interval=0.1, poll_interval=5.0,
-                    notified=lambda: True, on_released=lambda released, reason: None)
+    return Releaser(store=cast(Store, store), events=EventHub(), release_interval=0.1,
+                    poll_interval=5.0, notified=lambda: True,
+                    on_released=lambda released, reason: None)
 
 
 async def test_an_arm_during_the_release_statement_outlives_its_answer() -> None:

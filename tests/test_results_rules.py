@@ -1,5 +1,5 @@
 """Stored results without a database: the rules a result meets before it is written
-(kiln._results), where max_result_bytes is configured, and the completer's bound on
+(kiln._model._results), where max_result_bytes is configured, and the completer's bound on
 the stored results of one batch."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 import kiln
 from kiln._events import EventHub
-from kiln._job import JobResult, Outcome
-from kiln._results import DEFAULT_MAX_RESULT_BYTES, MAX_RESULT_BYTES_LIMIT, encoded
+from kiln._model._job import JobResult, Outcome
+from kiln._model._results import DEFAULT_MAX_RESULT_BYTES, MAX_RESULT_BYTES_LIMIT, encoded
 from kiln._server._completer import BATCH_RESULT_CHARS, Completer
 from kiln.stores._protocol import ApplyResult
 
@@ -88,7 +88,7 @@ class Recording:
 
 async def test_a_batch_stops_at_its_stored_results_bound() -> None:
     store = Recording()
-    completer = Completer(store, kiln.ServerConfig(), EventHub(),  # type: ignore[arg-type]
+    completer = Completer(store=store, config=kiln.ServerConfig(), events=EventHub(),  # type: ignore[arg-type]
                           on_released=lambda released, reason: None)
     big = '"' + "x" * (BATCH_RESULT_CHARS // 3) + '"'
     for i in range(10):

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import kiln
+from tests.support.config import fast_config
 
-FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
-                         dead_after=6.0, shutdown_timeout=1.0)
+FAST = fast_config(leader_ttl=None)
 
 
 async def test_state_follows_the_lifecycle(tmp_path: Path) -> None:

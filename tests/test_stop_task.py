@@ -1,4 +1,4 @@
-"""kiln._tasks.stop_task: a stop waits for a cancelled task, but not for ever."""
+"""kiln._aio._tasks.stop_task: a stop waits for a cancelled task, but not for ever."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kiln._tasks import stop_task
+from kiln._aio._tasks import stop_task
 
 
 async def test_a_task_that_ends_at_its_cancel_is_waited_for() -> None:

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._client import build_job, filter_of
-from kiln._kinds import Declaration, make_kind
-from kiln._tags import parse_pair
+from kiln._client._filters import filter_of
+from kiln._model._build import build_job
+from kiln._model._kinds import Declaration, make_kind
+from kiln._model._tags import parse_pair
 from kiln.stores import Store
 
 BAD_TAGS: list[tuple[Any, str]] = [
@@ -31,7 +32,7 @@ async def test_bad_tags_are_refused_before_anything_is_written(store: Store) -> 
         with pytest.raises(kiln.ValidationError, match=message):
             await client.enqueue("k", {}, tags=tags)
         with pytest.raises(kiln.ValidationError, match=message):
-            await client.insert_many([kiln.NewJob("k", {}, tags=tags)])
+            await client.enqueue_many([kiln.NewJob("k", {}, tags=tags)])
         with pytest.raises(kiln.ValidationError, match=message):
             make_kind("k", lambda job: None, tags=tags)
     assert await client.count(kiln.JobFilter()) == 0

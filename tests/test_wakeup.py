@@ -1,4 +1,4 @@
-"""The wake-up protocol (kiln._wakeup): every payload kiln sends is read back as what
+"""The wake-up protocol (kiln._model._wakeup): every payload kiln sends is read back as what
 it means, and a queue named like a control payload is still woken by its jobs."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import kiln
-from kiln._wakeup import (
+from kiln._model._wakeup import (
     CANCEL_PAYLOAD,
     CONTROLS_PAYLOAD,
     Wakeup,
@@ -14,7 +14,8 @@ from kiln._wakeup import (
     parse,
     scheduled,
 )
-from tests.integration.inprocess import Running, config, wait_for
+from tests.integration.inprocess import Running, config
+from tests.support.waits import wait_for
 
 
 @pytest.mark.parametrize(("payload", "expected"), [

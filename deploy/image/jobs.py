@@ -8,11 +8,13 @@ A recurring job every 30 seconds gives the dashboards something to show.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 
 import kiln
 
-app = kiln.App()  # KILN_DATABASE_URL
+# KILN_DATABASE_URL; KILN_MAX_CONNS: the pool of each of its stores (2 behind PgBouncer)
+app = kiln.App(max_conns=int(os.environ.get("KILN_MAX_CONNS", "8")))
 
 
 @app.job("example.tick", queue="default", timeout=60)

@@ -26,7 +26,7 @@ from typing import Any
 
 from kiln._errors import KilnError
 from kiln._events import EventHub, StoreFailed
-from kiln._job import JobRow
+from kiln._model._job import JobRow
 from kiln._server._executor import Executor
 from kiln._server._pool import Pool
 from kiln._server._service import LoopService
@@ -40,6 +40,7 @@ class Canceller(LoopService):
 
     def __init__(
         self,
+        *,
         store: Store,
         events: EventHub,
         executor: Executor,
@@ -60,11 +61,16 @@ class Canceller(LoopService):
         self._poke.set()
 
     async def run_once(self) -> dict[str, int]:
-        """One look: interrupt the handlers of this server's jobs that were cancelled."""
-        running: dict[int, tuple[asyncio.Task[Any], JobRow]] = {
-            row.id: (task, row) for pool in self._pools() for task, row in pool.running.items()
+        """One look: interrupt the handlers of this server's jobs that were cancelled,
+        and make the attempts cancelled before their handler started end at once (a job
+        claimed ahead, say, would otherwise start after the look and run in full)."""
+        pools = list(self._pools())
+        running: dict[int, tuple[asyncio.Task[Any] | None, JobRow]] = {
+            row.id: (None, row) for pool in pools for row in pool.claimed_ahead()
         }
-        if not running:
+        running.update((row.id, (task, row)) for pool in pools
+                       for task, row in pool.running.items())
+        if not running:  # what an earlier look left for claimed rows goes with them
             return {}
         self.looks += 1
         try:
@@ -74,14 +80,18 @@ class Canceller(LoopService):
             return {"errors": 1}
         now = time.monotonic()
         interrupted = 0
+        early: dict[tuple[int, int], float] = {}
         for request in requests:
             task, row = running[request.id]
             if request.attempt != row.attempt or request.server_id != row.server_id:
                 continue  # another attempt's cancel: this one was claimed since
-            if self._executor.request_cancel(task, now - request.age):
+            if task is not None and self._executor.request_cancel(task, now - request.age):
                 interrupted += 1
                 log.info("job %s (attempt %s) was cancelled %.3fs ago: stopping its handler",
                          row.id, row.attempt, request.age)
+            elif task is None or not task.done():  # its handler has not started yet
+                early[(row.id, row.attempt)] = now - request.age
+        self._executor.cancelled_early = early
         self.interrupted += interrupted
         return {"interrupted": interrupted} if interrupted else {}
 

@@ -3,7 +3,7 @@
 Idle on a store with ``claim_on_notify`` (PostgreSQL), the pool arms a ClaimWatch: the
 store claims for it on the LISTEN connection as a notification arrives and hands over
 the rows before their commit is confirmed, so a notified job starts about one round
-trip after its enqueue committed (docs/performance.md, "Pickup latency", ADR 0004).
+trip after its enqueue committed (bench/RESULTS.md, "Pickup latency", ADR 0004).
 Results are fenced: should that commit fail, a job that ran anyway writes nothing, and
 its writes wait behind the claim's gate until the commit is known.
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 
 from kiln._errors import KilnError, UnreachableError
 from kiln._events import ClaimQueried, EventHub, JobClaimed, StoreFailed
-from kiln._job import JobRow
+from kiln._model._job import JobRow
 from kiln._server._identity import Identity
 from kiln.stores import Store
 from kiln.stores._protocol import ClaimWatch
@@ -63,12 +63,12 @@ class Gate:
 class ClaimSession:
     def __init__(
         self,
+        *,
         queue: str,
         kinds: Sequence[str],
         store: Store,
         events: EventHub,
         identity: Identity,
-        *,
         limited: bool,
         keys: bool = True,
         accept: Callable[[list[JobRow]], bool],

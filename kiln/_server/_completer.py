@@ -1,11 +1,16 @@
 """Completer: buffers the results of attempts and writes them in batches.
 
 Owns the results buffer and its writer task. Results are made writable as they come
-in (kiln._sanitise). A write that fails because the database is unreachable keeps
+in (kiln._model._sanitise). A write that fails because the database is unreachable keeps
 the batch and tries again with backoff (results are fenced, so writing one twice is
-harmless). Any other failure may be one result the store refuses, so the batch is
-split in halves until the bad result stands alone and the others are written; that
-one is then written as a failed attempt whose error says why (``ResultPoisoned``).
+harmless). Any other failure may be one result the store refuses, or one whose row
+another transaction holds locked past the database's timeout (a user's transaction
+that enqueued a dependent of the job, say), so the batch is split in halves until that
+result stands alone and the others are written. A result whose row stays locked
+(contended) is parked: kept apart and tried again after a backoff of its own (0.1 s
+doubling to 10 s) until the lock is gone. A refused one is written again without what
+the store may have refused (``ResultPoisoned``): with its outcome, without its stored
+result, with an error that says why. A completed attempt is never recorded as failed.
 Should even that fail, it goes to the back of the buffer; once other results were
 written meanwhile and it failed three times, it is dropped (``ResultDropped``, logged)
 and its job, still running under this server, is left to reconciliation (a hand-back)
@@ -20,7 +25,7 @@ The writer task is watched: should it crash, that is logged, counted
 (``CompleterCrashed``), reported by ``healthy()`` and the task restarted.
 Backpressure: ``over_limit`` tells pools to stop claiming while the buffer is full.
 
-Stored results (kiln._results) make a result up to max_result_bytes long, so a batch
+Stored results (kiln._model._results) make a result up to max_result_bytes long, so a batch
 also stops at BATCH_RESULT_CHARS of them (it takes at least one result), which keeps
 one write under MariaDB's max_allowed_packet. Results of None, the common case, are
 not counted and take the plain path.
@@ -36,8 +41,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from kiln._config import ServerConfig
-from kiln._errors import UnreachableError
+from kiln._aio._tasks import stop_task
+from kiln._errors import StoreError, UnreachableError
 from kiln._events import (
     CompleterCrashed,
     EventHub,
@@ -46,17 +51,26 @@ from kiln._events import (
     ResultsUnapplied,
     StoreFailed,
 )
-from kiln._job import AttemptError, JobResult, Outcome
-from kiln._sanitise import capped, sanitised, writable
-from kiln._tasks import stop_task
+from kiln._model._job import AttemptError, JobResult
+from kiln._model._sanitise import capped, sanitised, writable
+from kiln._server._config import ServerConfig
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.completer")
 STRIKES = 3  # failed writes of a result and of its replacement before it is dropped
 KEPT_UNAPPLIED = 1_000  # unapplied results kept for the reconciler
 CRASH_HOLD = 30.0  # seconds healthy() reports a crash of the writer task
-TRANSIENT = (UnreachableError, OSError, TimeoutError)
+UNREACHABLE = (UnreachableError, OSError, TimeoutError)
+PARK_FIRST = 0.1  # seconds before a result whose row was locked is tried again...
+PARK_MAX = 10.0  # ...doubling up to this
 BATCH_RESULT_CHARS = 1024 * 1024  # characters of stored results per batch (<= 4 MiB of UTF-8)
+
+
+@dataclasses.dataclass(slots=True)
+class _Parked:
+    due: float  # monotonic
+    tries: int
+    result: JobResult
 
 
 @dataclasses.dataclass(slots=True)
@@ -68,6 +82,7 @@ class _Strikes:
 class Completer:
     def __init__(
         self,
+        *,
         store: Store,
         config: ServerConfig,
         events: EventHub,
@@ -89,6 +104,10 @@ class Completer:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._inflight: list[JobResult] = []
+        # results the database would not take now because a row was locked (contended),
+        # kept apart with a backoff of their own while the others flow: job id -> parked
+        self._parked: dict[int, _Parked] = {}
+        self._flushing = False
         self._strikes: dict[int, _Strikes] = {}
         self._unapplied: collections.OrderedDict[int, JobResult] = collections.OrderedDict()
         self._result_chars = 0  # characters of stored results in the buffer
@@ -105,7 +124,7 @@ class Completer:
 
     @property
     def pending(self) -> int:
-        return len(self._buffer) + len(self._inflight)
+        return len(self._buffer) + len(self._inflight) + len(self._parked)
 
     @property
     def over_limit(self) -> bool:
@@ -139,7 +158,7 @@ class Completer:
 
     def held(self) -> set[int]:
         """Ids of the jobs whose results wait here to be written."""
-        return {r.job_id for r in (*self._buffer, *self._inflight)}
+        return {r.job_id for r in (*self._buffer, *self._inflight)} | set(self._parked)
 
     def take_unapplied(self, job_id: int, attempt: int) -> JobResult | None:
         """The kept result of ``job_id``'s ``attempt`` that applied nothing, if any."""
@@ -194,6 +213,7 @@ class Completer:
         """Flush what is buffered (up to ``timeout``), then stop the writer."""
         if self._task is None:
             return
+        self._flushing = True  # parked results are due now: one more try each
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 while self.pending:
@@ -217,9 +237,13 @@ class Completer:
         delay = 0.0
         interval = float(self._config.results_flush_interval)
         while True:
+            self._unpark()
             if not self._buffer:
                 self._wake.clear()
-                await self._wake.wait()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._next_due()):
+                        await self._wake.wait()
+                continue
             if delay:
                 await asyncio.sleep(delay)
             elif len(self._buffer) < self._config.results_batch:
@@ -248,6 +272,30 @@ class Completer:
             if not self.over_limit:
                 self._room.set()
 
+    def _park(self, result: JobResult) -> None:
+        """Keep a result whose row stays locked apart, to try again after its backoff."""
+        parked = self._parked.get(result.job_id)
+        tries = 1 if parked is None else parked.tries + 1
+        wait = min(PARK_FIRST * 2 ** (tries - 1), PARK_MAX)
+        self._parked[result.job_id] = _Parked(time.monotonic() + wait, tries, result)
+
+    def _unpark(self) -> None:
+        """Parked results that are due go to the front of the buffer."""
+        if not self._parked:
+            return
+        now = time.monotonic()
+        due = [p for p in self._parked.values() if self._flushing or p.due <= now]
+        for parked in due:
+            del self._parked[parked.result.job_id]
+            self._buffer.appendleft(parked.result)
+            self._result_chars += _chars([parked.result])
+
+    def _next_due(self) -> float | None:
+        """Seconds until the first parked result is due (None: nothing parked)."""
+        if not self._parked:
+            return None
+        return max(min(p.due for p in self._parked.values()) - time.monotonic(), 0.0)
+
     def _take_bounded(self, size: int) -> list[JobResult]:
         """Up to ``size`` results from the buffer, stopping before their stored results
         pass BATCH_RESULT_CHARS (the first one is always taken)."""
@@ -264,21 +312,23 @@ class Completer:
         return batch
 
     async def _write(self, batch: list[JobResult]) -> list[JobResult]:
-        """Write ``batch``, isolating results the store refuses; return what is left to
-        write again later (the database could not be reached)."""
+        """Write ``batch``, isolating the results the store refuses and those whose rows
+        stay locked (parked); return what is left to write again later (the database
+        could not be reached)."""
         parts = [batch]
         while parts:
             part = parts.pop()
             try:
                 applied = await self._store.job_results_apply(part)
-            except TRANSIENT as exc:
-                self._failed(exc)
-                return [*part, *(r for p in reversed(parts) for r in p)]
             except Exception as exc:  # maybe one bad result: split until it stands alone
                 self._failed(exc)
-                if len(part) > 1:
+                if isinstance(exc, UNREACHABLE):
+                    return [*part, *(r for p in reversed(parts) for r in p)]
+                if len(part) > 1:  # a locked row, or a bad result: which one?
                     middle = len(part) // 2
                     parts.extend((part[middle:], part[:middle]))
+                elif _contended(exc):  # its row is locked (a user's transaction): later
+                    self._park(part[0])
                 elif not await self._replace(part[0], exc):
                     self._strike(part[0], exc)
                 continue
@@ -324,17 +374,17 @@ class Completer:
         self._events.emit(ResultsUnapplied(job_ids=tuple(r.job_id for r in missed)))
 
     async def _replace(self, result: JobResult, exc: BaseException) -> bool:
-        """Write ``result`` as a failed attempt that says why; True once written."""
+        """Write ``result`` again with its outcome but without what the store may have
+        refused (its stored result, its error text, a delay past an hour), and an error
+        that says why; True once written."""
         why = capped(writable(f"{type(exc).__name__}: {exc}"), 500)
         error = AttemptError(
             attempt=result.attempt, at=time.time(), server_id=result.server_id,
             error=f"kiln could not write this attempt's result ({result.outcome.value}):"
                   f" {why}",
         )
-        keeps = result.outcome is Outcome.RETRY
         replacement = dataclasses.replace(
-            result, outcome=Outcome.RETRY if keeps else Outcome.FAILED, error=error,
-            run_at_delay=min(result.run_at_delay, 3600.0) if keeps else 0.0, result=None,
+            result, error=error, result=None, run_at_delay=min(result.run_at_delay, 3600.0),
         )
         try:
             applied = await self._store.job_results_apply([replacement])
@@ -365,6 +415,12 @@ class Completer:
                   result.job_id, strikes.count, exc)
         self._events.emit(ResultDropped(job_id=result.job_id, outcome=result.outcome,
                                         error=exc))
+
+
+def _contended(exc: BaseException) -> bool:
+    """The database gave up waiting for a lock (or the statement's time): the same
+    result may be written once the other transaction is gone."""
+    return isinstance(exc, StoreError) and exc.contended
 
 
 def _chars(results: Iterable[JobResult]) -> int:

@@ -6,14 +6,14 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from kiln._config import ServerConfig
 from kiln._events import EventHub
-from kiln._kinds import Kind
+from kiln._model._kinds import Kind
+from kiln._server._config import ServerConfig
 from kiln._server._identity import Identity
 from kiln.stores import Store
 
 if TYPE_CHECKING:
-    from kiln._cron import Recurring
+    from kiln._model._recurring import Recurring
 
 
 @dataclasses.dataclass
@@ -27,3 +27,7 @@ class ServerContext:
     # queue -> jobs that became available, and why (JobsReleased.reason)
     wake: Callable[[dict[str, int], str], None]
     recurring: list[Recurring] = dataclasses.field(default_factory=list)
+    # kinds whose concurrency limit changed when this server published them: the
+    # adopter gives their waiting jobs the keys the new limit gives (shared, so a
+    # publish after a rejoin adds to it)
+    rekey: set[str] = dataclasses.field(default_factory=set)

@@ -28,6 +28,7 @@ class Elector(LoopService):
 
     def __init__(
         self,
+        *,
         store: Store,
         identity: Identity,
         ttl: float,

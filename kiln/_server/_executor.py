@@ -14,8 +14,8 @@ subclasses included (``sys.exit()`` in a handler, a failing backoff): a hand-bac
 uses an attempt, so it happens only when the server shuts down or fences itself, never
 for an error that would come back on the next run.
 
-A handler's return value other than None (and Snooze or Cancel) is its stored result:
-it is checked here (kiln._results), so one that cannot be stored is a failed attempt
+A handler's return value other than None (and Snooze, Cancel or Fail) is its stored result:
+it is checked here (kiln._model._results), so one that cannot be stored is a failed attempt
 whose error says why, retried per the kind's policy, and nothing of it is written.
 """
 
@@ -28,18 +28,18 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kiln._config import ServerConfig
 from kiln._errors import ResultError, Shutdown
 from kiln._events import EventHub, JobCancelled, JobFinished, JobStarted
-from kiln._handle import Job
-from kiln._job import AttemptError, JobResult, JobRow, Outcome
-from kiln._kinds import Kind
-from kiln._logs import CURRENT_JOB
-from kiln._outcomes import Cancel, Snooze
-from kiln._results import encoded
-from kiln._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
+from kiln._model._job import AttemptError, JobResult, JobRow, Outcome
+from kiln._model._kinds import Kind
+from kiln._model._outcomes import Cancel, Fail, Snooze
+from kiln._model._results import encoded
+from kiln._model._retry import DEFAULT_BACKOFF, Backoff, backoff_from_json
+from kiln._server._config import ServerConfig
 from kiln._server._deadlines import Deadlines
+from kiln._server._handle import Job
 from kiln._server._identity import Identity
+from kiln._server._logs import CURRENT_JOB
 from kiln._server._sync import SyncRunner
 from kiln._server._threads import ThreadPool
 
@@ -57,6 +57,7 @@ CANCEL_REQUESTED = "kiln: job cancelled"  # the cancel message of a cancelled jo
 class Executor:
     def __init__(
         self,
+        *,
         kinds: Mapping[str, Kind],
         config: ServerConfig,
         events: EventHub,
@@ -86,6 +87,10 @@ class Executor:
         self.shutting_down = False
         self._live: dict[asyncio.Task[Any], Job] = {}  # tasks inside an attempt's handler
         self._requests: dict[asyncio.Task[Any], float] = {}  # task -> when its job was cancelled
+        # attempts cancelled before their handler started (claimed ahead, or their task
+        # not in the handler yet): (job id, attempt) -> when (monotonic); the canceller
+        # replaces it at every look, so it holds no more than the pools' claimed rows
+        self.cancelled_early: dict[tuple[int, int], float] = {}
 
     def request_cancel(self, task: asyncio.Task[Any], requested_at: float) -> bool:
         """The job of the attempt ``task`` runs was cancelled (at ``requested_at``, on the
@@ -111,7 +116,7 @@ class Executor:
         loop = self._loop
         if loop is None:  # looked up once: on Python 3.11 each lookup is a getpid() call
             loop = self._loop = asyncio.get_running_loop()
-        job = Job(row, self._write_param, loop, self._read_results)
+        job: Job = Job(row, self._write_param, loop, self._read_results, kind.args_type)
         CURRENT_JOB.set(row)  # this task runs this attempt only: log lines name the job
         events = self._events
         if events.wants(JobStarted):
@@ -140,6 +145,8 @@ class Executor:
         finally:
             requested = self._ended(task)
         stored = None
+        if error is None and isinstance(value, Fail):  # returned, not raised: the same
+            error = value
         if value is not None and error is None and not isinstance(value, Snooze | Cancel):
             try:  # checked here, so a result that cannot be stored is a failed attempt
                 stored = encoded(value, self._max_result[row.kind], row.id, row.kind)
@@ -155,6 +162,18 @@ class Executor:
                 )
             )
         return result
+
+    def cancelled_before_start(self, row: JobRow) -> JobResult | None:
+        """The result of an attempt cancelled while it waited for its handler (claimed
+        ahead, say): cancelled, its handler never run. None for any other attempt."""
+        requested = self.cancelled_early.pop((row.id, row.attempt), None)
+        if requested is None:
+            return None
+        self._stopped(row, requested)
+        if self._events.wants(JobFinished):
+            self._events.emit(JobFinished(job=row, outcome=Outcome.CANCELLED, duration=0.0,
+                                          error=None))
+        return self._made(row, Outcome.CANCELLED, None)
 
     def _ended(self, task: asyncio.Task[Any]) -> float | None:
         """The handler of ``task`` ended: settle its cancels; when its job was cancelled
@@ -242,6 +261,9 @@ class Executor:
         if isinstance(error, Shutdown) and self.shutting_down:
             why = f"{_describe(error)}; {_STILL_RUNNING}" if stuck else None
             return self._made(row, Outcome.HANDED_BACK, error, why=why)
+        if isinstance(error, Fail):  # failed for good, whatever attempts remain
+            why = f"Fail: {error.reason}" + (f"; {_STILL_RUNNING}" if stuck else "")
+            return self._made(row, Outcome.FAILED, error, why=why)
         if error is not None:
             why = _describe(error) + (f"; {_STILL_RUNNING}" if stuck else "")
             if row.attempt >= row.max_attempts:
@@ -291,7 +313,7 @@ class Executor:
             )
         return JobResult(
             job_id=row.id, server_id=row.server_id or self._identity.id, attempt=row.attempt,
-            outcome=outcome, run_at_delay=delay, error=record,
+            outcome=outcome, run_at_delay=delay, error=record, claimed_at=row.attempted_at,
         )
 
 
@@ -310,7 +332,7 @@ def _describe(error: BaseException) -> str:
 
 def _traceback(error: BaseException) -> str:
     try:
-        return "".join(traceback.format_exception(error))  # capped in kiln._sanitise
+        return "".join(traceback.format_exception(error))  # capped in kiln._model._sanitise
     except Exception:
         return f"{type(error).__name__}: <traceback unavailable>"
 

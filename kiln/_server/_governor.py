@@ -1,6 +1,6 @@
 """Governor: applies the queue controls in the database to this server's pools.
 
-Every server runs one. It reads the controls (kiln._controls) once before the pools
+Every server runs one. It reads the controls (kiln._model._controls) once before the pools
 start, so a new or restarted server obeys them from its first claim, then again on
 each controls notification (PostgreSQL's NOTIFY, or the Bus) and every poll_interval
 without notifications. With them it reads again when the notifier reconnects (what was
@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from kiln._controls import QueueControls
+from kiln._errors import KilnError
 from kiln._events import EventHub
+from kiln._model._controls import QueueControls
 from kiln._server._identity import Identity
 from kiln._server._pool import Pool
 from kiln._server._service import PeriodicService
@@ -32,31 +33,43 @@ class Governor(PeriodicService):
 
     def __init__(
         self,
+        *,
         store: Store,
         events: EventHub,
         pools: Callable[[], Mapping[str, Pool]],
         configured: Mapping[str, int],
         identity: Identity,
-        intervals: tuple[float, float],  # (without notifications, with them)
+        interval: float,  # without notifications
+        notified_interval: float,  # with them: the safety net
         notified: Callable[[], bool],
         on_resized: Callable[[], None] = lambda: None,
     ) -> None:
-        super().__init__(intervals[0], events)
+        super().__init__(interval, events)
         self._store = store
         self._pools = pools
         self._configured = dict(configured)
         self._identity = identity
-        self._intervals = intervals
+        self._notified_interval = notified_interval
         self._notified = notified
         self._on_resized = on_resized
         self.controls = QueueControls()  # as last read
+
+    async def first_pass(self) -> None:
+        """Obey the queue controls before the first claim (a pause holds in the claim
+        anyway; a lowered concurrency would not)."""
+        try:
+            await self.run_once()
+        except (KilnError, OSError) as exc:
+            log.warning("server %s could not read the queue controls (%s); its governor"
+                        " tries again in poll_interval", self._identity.id, exc)
 
     def first_delay(self) -> float:
         return self.next_delay({})
 
     def next_delay(self, counts: dict[str, int]) -> float:
-        _alone, notified = self._intervals
-        return super().next_delay(counts) if not self._notified() else notified
+        if self._notified():
+            return self._notified_interval
+        return super().next_delay(counts)
 
     async def run_once(self) -> dict[str, int]:
         controls = await self._store.queue_controls()

@@ -1,9 +1,16 @@
-"""Health and stats: what a server reports to probes and dashboards."""
+"""Health and counters: what a server reports to probes and dashboards.
+
+``health_of`` gathers ``Server.healthy()`` from the parts, which keep their own state
+(the heartbeat its age and fence, the completer its unwritten results);
+``stuck_reasons`` says when handlers kiln gave up on block all progress; ``Counters``
+counts the events ``stats()`` reports. From memory only: never the database.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from kiln._events import (
@@ -16,7 +23,15 @@ from kiln._events import (
     JobsAdmitted,
     StoreFailed,
 )
-from kiln._job import Outcome
+from kiln._model._job import Outcome
+from kiln._server._completer import Completer
+from kiln._server._config import ServerConfig
+from kiln._server._heartbeat import Heartbeater
+from kiln._server._state import ServerState
+from kiln.stores._translator import StoreFailure
+
+# a failing operation not tried again for this long no longer counts (its loop stopped)
+FAILURE_FORGOTTEN = 300.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -30,12 +45,64 @@ class Health:
     results_piling_up: bool = False
     handlers_stuck: bool = False  # stuck handlers hold every slot of a queue, or every thread
     results_stuck: bool = False  # results fail to be written, or their writer crashed
+    store_failing: bool = False  # a store operation fails, again and again, past the bound
 
     def __bool__(self) -> bool:
         return self.ok
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def health_of(
+    *,
+    state: ServerState,
+    config: ServerConfig,
+    heartbeat: Heartbeater | None,
+    completer: Completer | None,
+    stuck: list[str],
+    failures: Sequence[StoreFailure] = (),
+    now: float | None = None,
+) -> Health:
+    """Healthy: running, not fenced, its heartbeat confirmed within two intervals, its
+    results written, no queue blocked by ``stuck`` handlers (``stuck_reasons``), and no
+    store operation failing (``failing_reasons``)."""
+    reasons: list[str] = []
+    fenced = bool(heartbeat and heartbeat.fenced)
+    stale = bool(heartbeat and heartbeat.age > 2 * config.heartbeat_interval)
+    piling = bool(completer and completer.over_limit)
+    if state is not ServerState.RUNNING:
+        reasons.append(f"server is {state.value}")
+    if fenced and heartbeat:
+        reasons.append(f"fenced: {heartbeat.fenced}")
+    if stale and heartbeat:
+        reasons.append(f"heartbeat stale: last confirmed {heartbeat.age:.1f}s ago")
+    if piling and completer:
+        reasons.append(f"results piling up: {completer.pending} unwritten")
+    reasons.extend(stuck)
+    unwritten = completer.health_problems() if completer else []
+    reasons.extend(unwritten)
+    failing = failing_reasons(failures, 2 * config.heartbeat_interval,
+                              time.monotonic() if now is None else now)
+    reasons.extend(failing)
+    return Health(
+        ok=not reasons, reasons=tuple(reasons), fenced=fenced, heartbeat_stale=stale,
+        results_piling_up=piling, handlers_stuck=bool(stuck), results_stuck=bool(unwritten),
+        store_failing=bool(failing),
+    )
+
+
+def failing_reasons(failures: Sequence[StoreFailure], bound: float, now: float) -> list[str]:
+    """A store operation failing persistently: every call of it failed for longer than
+    ``bound`` (two heartbeat intervals, the bound of a stale heartbeat), at least twice,
+    and it was tried within FAILURE_FORGOTTEN. Whatever the cause (a pooler, a
+    privilege, a table gone), the reason names the operation and its latest error."""
+    return [
+        f"store operation {f.operation} failing for {now - f.since:.1f}s"
+        f" ({f.count} calls): {f.error}"
+        for f in failures
+        if f.count >= 2 and now - f.since > bound and now - f.at <= FAILURE_FORGOTTEN
+    ]
 
 
 def stuck_reasons(

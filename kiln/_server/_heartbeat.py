@@ -15,12 +15,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from kiln._config import ServerConfig, seconds
+from kiln._aio._tasks import stop_task
 from kiln._errors import KilnError
 from kiln._events import EventHub, Fenced, Heartbeat, StoreFailed
+from kiln._server._config import ServerConfig, seconds
 from kiln._server._identity import Identity
 from kiln._server._service import LoopService
-from kiln._tasks import stop_task
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.heartbeat")
@@ -31,12 +31,14 @@ class Heartbeater(LoopService):
 
     def __init__(
         self,
+        *,
         store: Store,
         identity: Identity,
         config: ServerConfig,
         events: EventHub,
         on_fence: Callable[[str], Awaitable[None]],
         on_rejoin: Callable[[str], None],  # after the identity changed
+        connections: Callable[[], int] | None = None,  # the process's, said at each beat
     ) -> None:
         self._store = store
         self._identity = identity
@@ -44,6 +46,7 @@ class Heartbeater(LoopService):
         self._events = events
         self._on_fence = on_fence
         self._on_rejoin = on_rejoin
+        self._connections = connections
         self.last_ok = time.monotonic()
         self.fenced: str | None = None
         self.ok_count = 0
@@ -79,7 +82,8 @@ class Heartbeater(LoopService):
                     await self._rejoin()
                     alive = True
                 else:
-                    alive = await self._store.server_heartbeat(self.server_id)
+                    held = self._connections() if self._connections is not None else None
+                    alive = await self._store.server_heartbeat(self.server_id, held)
         except (KilnError, OSError, TimeoutError) as exc:
             self.failed_count += 1
             self._events.emit(StoreFailed(operation="server_heartbeat", error=exc))

@@ -16,7 +16,7 @@ import socket
 import uuid
 from datetime import UTC, datetime
 
-from kiln._job import ServerInfo
+from kiln._model._job import ServerInfo
 from kiln._version import VERSION
 
 

@@ -25,16 +25,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kiln._aio._tasks import stop_task
 from kiln._errors import KilnError
 from kiln._events import EventHub, HandlerStuck, JobFinished
-from kiln._job import JobResult, JobRow, Outcome
+from kiln._model._job import JobResult, JobRow, Outcome
 from kiln._server._claim_ahead import ClaimAhead
 from kiln._server._claim_session import ClaimSession, ClaimState
 from kiln._server._completer import Completer
 from kiln._server._executor import Executor
 from kiln._server._identity import Identity
 from kiln._server._lingering import Lingering
-from kiln._tasks import stop_task
 from kiln.stores import Store
 
 log = logging.getLogger("kiln.pool")
@@ -44,6 +44,7 @@ CLAIM_COOLDOWN = 0.002  # seconds a pool may wait for more free slots before cla
 class Pool:
     def __init__(
         self,
+        *,
         queue: str,
         concurrency: int,
         kinds: Sequence[str],
@@ -54,12 +55,11 @@ class Pool:
         identity: Identity,
         poll_interval: float,
         may_claim: Callable[[], bool],
-        *,
         limited: bool = False,
         keys: bool = True,
     ) -> None:
         self.queue = queue
-        # the queue may hold jobs under a global concurrency limit (kiln._concurrency):
+        # the queue may hold jobs under a global concurrency limit (kiln._model._concurrency):
         # they are claimed under their key's lock, never on a notification's watch (it
         # claims plain jobs only), and never ahead of a free slot (a job held ahead
         # would take one of the key's slots without running)
@@ -78,6 +78,8 @@ class Pool:
         self.running: dict[asyncio.Task[None], JobRow] = {}
         self.lingering = Lingering(self._lingered)  # given up on, still running: slots taken
         self._ready: collections.deque[JobRow] = collections.deque()  # claimed, no slot yet
+        # limited jobs whose result waits for their stuck handler's thread to end
+        self._ending: set[int] = set()
         self._policy = ClaimAhead()  # how many to claim (kiln._server._claim_ahead)
         self._freed = time.monotonic()  # when a slot last came free
         self._task: asyncio.Task[None] | None = None
@@ -86,7 +88,8 @@ class Pool:
         self._woken = False  # a local wake-up since the last claim
         self.paused = False  # by a queue control (kiln._server._governor): claims nothing
         self._session = ClaimSession(
-            queue, kinds, store, events, identity, limited=limited, keys=keys,
+            queue=queue, kinds=kinds, store=store, events=events, identity=identity,
+            limited=limited, keys=keys,
             accept=self._accept,
             hand_back=self._hand_back, roll_back=self._roll_back, on_taken=self._wake.set,
         )
@@ -138,11 +141,16 @@ class Pool:
         """Claimed jobs waiting for a slot (claimed ahead)."""
         return len(self._ready)
 
+    def claimed_ahead(self) -> list[JobRow]:
+        """The rows of the jobs claimed and waiting for a slot (their handlers have not
+        started)."""
+        return list(self._ready)
+
     def held(self) -> set[int]:
         """Ids of the jobs this pool holds: running, waiting for a slot or for their
         claim to settle, or taken by the claim in flight (for the reconciler)."""
         return {*(r.id for r in self.running.values()), *(r.id for r in self._ready),
-                *self._session.held()}
+                *self._ending, *self._session.held()}
 
     def claim_age(self) -> float | None:
         """Seconds the pool's own claim has been in flight, None when there is none."""
@@ -317,9 +325,17 @@ class Pool:
         result: JobResult | None = None
         thread: Any = None
         try:
-            result = await self._executor.run(row)
+            executor = self._executor
+            if executor.cancelled_early:
+                result = executor.cancelled_before_start(row)
+            if result is None:
+                result = await executor.run(row)
         except asyncio.CancelledError:
             pass  # cancelled outside shutdown (fencing): the server decides what happens
+        except GeneratorExit:
+            # the event loop is closing under a task that ignored its cancellation: the
+            # server handed its attempt back already; nothing failed here
+            raise
         except BaseException as exc:  # a bug in kiln's per-job code: a failed attempt,
             # never a hand-back, which gives the attempt back and would loop for ever
             log.exception("job %s: kiln failed running its attempt", row.id)
@@ -343,21 +359,30 @@ class Pool:
             await gate.opened.wait()
             if gate.rolled_back:  # not this server's job: nothing to write
                 return
-        if thread is not None and result.outcome is Outcome.CANCELLED:
+        if thread is not None and (result.outcome is Outcome.CANCELLED or self.limited):
             self._push_once_ended(thread, result)
             return
         self._completer.push(result)
 
     def _push_once_ended(self, thread: Any, result: JobResult) -> None:
-        """The result of a cancelled job whose plain def handler still runs past
-        kill_grace: it is fenced off, and only ends the attempt in the database (which
-        lets a requeue run the job again), so it waits until the handler has returned."""
+        """The result of an attempt whose plain def handler still runs past kill_grace,
+        written once the handler has returned:
+        - a cancelled job's: it is fenced off, and only ends the attempt in the database
+          (which lets a requeue run the job again, and frees its concurrency slot);
+        - in a queue that may hold limited jobs (a timeout, say): the job stays running,
+          so its fleet-wide concurrency slot stays taken while its handler runs; the
+          reconciler sees it held. If the server stops first, the rescuer settles it."""
         loop = self._event_loop
         assert loop is not None
+        self._ending.add(result.job_id)
+
+        def push() -> None:
+            self._ending.discard(result.job_id)
+            self._completer.push(result)
 
         def ended(_thread: Any) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
-                loop.call_soon_threadsafe(self._completer.push, result)
+                loop.call_soon_threadsafe(push)
 
         thread.add_done_callback(ended)
 
@@ -367,7 +392,7 @@ class Pool:
             self._events.emit(JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0))
             self._completer.push(JobResult(
                 job_id=row.id, server_id=row.server_id or self._identity.id, attempt=row.attempt,
-                outcome=Outcome.HANDED_BACK,
+                outcome=Outcome.HANDED_BACK, claimed_at=row.attempted_at,
             ))
 
     def cancel_running(self) -> None:

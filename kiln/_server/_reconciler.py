@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 
 from kiln._errors import KilnError
 from kiln._events import EventHub, JobReconciled, StoreFailed
-from kiln._job import JobResult, Outcome, RunningJob
+from kiln._model._job import JobResult, Outcome, RunningJob
 from kiln._server._completer import Completer
 from kiln._server._identity import Identity
 from kiln._server._pool import Pool
@@ -43,6 +43,7 @@ class Reconciler(PeriodicService):
 
     def __init__(
         self,
+        *,
         store: Store,
         events: EventHub,
         completer: Completer,

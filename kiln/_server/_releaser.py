@@ -20,6 +20,7 @@ class Releaser(PeriodicService):
 
     def __init__(
         self,
+        *,
         store: Store,
         events: EventHub,
         release_interval: float,

@@ -14,8 +14,9 @@ import logging
 import random
 from typing import Protocol
 
-from kiln._events import EventHub, MaintenanceRan
-from kiln._tasks import stop_task
+from kiln._aio._tasks import stop_task
+from kiln._errors import StoreError
+from kiln._events import EventHub, MaintenanceRan, StoreFailed
 
 log = logging.getLogger("kiln.service")
 
@@ -84,9 +85,11 @@ class PeriodicService(LoopService):
             if self.may_run():
                 try:
                     counts = await self.run_once()
-                except Exception:
+                except Exception as exc:
                     self.errors += 1
                     log.exception("%s failed; trying again next round", self.name)
+                    if isinstance(exc, StoreError) and self.events is not None:
+                        self.events.emit(StoreFailed(operation=exc.operation, error=exc))
                     counts = {"errors": 1}
                 if self.events is not None and any(counts.values()):
                     self.events.emit(MaintenanceRan(service=self.name, counts=counts))

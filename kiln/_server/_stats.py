@@ -2,14 +2,23 @@
 
 Probes, the worker's ``/stats`` endpoint, the demo and kilnotel's gauges read it; it
 never queries the database and never blocks. ``as_dict()`` is the JSON shape that
-``GET /stats`` serves."""
+``GET /stats`` serves. ``server_stats`` and ``queue_stats`` gather it from the parts,
+which keep their own counts."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from kiln._events import EventHub
+from kiln._server._completer import Completer
+from kiln._server._health import Counters
+from kiln._server._heartbeat import Heartbeater
+from kiln._server._pool import Pool
+from kiln._server._state import ServerState
 
 __all__ = ["QueueStats", "ServerStats"]
 
@@ -34,7 +43,7 @@ class ServerStats:
     ``completed`` ... ``handed_back`` count finished attempts by outcome)."""
 
     server_id: str
-    state: str  # new, starting, running, stopping, stopped
+    state: str  # new, running, stopping, stopped (kiln._server._state.ServerState)
     leader: bool
     running: int
     concurrency: int
@@ -66,6 +75,7 @@ class ServerStats:
     handlers_stuck: int = 0
     threads_stuck: int = 0
     rate_keys_undeclared: int = 0
+    connections: int = 0  # database connections the process holds (Server.connections)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values: the body of ``GET /stats`` (the queues without their
@@ -74,3 +84,62 @@ class ServerStats:
         for queue in out["queues"].values():
             del queue["oldest_started"]
         return out
+
+
+def queue_stats(pools: Mapping[str, Pool], configured: Mapping[str, int]) -> dict[str, QueueStats]:
+    """Each queue's slots and running jobs; the ``configured`` concurrency until the
+    server started its pools."""
+    pools = dict(pools)  # a copy: the server adds its pools as it starts
+    if not pools:
+        return {q: QueueStats(concurrency=c) for q, c in configured.items()}
+    out = {}
+    for queue, pool in pools.items():
+        started = [r.attempted_at for r in list(pool.running.values()) if r.attempted_at]
+        out[queue] = QueueStats(
+            concurrency=pool.concurrency, running=len(pool.running),
+            stuck=len(pool.lingering), paused=pool.paused,
+            oldest_started=min(started) if started else None,
+        )
+    return out
+
+
+def server_stats(
+    *,
+    server_id: str,
+    state: ServerState,
+    leader: bool,
+    queues: dict[str, QueueStats],
+    counters: Counters,
+    completer: Completer | None,
+    heartbeat: Heartbeater | None,
+    events: EventHub,
+    notifications: bool,
+    threads_stuck: int,
+    rate_keys_undeclared: int,
+    connections: int = 0,
+) -> ServerStats:
+    c, hb = completer, heartbeat
+    return ServerStats(
+        server_id=server_id,
+        state=state.value,
+        leader=leader,
+        running=sum(q.running for q in queues.values()),
+        concurrency=sum(q.concurrency for q in queues.values()),
+        queues=queues,
+        **counters.as_dict(),  # one keyword per counter, each a field
+        results_pending=c.pending if c else 0,
+        results_poisoned=c.poisoned if c else 0,
+        results_dropped=c.dropped if c else 0,
+        results_unapplied=c.unapplied if c else 0,
+        results_failing_for=c.failing_for if c else 0.0,
+        completer_crashes=c.crashes if c else 0,
+        heartbeat_age=hb.age if hb else None,
+        fenced_reason=hb.fenced if hb else None,
+        notifications=notifications,
+        event_errors=events.errors,
+        events_dropped=events.dropped,
+        handlers_stuck=sum(q.stuck for q in queues.values()),
+        threads_stuck=threads_stuck,
+        rate_keys_undeclared=rate_keys_undeclared,
+        connections=connections,
+    )

@@ -24,9 +24,9 @@ import contextlib
 import contextvars
 from typing import Any
 
-from kiln._handle import Job
-from kiln._kinds import Kind
+from kiln._model._kinds import Kind
 from kiln._server._deadlines import Deadlines
+from kiln._server._handle import Job
 from kiln._server._threads import ThreadPool
 
 Thread = concurrent.futures.Future[Any]

@@ -1,7 +1,8 @@
 """The ``kiln`` command: parses the command line, runs one command, maps errors to exit codes.
 
 Exit codes: 0 success, 2 usage error (bad flags, bad input, invalid configuration),
-1 anything else (database unreachable or not migrated, job not found, a crash).
+1 anything else (database unreachable or not migrated, job not found or finished
+already, a crash).
 Every failure prints one line on stderr; set KILN_DEBUG=1 for a traceback of
 unexpected errors. Each command group lives in its own module; this one only
 dispatches.
@@ -15,12 +16,53 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from kiln._errors import ConfigError, KilnError, ValidationError
-from kiln.cli._parser import UsageError, build_parser
+from kiln._errors import (
+    ConfigError,
+    JobFinishedError,
+    JobNotFoundError,
+    KilnError,
+    ValidationError,
+)
+from kiln._version import VERSION
+from kiln.cli._argparse import Parser, UsageError, database_options
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+
+def build_parser() -> Parser:
+    from kiln.cli import (
+        check_deploy,
+        dashboard,
+        demo,
+        enqueue,
+        exporter,
+        jobs,
+        kinds,
+        migrate,
+        mixin,
+        queues,
+        retry_window,
+        servers,
+        worker,
+    )
+
+    common = database_options()
+    parser = Parser(
+        prog="kiln",
+        description="kiln: a durable job runner for Python that operators can see into.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"kiln {VERSION}")
+    commands = parser.add_subparsers(
+        title="commands", metavar="COMMAND", required=True, parser_class=Parser
+    )
+    for module in (migrate, enqueue, jobs, kinds, worker, exporter, servers, queues, dashboard,
+                   retry_window, demo, mixin):
+        module.register(commands, common)
+    check_deploy.register(commands, common)
+    return parser
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -35,6 +77,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     except UsageError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    except (JobNotFoundError, JobFinishedError) as exc:  # the input was right, the job not
+        return _fail(str(exc), EXIT_ERROR)
     except (ConfigError, ValidationError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except KilnError as exc:
@@ -73,4 +117,4 @@ def main() -> None:
     sys.exit(run())
 
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "main", "run"]
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run"]

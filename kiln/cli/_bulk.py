@@ -1,4 +1,4 @@
-"""``kiln jobs requeue|cancel|delete`` over a filter: a batched run (kiln._bulk) that
+"""``kiln jobs requeue|cancel|delete`` over a filter: a batched run (kiln._client._bulk) that
 shows its progress on stderr, a bar on a terminal and plain lines otherwise.
 
 Owns the progress display and the hint an interrupted run leaves: the bounds it was
@@ -13,10 +13,10 @@ import sys
 import time
 from typing import TextIO
 
-from kiln._bulk import VERBS, Bulk, Progress
-from kiln._bus_redis import RedisBus
-from kiln._client import Client
-from kiln._job import JobFilter
+from kiln._client._bulk import VERBS, Bulk, Progress
+from kiln._client._bus_redis import RedisBus
+from kiln._client._client import Client
+from kiln._model._job import JobFilter
 from kiln.cli._database import opened
 
 BAR = 30  # characters of the progress bar

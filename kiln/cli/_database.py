@@ -12,7 +12,12 @@ import os
 from collections.abc import AsyncIterator
 
 from kiln._app import DEFAULT_URL
+from kiln._errors import KilnError
 from kiln.stores import Store, store_from_url
+
+
+class DefaultDatabaseError(KilnError):
+    """No database was named and kiln's default one is not there."""
 
 
 def url_of(args: argparse.Namespace) -> str:
@@ -30,10 +35,28 @@ def explicit_url(args: argparse.Namespace) -> str | None:
 async def opened(url: str, *, migrated: bool = True) -> AsyncIterator[Store]:
     """An open store for ``url``; with ``migrated``, one whose schema is current."""
     store = store_from_url(url)  # raises ConfigError for an unknown scheme
-    await store.open()
+    try:
+        await store.open()
+    except KilnError as exc:
+        raise _named(url, exc) from exc
     try:
         if migrated:
-            await store.schema_check()
+            try:
+                await store.schema_check()
+            except KilnError as exc:
+                raise _named(url, exc) from exc
         yield store
     finally:
         await store.close()
+
+
+def _named(url: str, error: KilnError) -> KilnError:
+    """``error``, said of the default database when no URL was given: a forgotten URL
+    must not read as "run kiln migrate", which would create a stray kiln.db here."""
+    if url != DEFAULT_URL or os.environ.get("KILN_DATABASE_URL"):
+        return error
+    path = os.path.abspath(url.removeprefix("sqlite:///"))
+    return DefaultDatabaseError(
+        f"no database given (--database-url or KILN_DATABASE_URL), so kiln used its default"
+        f" {DEFAULT_URL} ({path}), which is not a kiln database: {error}. Give your"
+        f" database's URL; `kiln migrate` without one creates that file")

@@ -2,65 +2,16 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
-from kiln._job import JobRow, ServerInfo
-
-
-def _when(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def job_json(row: JobRow, *, result: bool = False) -> dict[str, Any]:
-    """``row`` for scripts; with ``result``, its stored result too (read by a get, never
-    by a listing, which leaves it out rather than show a null it did not read)."""
-    data = {
-        "id": row.id,
-        "queue": row.queue,
-        "kind": row.kind,
-        "state": row.state.value,
-        "args": row.args,
-        "params": row.params,
-        "metadata": row.metadata,
-        "tags": list(row.tags),
-        "priority": row.priority,
-        "attempt": row.attempt,
-        "max_attempts": row.max_attempts,
-        "timeout": row.timeout,
-        "backoff": row.backoff,
-        "run_at": _when(row.run_at),
-        "created_at": _when(row.created_at),
-        "admitted_at": _when(row.admitted_at),
-        "attempted_at": _when(row.attempted_at),
-        "finished_at": _when(row.finished_at),
-        "server_id": row.server_id,
-        "rate_key": row.rate_key,
-        "rescues": row.rescues,
-        "depends_on": list(row.depends_on),
-        "errors": [e.to_json() for e in row.errors],
-    }
-    if result:
-        data["result"] = row.result
-    return data
-
-
-def server_json(info: ServerInfo, leader: str | None) -> dict[str, Any]:
-    return {
-        "id": info.id,
-        "host": info.host,
-        "pid": info.pid,
-        "queues": info.queues,
-        "kinds": info.kinds,
-        "version": info.version,
-        "started_at": _when(info.started_at),
-        "heartbeat_at": _when(info.heartbeat_at),
-        "heartbeat_age": info.heartbeat_age,
-        "leader": info.id == leader,
-    }
+from kiln._model._job import JobRow
+from kiln._model._printable import printable as printable  # shared with kiln.web
+from kiln._model._wire import job_json
 
 
 def print_json(value: Any) -> None:
@@ -71,20 +22,6 @@ def print_json(value: Any) -> None:
 def json_line(value: Any) -> str:
     """``value`` as one line of JSON Lines (no newline inside it)."""
     return json.dumps(value, separators=(",", ":"), default=str) + "\n"
-
-
-def printable(text: str) -> str:
-    """``text`` with every character a terminal would act on or hide (ESC of ANSI escapes,
-    other controls, bidi overrides, zero-width characters) written as a Python escape."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
-        else f"\\U{code:08x}"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -134,9 +71,10 @@ def job_details(row: JobRow) -> str:
     # JSON, so a string result reads apart from none stored
     stored = "-" if row.result is None else printable(json.dumps(row.result, ensure_ascii=False))
     lines.append(f"{'result'.ljust(width)}  {stored}")
-    for error in errors:
-        message = printable(str(error["error"]))
-        lines.append(f"error (attempt {error['attempt']}): {message}")
+    for error in errors:  # a multi-line error (a database's, say) prints as its lines
+        first, *more = str(error["error"]).splitlines() or [""]
+        lines.append(f"error (attempt {error['attempt']}): {printable(first)}")
+        lines.extend("  " + printable(line) for line in more)
         lines.extend("    " + printable(tb)
                      for tb in str(error.get("traceback") or "").splitlines())
     return "\n".join(lines)
@@ -154,3 +92,11 @@ def duration(seconds: float) -> str:
         parts.append(f"{minutes}m")
     parts.append(f"{secs}s")
     return " ".join(parts)
+
+
+def actor() -> str:
+    """Who an admin command acts as, in the audit log: ``cli:<user>``."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"

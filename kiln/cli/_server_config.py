@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kiln._config import DEFAULTS, ServerConfig
 from kiln._errors import ConfigError
+from kiln._server import DEFAULTS, ServerConfig
 
 HELP = {
     "poll_interval": "how often an idle pool looks for work without a notification",

@@ -4,7 +4,7 @@ Reads Kubernetes manifests (multi-document YAML, a kustomization's resources), c
 files and systemd units (``-`` reads stdin, e.g. ``kubectl kustomize DIR | kiln
 check-deploy -``), finds the containers, services and units that run ``kiln worker``,
 and works out each one's ServerConfig from its flags and environment exactly as the
-worker will (defaults from kiln._config.DEFAULTS). It fails, exit code 1, naming the
+worker will (defaults from kiln._server._config.DEFAULTS). It fails, exit code 1, naming the
 file, the object and the numbers, when:
 
 - the grace period (terminationGracePeriodSeconds, stop_grace_period, TimeoutStopSec,
@@ -28,11 +28,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kiln._config import DEFAULTS, ServerConfig
 from kiln._errors import ConfigError
-from kiln.cli._deploy_files import DeployFileError, Worker
-from kiln.cli._deploy_scan import scan
-from kiln.cli._parser import Parser, UsageError
+from kiln._server import DEFAULTS, ServerConfig
+from kiln.cli._argparse import Parser, UsageError
+from kiln.cli._deploy._files import DeployFileError, Worker
+from kiln.cli._deploy._scan import scan
 from kiln.cli._server_config import add_flags, env_name, parse_value
 
 ENDPOINTS = {"health": "KILN_HEALTH", "metrics": "KILN_METRICS"}

@@ -1,6 +1,6 @@
 """``kiln demo``: the self-contained example, with its dashboard and metrics when installed.
 
-Owns the demo's arguments and the optional pieces around kiln._demo: the
+Owns the demo's arguments and the optional pieces around kiln.cli._demo_app: the
 dashboard (kiln.web.create_app served by uvicorn in its own thread, so its loop
 and signal handling stay apart from the worker's) and the metrics endpoint
 (kilnotel.serve). A missing piece is reported and skipped, never fatal.
@@ -14,10 +14,10 @@ import threading
 import time
 from typing import Any
 
-from kiln import _demo
 from kiln._app import App
+from kiln.cli import _demo_app
+from kiln.cli._argparse import UsageError
 from kiln.cli._database import explicit_url
-from kiln.cli._parser import UsageError
 from kiln.cli.metrics import MetricsUnavailableError, serve_metrics, stop_metrics
 
 
@@ -100,12 +100,12 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and not value > 0:
             raise UsageError(f"kiln demo: --{flag} must be positive, got {value:g}")
-    url = explicit_url(args) or _demo.DEMO_URL
-    app = _demo.build_app(url)
+    url = explicit_url(args) or _demo_app.DEMO_URL
+    app = _demo_app.build_app(url)
     applied = app.migrate()
     say(f"kiln demo on {url}" + (f" (migrated to {applied[-1]})" if applied else ""))
-    server = app.server(queues=_demo.QUEUES, config=_demo.CONFIG)
-    queues = ", ".join(f"{q}={n}" for q, n in _demo.QUEUES.items())
+    server = app.server(queues=_demo_app.QUEUES, config=_demo_app.CONFIG)
+    queues = ", ".join(f"{q}={n}" for q, n in _demo_app.QUEUES.items())
     say(f"  worker: {len(app.kinds)} kinds ({', '.join(app.kinds)}) on queues {queues}")
     dashboard = _dashboard(app, args.host, args.port)
     try:
@@ -130,7 +130,7 @@ async def _run(app: App, server: Any, args: argparse.Namespace) -> None:
     say(f"  {stop_hint}; jobs still running then are handed back. Summary every "
         f"{args.interval:g}s:")
     try:
-        await _demo.run(app, server, duration=args.duration, interval=args.interval,
+        await _demo_app.run(app, server, duration=args.duration, interval=args.interval,
                         per_second=args.rate, write=say)
     finally:
         if metrics is not None:

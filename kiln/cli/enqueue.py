@@ -14,9 +14,11 @@ import json
 import sys
 from typing import Any
 
-from kiln._client import Client, build_job
-from kiln._errors import ValidationError
-from kiln._job import EnqueueResult
+from kiln._client._client import Client
+from kiln._errors import ConfigError, ValidationError
+from kiln._model._build import build_job
+from kiln._model._job import EnqueueResult, JobState
+from kiln._model._unique import ACTIVE, Unique
 from kiln.cli._database import opened, url_of
 
 
@@ -42,6 +44,22 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--tag", action="append", default=None, metavar="TAG", dest="tags",
                         help="tag the job (repeat for more); given, these replace the"
                         " kind's declared tags")
+    parser.add_argument("--meta", action="append", default=None, metavar="NAME=VALUE",
+                        dest="meta", help="a metadata entry (repeat for more); VALUE is"
+                        " read as JSON when it parses (42, true, \"x\"), else as text")
+    parser.add_argument("--rate-key", default=None, metavar="KEY",
+                        help="the job's rate key (default: the kind's, or the key its"
+                        " rate limit derives from args or metadata)")
+    parser.add_argument("--unique-by", action="append", default=None, metavar="PART",
+                        help="enqueue unique by args, args.NAME or queue (repeat for"
+                        " more); replaces the kind's unique declaration")
+    parser.add_argument("--unique-key", default=None, metavar="KEY",
+                        help="enqueue unique under a key of your own")
+    parser.add_argument("--unique-period", type=float, default=None, metavar="SECONDS",
+                        help="with --unique-by/--unique-key: one job per key per period")
+    parser.add_argument("--unique-states", default=None, metavar="STATES",
+                        help="with --unique-by/--unique-key: finished states that count"
+                        " too, comma separated (completed,failed,cancelled)")
     parser.set_defaults(func=run)
 
 
@@ -52,10 +70,45 @@ def parse_args_json(text: str) -> Any:
         raise ValidationError(f"--args is not valid JSON: {exc}") from exc
 
 
+def parse_meta(entries: list[str] | None) -> dict[str, Any] | None:
+    if entries is None:
+        return None
+    out: dict[str, Any] = {}
+    for entry in entries:
+        name, sep, text = entry.partition("=")
+        if not sep or not name:
+            raise ValidationError(f"--meta {entry!r}: use NAME=VALUE")
+        try:
+            out[name] = json.loads(text)
+        except json.JSONDecodeError:
+            out[name] = text
+    return out
+
+
+def parse_unique(args: argparse.Namespace) -> Unique | None:
+    if args.unique_by is None and args.unique_key is None:
+        if args.unique_period is not None or args.unique_states is not None:
+            raise ValidationError("--unique-period and --unique-states go with --unique-by"
+                                  " or --unique-key")
+        return None
+    states: tuple[JobState, ...] = ACTIVE
+    if args.unique_states:
+        try:
+            states = ACTIVE + tuple(JobState(s.strip()) for s in args.unique_states.split(","))
+        except ValueError as exc:
+            raise ValidationError(f"--unique-states: {exc}") from exc
+    try:
+        return Unique(by=tuple(args.unique_by or ("args",)), key=args.unique_key,
+                      states=states, period=args.unique_period)
+    except ConfigError as exc:
+        raise ValidationError(f"--unique: {exc}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     payload = parse_args_json(args.args)
     given = {"queue": args.queue, "priority": args.priority, "max_attempts": args.max_attempts,
-             "timeout": args.timeout, "tags": args.tags}
+             "timeout": args.timeout, "tags": args.tags, "metadata": parse_meta(args.meta),
+             "rate_key": args.rate_key, "unique": parse_unique(args)}
     options: dict[str, Any] = {k: val for k, val in given.items() if val is not None}
     options["delay"] = args.delay
     build_job(args.kind, payload, None, **options)  # bad input must not even open the database
@@ -77,5 +130,5 @@ async def _enqueue(
     async with opened(url) as store:
         client = Client(store)
         await client.catalog.ensure((kind,))
-        ids = await client.insert_many([client.build(kind, payload, **options)])
+        ids = await client.enqueue_many([client.build(kind, payload, **options)])
         return ids[0], client.declaration(kind) is not None

@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import sys
+import time
 from datetime import datetime
 from typing import Any
 
-from kiln._bulk import BATCH
-from kiln._bus_redis import RedisBus
-from kiln._cancelling import CancelResult
-from kiln._client import Client, filter_of
+from kiln._client._bulk import BATCH, VERBS
+from kiln._client._bus_redis import RedisBus
+from kiln._client._cancelling import CancelResult
+from kiln._client._client import Client
+from kiln._client._filters import filter_of
 from kiln._errors import KilnError
-from kiln._job import JobFilter, JobState
-from kiln._tags import parse_pair
+from kiln._model import _wire as wire
+from kiln._model._job import DEAD_AFTER, JobFilter, JobState
+from kiln._model._tags import parse_pair
 from kiln.cli import _bulk
 from kiln.cli import _output as out
+from kiln.cli._argparse import Parser, UsageError
 from kiln.cli._database import opened, url_of
-from kiln.cli._parser import Parser, UsageError
-from kiln.stores._protocol import DEAD_AFTER
 
 STATES = [s.value for s in JobState]
 PAGE = 500  # jobs read per page by ``list --all``
@@ -47,7 +48,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                    help="only jobs older than this id: the next page after the last id shown")
     p.add_argument("--all", action="store_true",
                    help="every matching job, newest first, as JSON lines (one object a"
-                   " line), read page by page in constant memory")
+                   " line), read page by page in constant memory; progress on stderr")
     p.add_argument("--page-size", type=int, default=PAGE, metavar="N",
                    help=f"jobs read per page with --all (1-1000, default {PAGE})")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -74,7 +75,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="heartbeat silence after which a server counts as dead, so a job cancelled"
         " while running on it may run again (your ServerConfig.dead_after; default 60)",
     )
-    _batch_flag(p)
+    _bulk_flags(p)
     p.set_defaults(func=run_requeue)
 
     p = sub.add_parser(
@@ -93,7 +94,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--redis-channel", default="kiln", metavar="NAME",
                    help="the RedisBus channel of your workers (default kiln)")
-    _batch_flag(p)
+    _bulk_flags(p, confirm=True)
     p.set_defaults(func=run_cancel)
 
     p = sub.add_parser("delete", parents=[common], help="delete jobs (by id or filter)")
@@ -101,8 +102,21 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     _filter_flags(p)
     p.add_argument("--max-id", type=int, default=None, metavar="ID",
                    help="only jobs with an id up to this one (bind to what you looked at)")
-    _batch_flag(p)
+    _bulk_flags(p, confirm=True)
     p.set_defaults(func=run_admin, action="delete")
+
+
+def _bulk_flags(parser: argparse.ArgumentParser, *, confirm: bool = False) -> None:
+    """--dry-run on every bulk command; --yes on those that confirm a stateless filter."""
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print how many jobs match, and change nothing")
+    if confirm:
+        parser.add_argument(
+            "--yes", action="store_true",
+            help="go ahead without asking when the filter has no --state (it then matches"
+            " jobs in every state, pending and running included); off a terminal it is"
+            " required")
+    _batch_flag(parser)
 
 
 def _batch_flag(parser: argparse.ArgumentParser) -> None:
@@ -150,12 +164,6 @@ def _aware_time(value: str) -> datetime:
     return parsed
 
 
-def _actor() -> str:
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return "cli"
-
 
 def run_list(args: argparse.Namespace) -> int:
     job_filter = _filter(args)
@@ -169,7 +177,7 @@ def run_list(args: argparse.Namespace) -> int:
     limit = 50 if args.limit is None else args.limit
     rows = asyncio.run(_list(url_of(args), job_filter, limit, args.before))
     if args.json:
-        out.print_json([out.job_json(r) for r in rows])
+        out.print_json([wire.job_json(r) for r in rows])
     elif rows:
         print(out.table(out.JOB_HEADERS, [out.job_line(r) for r in rows]))
         if len(rows) == limit:
@@ -191,16 +199,28 @@ async def _list(url: str, job_filter: JobFilter, limit: int, before: int | None)
 
 async def _stream(url: str, job_filter: JobFilter, page: int, before: int | None) -> None:
     """Every match, newest first, one page in memory at a time: each page is written
-    (and flushed) before the next one is read, keyed on the last id written."""
+    (and flushed) before the next one is read, keyed on the last id written. Progress
+    goes to stderr: a line every ``_bulk.EVERY`` seconds (how many so far, and the
+    ``--before`` that resumes after an interruption) and one at the end."""
+    written, began = 0, time.monotonic()
+    shown = began
     async with opened(url) as store:
         client = Client(store)
         while True:
             rows = await client.list(job_filter, limit=page, before_id=before)
-            sys.stdout.writelines(out.json_line(out.job_json(r)) for r in rows)
+            sys.stdout.writelines(out.json_line(wire.job_json(r)) for r in rows)
             sys.stdout.flush()
+            written += len(rows)
             if len(rows) < page:
+                took = time.monotonic() - began
+                print(f"list --all: {written:,} jobs in {took:.1f} s", file=sys.stderr)
                 return
             before = rows[-1].id
+            if time.monotonic() - shown >= _bulk.EVERY:
+                shown = time.monotonic()
+                rate = written / max(shown - began, 1e-9)
+                print(f"list --all: {written:,} jobs so far ({rate:,.0f}/s); the rest:"
+                      f" --before {before}", file=sys.stderr, flush=True)
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -208,7 +228,7 @@ def run_show(args: argparse.Namespace) -> int:
     if row is None:
         raise NotFoundError(f"job {args.id} not found")
     if args.json:
-        out.print_json(out.job_json(row, result=True))
+        out.print_json(wire.job_json(row, result=True))
     else:
         print(out.job_details(row))
     return 0
@@ -224,6 +244,8 @@ def run_requeue(args: argparse.Namespace) -> int:
         raise UsageError("kiln jobs requeue: give job ids, or --state (e.g. --state failed)")
     job_filter = _filter(args, ids=args.ids, max_id=args.max_id,
                          finished_before=args.finished_before)
+    if args.dry_run:
+        return _dry_run(args, "requeue", job_filter)
     if not args.ids:
         return _batched(args, "requeue", job_filter)
     count = asyncio.run(_admin(url_of(args), "requeue", job_filter, args.dead_after))
@@ -239,12 +261,43 @@ def _batched(args: argparse.Namespace, action: str, job_filter: JobFilter) -> in
     """A filter's action in batches of --batch-size, with its progress on stderr."""
     _check_size("--batch-size", args.batch_size)
     done = asyncio.run(_bulk.run_bulk(
-        url_of(args), action, job_filter, actor=_actor(), batch_size=args.batch_size,
+        url_of(args), action, job_filter, actor=out.actor(), batch_size=args.batch_size,
         dead_after=getattr(args, "dead_after", DEAD_AFTER),
         redis=getattr(args, "redis", None), channel=getattr(args, "redis_channel", "kiln"),
     ))
     print(_bulk.summary(action, done.done))
     return 0
+
+
+def _dry_run(args: argparse.Namespace, action: str, job_filter: JobFilter) -> int:
+    count = asyncio.run(_count(url_of(args), job_filter))
+    print(f"{count} job{'s' * (count != 1)} match; dry run: nothing {VERBS[action]}")
+    return 0
+
+
+async def _count(url: str, job_filter: JobFilter) -> int:
+    async with opened(url) as store:
+        return await Client(store).count(job_filter)
+
+
+def _confirmed(args: argparse.Namespace, action: str, job_filter: JobFilter) -> bool:
+    """A filter without --state matches pending and running jobs too: --yes, or a "y" at
+    a terminal's prompt (which names the count), before any write."""
+    if args.state is not None or args.yes:
+        return True
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise UsageError(
+            f"kiln jobs {action}: a filter without --state matches jobs in every state,"
+            " pending and running included: add --yes to go ahead, or --dry-run to count"
+            " them")
+    count = asyncio.run(_count(url_of(args), job_filter))
+    print(f"{count} job{'s' * (count != 1)} match, in every state (pending and running"
+          f" included). {action.capitalize()} them? [y/N] ", end="", file=sys.stderr,
+          flush=True)
+    if sys.stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    print(f"nothing {VERBS[action]}", file=sys.stderr)
+    return False
 
 
 def run_cancel(args: argparse.Namespace) -> int:
@@ -254,7 +307,11 @@ def run_cancel(args: argparse.Namespace) -> int:
                          " (--state, --queue, --kind, --tag, --meta, --arg)")
     ids = list(dict.fromkeys(args.ids))
     job_filter = _filter(args, ids=ids, max_id=args.max_id)
+    if args.dry_run:
+        return _dry_run(args, "cancel", job_filter)
     if not ids:
+        if not _confirmed(args, "cancel", job_filter):
+            return 1
         return _batched(args, "cancel", job_filter)
     result = asyncio.run(_cancel(url_of(args), job_filter, args.redis, args.redis_channel))
     print(f"cancelled {int(result)} job{'s' * (result != 1)}")
@@ -278,8 +335,8 @@ async def _cancel(
             client = Client(store, bus=bus)
             if len(ids) == 1 and job_filter == JobFilter(ids=ids):
                 # one id alone: refused, before any write, when unknown or finished
-                return await client.cancel_job(ids[0], actor=_actor())
-            return await client.cancel(job_filter, actor=_actor())
+                return await client.cancel_job(ids[0], actor=out.actor())
+            return await client.cancel(job_filter, actor=out.actor())
     finally:
         if bus is not None:
             await bus.close()
@@ -290,7 +347,11 @@ def run_admin(args: argparse.Namespace) -> int:
         raise UsageError(f"kiln jobs {args.action}: give job ids (ID ...), or a filter"
                          " (--state, --queue, --kind, --tag, --meta, --arg)")
     job_filter = _filter(args, ids=args.ids, max_id=args.max_id)
+    if args.dry_run:
+        return _dry_run(args, args.action, job_filter)
     if not args.ids:
+        if not _confirmed(args, args.action, job_filter):
+            return 1
         return _batched(args, args.action, job_filter)
     count = asyncio.run(_admin(url_of(args), args.action, job_filter))
     verb = {"delete": "deleted"}[args.action]
@@ -304,5 +365,5 @@ async def _admin(
     async with opened(url) as store:
         client = Client(store)
         if action == "requeue":
-            return await client.requeue(job_filter, actor=_actor(), dead_after=dead_after)
-        return await client.delete(job_filter, actor=_actor())
+            return await client.requeue(job_filter, actor=out.actor(), dead_after=dead_after)
+        return await client.delete(job_filter, actor=out.actor())

@@ -3,7 +3,10 @@
 One line per distinct declaration of a kind. The newest one is in use (producers
 without the handlers enqueue with it); when live servers publish more than one
 declaration of a kind, every one is shown with its servers and the kind is counted
-as a conflict (the ``kiln_kind_conflicts`` gauge counts the same).
+as a conflict (the ``kiln_kind_conflicts`` gauge counts the same). Then one line per
+queue and kind whose available jobs no live server handles (``Client.unhandled``; the
+``kiln_jobs_unhandled`` gauge counts the same): a kind no server ever declared, or one
+a deploy moved to another queue.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import PublishedKind
+from kiln._client._client import Client
+from kiln._client._unhandled import Unhandled
+from kiln._model._job import PublishedKind
 from kiln.cli import _output as out
 from kiln.cli._database import opened, url_of
 
@@ -61,29 +66,41 @@ def conflicted(variants: Sequence[Variant]) -> bool:
     return sum(1 for v in variants if v.servers) > 1
 
 
-async def _rows(url: str) -> list[PublishedKind]:
+async def _rows(url: str) -> tuple[list[PublishedKind], list[Unhandled]]:
     async with opened(url) as store:
-        return await store.kinds_list()
+        return await store.kinds_list(), await Client(store).unhandled()
 
 
 def run(args: argparse.Namespace) -> int:
-    kinds = grouped(asyncio.run(_rows(url_of(args))))
+    rows, waiting = asyncio.run(_rows(url_of(args)))
+    kinds = grouped(rows)
     clashes = sorted(k for k, variants in kinds.items() if conflicted(variants))
     if args.json:
         out.print_json({"kinds": [
             {"kind": k, "conflict": k in clashes,
              "declarations": [dataclasses.asdict(v) for v in variants]}
             for k, variants in kinds.items()
-        ], "conflicts": len(clashes)})
+        ], "conflicts": len(clashes), "unhandled": [dataclasses.asdict(u) for u in waiting]})
         return 0
     if not kinds:
         print("no kinds published: a server publishes its kinds when it starts")
-        return 0
-    print(out.table(HEADERS, [_line(k, v) for k, variants in kinds.items() for v in variants]))
+    else:
+        print(out.table(HEADERS, [_line(k, v) for k, variants in kinds.items()
+                                  for v in variants]))
     if clashes:
         print(f"conflicts: {', '.join(clashes)} declared differently by live servers;"
               " producers without the handlers use the newest declaration (IN USE)")
+    for u in waiting:
+        print(_unhandled_line(u))
     return 0
+
+
+def _unhandled_line(u: Unhandled) -> str:
+    jobs = f"{u.jobs} job{'s' if u.jobs != 1 else ''} waiting in queue {u.queue}"
+    if not u.declared:
+        return (f"{u.kind}: undeclared: {jobs}, no live server handles this kind (they"
+                " follow its declaration once a server of it starts)")
+    return f"{u.kind}: {jobs}, where no live server handles this kind"
 
 
 def _line(kind: str, v: Variant) -> list[str]:

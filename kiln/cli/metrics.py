@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kiln._errors import KilnError
-from kiln._logs import JobContextFilter, formatter
+from kiln._server import JobContextFilter, formatter
 
 INSTALL_HINT = "install the otel extra: pip install 'kiln-jobs[otel]'"
 
@@ -23,12 +23,18 @@ class MetricsUnavailableError(KilnError):
     """--metrics-port was given but kilnotel (or its serve function) is missing."""
 
 
+def load_kilnotel(what: str = "metrics") -> Any:
+    """The kilnotel module, or MetricsUnavailableError saying ``what`` needs it."""
+    try:
+        return importlib.import_module("kilnotel")
+    except ImportError as exc:
+        raise MetricsUnavailableError(f"{what} need(s) kilnotel ({exc}): {INSTALL_HINT}"
+                                      ) from exc
+
+
 def load_serve() -> Any:
     """kilnotel.serve, or MetricsUnavailableError saying what is missing."""
-    try:
-        kilnotel = importlib.import_module("kilnotel")
-    except ImportError as exc:
-        raise MetricsUnavailableError(f"metrics need kilnotel ({exc}): {INSTALL_HINT}") from exc
+    kilnotel = load_kilnotel()
     serve = getattr(kilnotel, "serve", None)
     if serve is None:
         raise MetricsUnavailableError(
@@ -37,20 +43,25 @@ def load_serve() -> Any:
     return serve
 
 
-async def serve_metrics(server: Any, port: int, host: str) -> Any:
+async def serve_metrics(
+    server: Any, port: int, host: str, *, cardinality_limit: int | None = None
+) -> Any:
     """Start the /metrics endpoint for ``server``; returns what kilnotel.serve returned.
 
     Any import error of the OpenTelemetry packages becomes MetricsUnavailableError.
     """
     serve = load_serve()
+    options = {} if cardinality_limit is None else {"cardinality_limit": cardinality_limit}
     try:
-        handle = serve(server, port=port, host=host)
+        handle = serve(server, port=port, host=host, **options)
         if inspect.isawaitable(handle):
             handle = await handle
     except ImportError as exc:
         raise MetricsUnavailableError(
             f"metrics need OpenTelemetry ({exc}): {INSTALL_HINT}"
         ) from exc
+    except ValueError as exc:  # a setting kilnotel refuses, named in the message
+        raise MetricsUnavailableError(str(exc)) from exc
     return handle
 
 
@@ -83,14 +94,20 @@ def load_export_otlp() -> Any:
     return export
 
 
-def export_otlp(server: Any, endpoint: str | None, metrics_port: int | None, host: str) -> Any:
+def export_otlp(
+    server: Any, endpoint: str | None, metrics_port: int | None, host: str,
+    **options: Any,
+) -> Any:
     """Observe ``server`` with kilnotel's OTLP providers (and serve /metrics when
-    ``metrics_port`` is given); returns kilnotel's handle. A missing exporter package or
-    a setting kilnotel cannot honour becomes MetricsUnavailableError naming it."""
+    ``metrics_port`` is given); returns kilnotel's handle. ``options`` go to
+    kilnotel.export_otlp as they are (cardinality_limit=...), those that are None left
+    out. A missing exporter package or a setting kilnotel cannot honour becomes
+    MetricsUnavailableError naming it."""
     export = load_export_otlp()
+    given = {k: v for k, v in options.items() if v is not None}
     try:
         return export(server, endpoint, metrics_port=metrics_port, metrics_host=host,
-                      global_tracer=True)
+                      global_tracer=True, **given)
     except ImportError as exc:
         raise MetricsUnavailableError(f"OTLP export needs OpenTelemetry ({exc}): "
                                       f"{INSTALL_HINT}") from exc

@@ -9,20 +9,26 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
+from kiln.cli._argparse import UsageError
 from kiln.cli._database import opened, url_of
-from kiln.cli._parser import UsageError
 from kiln.stores import _script
+
+INSTALLATION_VERSION = 12  # the migration that made kiln_installation
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
         "migrate", parents=[common], help="create or upgrade kiln's tables",
         description="Apply the migrations this kiln needs; running it twice changes nothing."
-        " --status and --sql change nothing.",
+        " --status, --check and --sql change nothing. The first migration of a database makes its"
+        " installation id, which kiln's metrics carry as kiln_installation.",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--status", action="store_true",
                       help="list the applied and the pending migrations")
+    mode.add_argument("--check", action="store_true",
+                      help="say, for each pending migration, whether it locks kiln_jobs"
+                      " against writes and about how long it runs at the table's size")
     mode.add_argument("--sql", action="store_true",
                       help="print the SQL of the pending migrations instead of running it")
     parser.add_argument("--dialect", choices=sorted(_script.DIALECTS),
@@ -42,11 +48,15 @@ def run(args: argparse.Namespace) -> int:
         return _print_sql(args, url)
     if args.status:
         return _print_status(url)
-    applied = asyncio.run(_migrate(url))
+    if args.check:
+        return _print_check(url)
+    applied, installation = asyncio.run(_migrate(url))
     if applied:
         print(f"applied migration(s) {', '.join(str(v) for v in applied)} to {url}")
     else:
         print(f"{url} is up to date")
+    # the id kilnotel labels this installation's series with (kiln_installation)
+    print(f"installation {installation}")
     return 0
 
 
@@ -71,7 +81,35 @@ def _print_status(url: str) -> int:
         pending += state == "pending"
         print(f"{state:<8} {version:04d} {name}")
     print(f"{url}: schema {have}, {pending} pending" + (" (run `kiln migrate`)" if pending else ""))
+    installation = asyncio.run(_installation(url)) if have >= INSTALLATION_VERSION else None
+    if installation is not None:
+        print(f"installation {installation}")
     return 0
+
+
+def _print_check(url: str) -> int:
+    have, rows = asyncio.run(_size(url))
+    costs = _script.costs(_script.dialect(urlsplit(url).scheme), have, rows)
+    if not costs:
+        print(f"{url}: schema {have}, nothing pending")
+        return 0
+    print(f"{url}: schema {have}, {len(costs)} pending, kiln_jobs about {rows:,} rows")
+    for cost in costs:
+        print(cost.line())
+    locking = [c for c in costs if c.locks]
+    print(f"{len(locking)} of {len(costs)} lock kiln_jobs against writes" if locking
+          else "none locks kiln_jobs against writes")
+    return 0
+
+
+async def _size(url: str) -> tuple[int, int]:
+    """The applied version and kiln_jobs' estimated row count (0 before version 1)."""
+    async with opened(url, migrated=False) as store:
+        have = await store.schema_version()
+        if have == 0:
+            return 0, 0
+        sizes = {s.table: s.rows for s in await store.table_sizes()}
+        return have, max(sizes.get("kiln_jobs", 0), 0)
 
 
 async def _version(url: str) -> int:
@@ -79,6 +117,12 @@ async def _version(url: str) -> int:
         return await store.schema_version()
 
 
-async def _migrate(url: str) -> list[int]:
+async def _installation(url: str) -> str | None:
     async with opened(url, migrated=False) as store:
-        return await store.migrate()
+        return await store.installation_get()
+
+
+async def _migrate(url: str) -> tuple[list[int], str | None]:
+    async with opened(url, migrated=False) as store:
+        applied = await store.migrate()
+        return applied, await store.installation_get()

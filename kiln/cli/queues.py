@@ -1,24 +1,27 @@
-"""``kiln queues [pause|resume|concurrency]``: look at queues and steer them in an incident.
+"""``kiln queues [pause|resume|concurrency|limit]``: look at queues and steer them in an
+incident.
 
 ``kiln queues`` lists every known queue: active or paused (since when, by whom), the
 concurrency of each server serving it, and its jobs by state. The actions change the
 controls in the database (audited as ``cli:<user>``); every server applies them within
 one notification, or within its poll_interval (docs/operating.md, "In an incident").
+``kiln queues limit QUEUE --remove`` removes a queue's fleet-wide limit
+(app.queue_concurrency), which otherwise lasts while a live server declares it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from typing import Any
 
-from kiln._client import Client
-from kiln._job import JobState
-from kiln._queues import QueueState
+from kiln._client._client import Client
+from kiln._client._queues import LimitRemoved, QueueState
+from kiln._model._job import JobState
 from kiln.cli import _output as out
+from kiln.cli._argparse import Parser, UsageError
 from kiln.cli._database import opened, url_of
-from kiln.cli._parser import Parser, UsageError
-from kiln.cli.jobs import _actor
 
 _STATES = ("available", "running", "scheduled", "pending", "awaiting", "failed")
 
@@ -48,6 +51,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default=None, metavar="ID",
                    help="only this server (an id from kiln servers); default: every server")
     p.set_defaults(func=run_concurrency)
+    p = sub.add_parser(
+        "limit", parents=[common],
+        help="remove the fleet-wide concurrency limit of QUEUE (app.queue_concurrency)"
+             " now; a limit no live server declares goes by itself",
+    )
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("--remove", action="store_true", required=True,
+                   help="remove it (a limit is declared in code; this only takes one away)")
+    p.set_defaults(func=run_limit)
 
 
 def _count(text: str) -> int | None:
@@ -64,12 +76,14 @@ async def _with_client(url: str, action: str, *args: Any) -> Any:
     async with opened(url) as store:
         client = Client(store)
         if action == "pause":
-            return await client.pause_queue(args[0], actor=_actor())
+            return await client.pause_queue(args[0], actor=out.actor())
         if action == "resume":
-            return await client.resume_queue(args[0], actor=_actor())
+            return await client.resume_queue(args[0], actor=out.actor())
+        if action == "limit":
+            return await client.remove_queue_limit(args[0], actor=out.actor())
         if action == "concurrency":
             return await client.set_concurrency(args[0], args[1], server=args[2],
-                                                actor=_actor())
+                                                actor=out.actor())
         return await client.queues()
 
 
@@ -88,6 +102,19 @@ def run_concurrency(args: argparse.Namespace) -> int:
     where = f"server {args.server}" if args.server else "every server"
     what = "the configured concurrency" if n is None else f"concurrency {n}"
     print(f"{args.queue}: {what} on {where}")
+    return 0
+
+
+def run_limit(args: argparse.Namespace) -> int:
+    removed: LimitRemoved = asyncio.run(_with_client(url_of(args), "limit", args.queue))
+    if removed.max is None:
+        print(f"{args.queue} has no fleet-wide concurrency limit: nothing removed")
+        return 0
+    print(f"removed the concurrency limit of {args.queue} (at most {removed.max} at once)")
+    if removed.live:
+        print(f"kiln: note: still declared by live server(s) {', '.join(removed.live)}:"
+              " each puts it back when it starts again; remove app.queue_concurrency"
+              f"({args.queue!r}, ...) from their code", file=sys.stderr)
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kiln._retry import Backoff, Constant, Exponential, retry_window
+from kiln._model._retry import Backoff, Constant, Exponential, retry_window
 from kiln.cli import _output as out
 
 

@@ -1,4 +1,5 @@
-"""``kiln servers``: the registered servers, their heartbeat age, and the leader."""
+"""``kiln servers``: the registered servers, their heartbeat age, the database
+connections each one's process holds (as its last heartbeat said), and the leader."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import argparse
 import asyncio
 from typing import Any
 
-from kiln._job import ServerInfo
+from kiln._model import _wire as wire
+from kiln._model._job import ServerInfo
 from kiln.cli import _output as out
 from kiln.cli._database import opened, url_of
 
@@ -27,13 +29,15 @@ async def _servers(url: str) -> tuple[list[ServerInfo], str | None]:
 def run(args: argparse.Namespace) -> int:
     servers, leader = asyncio.run(_servers(url_of(args)))
     if args.json:
-        out.print_json({"leader": leader, "servers": [out.server_json(s, leader) for s in servers]})
+        shown = [wire.server_json(s, leader) for s in servers]
+        out.print_json({"leader": leader, "servers": shown})
         return 0
     if not servers:
         print("no servers registered")
     else:
         rows = [_line(s, leader) for s in servers]
-        print(out.table(("ID", "HOST", "PID", "QUEUES", "HEARTBEAT AGE", "LEADER"), rows))
+        print(out.table(("ID", "HOST", "PID", "QUEUES", "HEARTBEAT AGE", "CONNS", "LEADER"),
+                        rows))
     if leader is not None and all(s.id != leader for s in servers):
         print(f"leader: {leader} (not registered)")
     return 0
@@ -42,4 +46,6 @@ def run(args: argparse.Namespace) -> int:
 def _line(info: ServerInfo, leader: str | None) -> list[str]:
     age = "-" if info.heartbeat_age is None else f"{info.heartbeat_age:.1f}s"
     queues = ",".join(f"{q}={n}" for q, n in sorted(info.queues.items()))
-    return [info.id, info.host, str(info.pid), queues, age, "yes" if info.id == leader else ""]
+    conns = "-" if info.connections is None else str(info.connections)
+    return [info.id, info.host, str(info.pid), queues, age, conns,
+            "yes" if info.id == leader else ""]

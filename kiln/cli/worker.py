@@ -21,8 +21,8 @@ from typing import Any
 from kiln._app import App
 from kiln._errors import ConfigError
 from kiln._server import Server, ServerStats, run_in_new_loop
+from kiln.cli._argparse import UsageError
 from kiln.cli._database import explicit_url
-from kiln.cli._parser import UsageError
 from kiln.cli._server_config import add_flags, config_from
 from kiln.cli.health import HealthServer
 from kiln.cli.metrics import (
@@ -34,7 +34,7 @@ from kiln.cli.metrics import (
     serve_metrics,
     stop_metrics,
 )
-from kiln.stores import store_from_url
+from kiln.stores import store_from_url, with_bus
 
 log = logging.getLogger("kiln.worker")
 DEFAULT_CONCURRENCY = 10
@@ -67,6 +67,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                         "URL (http://127.0.0.1:4318); without it, OTLP export is on when "
                         "OTEL_EXPORTER_OTLP_ENDPOINT (or a per-signal one) is set, and "
                         "every OTEL_EXPORTER_OTLP_* variable applies")
+    parser.add_argument("--metrics-cardinality-limit", type=int, default=None, metavar="N",
+                        help="series each metric keeps before folding the rest into one "
+                        "otel_metric_overflow series ($KILN_METRICS_CARDINALITY_LIMIT; "
+                        "default 2000)")
+    parser.add_argument("--trace-sample-ratio", type=float, default=None, metavar="RATIO",
+                        help="with OTLP export: the share of attempts traced, besides every "
+                        "attempt whose enqueuing request was traced "
+                        "($KILN_TRACE_SAMPLE_RATIO; default 0.1; OTEL_TRACES_SAMPLER, when "
+                        "set, wins)")
     parser.add_argument("--log-level", default=os.environ.get("KILN_LOG_LEVEL", "info"),
                         choices=("debug", "info", "warning", "error"), help="default: info")
     parser.add_argument("--log-format", default=os.environ.get("KILN_LOG_FORMAT", "text"),
@@ -127,6 +136,34 @@ def _port(value: int | None, env: str, environ: Mapping[str, str]) -> int | None
         raise ConfigError(env, environ[env], "must be a port number") from None
 
 
+def _positive(value: int | None, env: str, environ: Mapping[str, str]) -> int | None:
+    if value is None and env in environ:
+        try:
+            value = int(environ[env])
+        except ValueError:
+            raise ConfigError(env, environ[env], "must be a whole number") from None
+    if value is not None and value < 1:
+        raise ConfigError(env.removeprefix("KILN_").lower(), value, "must be at least 1")
+    return value
+
+
+DEFAULT_TRACE_SAMPLE_RATIO = 0.1
+
+
+def _ratio(value: float | None, environ: Mapping[str, str]) -> float:
+    """--trace-sample-ratio, else $KILN_TRACE_SAMPLE_RATIO, else 0.1 (between 0 and 1)."""
+    env = "KILN_TRACE_SAMPLE_RATIO"
+    if value is None and environ.get(env, "").strip():
+        try:
+            value = float(environ[env])
+        except ValueError:
+            raise ConfigError(env, environ[env], "must be a number between 0 and 1") from None
+    ratio = DEFAULT_TRACE_SAMPLE_RATIO if value is None else value
+    if not 0.0 <= ratio <= 1.0:
+        raise ConfigError("trace_sample_ratio", ratio, "must be between 0 and 1")
+    return ratio
+
+
 def build_server(args: argparse.Namespace, environ: Mapping[str, str]) -> Server:
     config = config_from(args, environ)
     app = load_app(args.app)
@@ -136,7 +173,8 @@ def build_server(args: argparse.Namespace, environ: Mapping[str, str]) -> Server
         return app.server(queues=queues, config=config)
     if queues is None:
         queues = {k.queue: DEFAULT_CONCURRENCY for k in app.kinds.values()} or {"default": 10}
-    return Server(store_from_url(url), app.kinds, queues, config, bus=app.bus,
+    store = store_from_url(url, **(with_bus(url, {}) if app.bus is not None else {}))
+    return Server(store, app.kinds, queues, config, bus=app.bus,
                   middleware=app.middleware, recurring=app.recurring)
 
 
@@ -145,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     health_port = _port(args.health_port, "KILN_HEALTH_PORT", environ)
     metrics_port = _port(args.metrics_port, "KILN_METRICS_PORT", environ)
     otlp = otlp_requested(args.otlp_endpoint, environ)
+    limit = _positive(args.metrics_cardinality_limit, "KILN_METRICS_CARDINALITY_LIMIT", environ)
+    ratio = _ratio(args.trace_sample_ratio, environ)
     server = build_server(args, environ)
     if otlp:
         load_export_otlp()  # fail before starting anything when kilnotel is missing
@@ -157,16 +197,19 @@ def run(args: argparse.Namespace) -> int:
     # not asyncio.run: it waits for every task it cancels at exit, so a handler that
     # swallows its cancellation would hold the process long after its job was handed back
     run_in_new_loop(serve(server, health_port, metrics_port, hosts,
-                          otlp=(args.otlp_endpoint,) if otlp else None))
+                          otlp=(args.otlp_endpoint,) if otlp else None,
+                          cardinality_limit=limit, sample_ratio=ratio))
     return 0
 
 
 async def serve(
     server: Server, health_port: int | None, metrics_port: int | None, hosts: tuple[str, str],
-    *, otlp: tuple[str | None] | None = None,
+    *, otlp: tuple[str | None] | None = None, cardinality_limit: int | None = None,
+    sample_ratio: float | None = None,
 ) -> None:
     """Run ``server`` with its optional health and metrics endpoints around it; ``otlp``
-    (a one-tuple of the endpoint, None for the environment's) exports over OTLP."""
+    (a one-tuple of the endpoint, None for the environment's) exports over OTLP;
+    ``cardinality_limit`` is kilnotel's series limit per instrument."""
     health: HealthServer | None = None
     metrics: Any = None
     try:
@@ -175,12 +218,15 @@ async def serve(
             await health.start()
             log.info("health on http://%s:%d/healthz and /stats", hosts[0], health.port)
         if otlp is not None:
-            metrics = export_otlp(server, otlp[0], metrics_port, hosts[1])
+            metrics = export_otlp(server, otlp[0], metrics_port, hosts[1],
+                                  cardinality_limit=cardinality_limit,
+                                  sample_ratio=sample_ratio)
             log.info("OTLP export to %s", otlp[0] or "the OTEL_EXPORTER_OTLP_* endpoint")
             if metrics_port is not None:
                 log.info("metrics on %s", _metrics_url(metrics, hosts[1], metrics_port))
         elif metrics_port is not None:
-            metrics = await serve_metrics(server, metrics_port, hosts[1])
+            metrics = await serve_metrics(server, metrics_port, hosts[1],
+                                          cardinality_limit=cardinality_limit)
             log.info("metrics on %s", _metrics_url(metrics, hosts[1], metrics_port))
         await server.run()
     finally:

@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kiln._app import App
-from kiln._client import Client
+from kiln._client._client import Client
 from kiln.contrib._identity import with_identity
 
 Lifespan = Callable[[Any], contextlib.AbstractAsyncContextManager[Any]]

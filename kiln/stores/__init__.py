@@ -18,13 +18,24 @@ class StoreOptions(TypedDict, total=False):
     max_conns: int  # PostgreSQL, MariaDB: the pool's connections (8)
     min_conns: int  # PostgreSQL: connections kept open (1)
     connect_timeout: float  # PostgreSQL: seconds to connect (10)
+    # PostgreSQL: "transaction" behind a transaction-mode pooler (no prepared
+    # statements; LISTEN only on listen_url), "session" (or unset) otherwise
+    pooler: str
+    listen_url: str  # PostgreSQL: a direct or session-mode URL for LISTEN
+    schema: str  # PostgreSQL: the schema of kiln's tables and its notify channel
+    # PostgreSQL: per queue at most one NOTIFY per window from a process (0.01 s; 0:
+    # a NOTIFY with every insert)
+    notify_window: float
+    # PostgreSQL: False sends no NOTIFY and opens no LISTEN (App sets it when given a Bus)
+    notify: bool
     pool: Any  # MariaDB: an existing connection pool to use
     busy_timeout: float  # SQLite: seconds to wait for the write lock (30)
 
 
 _TAKES = {
     "sqlite": ("busy_timeout",),
-    "postgresql": ("max_conns", "min_conns", "connect_timeout"),
+    "postgresql": ("max_conns", "min_conns", "connect_timeout", "pooler", "listen_url",
+                   "schema", "notify_window", "notify"),
     "mysql": ("max_conns", "pool"),
 }
 
@@ -36,6 +47,15 @@ def _checked(dialect: str, options: StoreOptions) -> dict[str, Any]:
             raise ConfigError("store option", name,
                               f"a {dialect} database takes only {', '.join(takes)}")
     return cast(dict[str, Any], options)
+
+
+def with_bus(url: str, options: StoreOptions) -> StoreOptions:
+    """The options of a store whose wake-ups a Bus carries: on PostgreSQL no NOTIFY and
+    no LISTEN (``notify=False``), unless the options say otherwise."""
+    scheme = urlsplit(url).scheme.split("+")[0].lower()
+    if scheme not in ("postgresql", "postgres") or "notify" in options:
+        return options
+    return {**options, "notify": False}
 
 
 def store_from_url(url: str, **options: Unpack[StoreOptions]) -> Store:
@@ -68,5 +88,5 @@ def store_from_url(url: str, **options: Unpack[StoreOptions]) -> Store:
 
 __all__ = [
     "ApplyResult", "Capabilities", "ReleaseResult", "Store", "StoreOptions", "TableSize",
-    "store_from_url",
+    "store_from_url", "with_bus",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from kiln._job import JobFilter
+from kiln._model._job import JobFilter
 
 # the states an admin operation may move a job out of
 REQUEUEABLE = ("failed", "cancelled", "completed", "scheduled", "available", "awaiting")
@@ -34,6 +34,7 @@ class FilterSql:
     # (column, values, SQL type of the values) -> a membership test and its params
     member: Callable[[str, Sequence[Any], str], Clauses]
     errors: Callable[[str], Clauses]  # some error message of the job contains the text
+    last_error: Callable[[str], Clauses]  # the last attempt's error message is the text
     tagged: Callable[[JobFilter], Clauses]  # all the tags, metadata and args pairs
     when: Callable[[datetime], Any]  # a timestamp as the driver passes it
 
@@ -66,8 +67,10 @@ def compile_filter(
     for column, value in (("queue", f.queue), ("kind", f.kind)):
         if value is not None:
             add(([f"{column} = {sql.mark}"], [value]))
-    if f.error_contains:
-        add(sql.errors(f.error_contains))
+    if f.error:
+        add(sql.errors(f.error))
+    if f.last_error is not None:
+        add(sql.last_error(f.last_error))
     if f.ids:
         add(sql.member("id", list(f.ids), "bigint"))
     if f.tags or f.metadata or f.args:
@@ -91,6 +94,9 @@ def _bounds(f: JobFilter, sql: FilterSql) -> Clauses:
             clauses.append(f"{condition} {sql.mark}")
             params.append(sql.when(at))
     return clauses, params
+
+
+ERROR_GROUP_SCAN = 10_000  # newest failed jobs an error grouping reads, at most
 
 
 def keyset(

@@ -22,8 +22,9 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from kiln._controls import QueueControls
-from kiln._job import (
+from kiln._model._controls import QueueControls
+from kiln._model._job import (
+    DEAD_AFTER,
     AdmitResult,
     AuditEntry,
     CancelRequest,
@@ -39,7 +40,10 @@ from kiln._job import (
     StateCount,
 )
 from kiln.stores import _migrations
-from kiln.stores._protocol import DEAD_AFTER, TableSize
+from kiln.stores._filters import ERROR_GROUP_SCAN
+from kiln.stores._protocol import TableSize
+from kiln.stores._timings import TimingRow
+from kiln.stores._translator import StoreFailure, Translator
 
 S = TypeVar("S")  # a dialect's step
 A = TypeVar("A")  # what a dialect's step answers
@@ -65,21 +69,32 @@ class JobsSql(Protocol[S_co, A_contra]):
 class AdminSql(Protocol[S_co, A_contra]):
     def get(self, job_id: int) -> Generator[S_co, A_contra, JobRow | None]: ...
     def list_jobs(
-        self, f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+        self, f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+        brief: bool = False,
     ) -> Generator[S_co, A_contra, list[JobRow]]: ...
     def list_ids(
         self, f: JobFilter, limit: int, before_id: int | None
     ) -> Generator[S_co, A_contra, list[int]]: ...
     def count(self, f: JobFilter) -> Generator[S_co, A_contra, int]: ...
+    def id_sums(
+        self, f: JobFilter
+    ) -> Generator[S_co, A_contra, tuple[int, int, int, int, int]]: ...
     def requeue(self, f: JobFilter, dead_after: float) -> Generator[S_co, A_contra, int]: ...
     def make_due(self, f: JobFilter) -> Generator[S_co, A_contra, int]: ...
+    def admit_lifted(
+        self, f: JobFilter, retries_only: bool
+    ) -> Generator[S_co, A_contra, int]: ...
     def delete(self, f: JobFilter) -> Generator[S_co, A_contra, int]: ...
     def dependents(self, job_id: int) -> Generator[S_co, A_contra, list[int]]: ...
     def dependency_results(self, job_id: int) -> Generator[S_co, A_contra, dict[int, Any]]: ...
-    def state_counts(self) -> Generator[S_co, A_contra, list[StateCount]]: ...
+    def state_counts(
+        self, states: Sequence[JobState] | None = None
+    ) -> Generator[S_co, A_contra, list[StateCount]]: ...
     def oldest_available(self) -> Generator[S_co, A_contra, dict[str, float]]: ...
+    def scheduled_due(self) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def throughput(self, since: float) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def counts_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, JobState, int]]]: ...
+    def available_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
     def finished_series(
         self, since: float, bucket: float
     ) -> Generator[S_co, A_contra, list[tuple[int, str, int]]]: ...
@@ -87,6 +102,12 @@ class AdminSql(Protocol[S_co, A_contra]):
         self, since: float, bucket: float
     ) -> Generator[S_co, A_contra, list[tuple[str, int, int]]]: ...
     def running_by_server(self) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
+    def error_groups(
+        self, f: JobFilter, limit: int, scan: int
+    ) -> Generator[S_co, A_contra, list[tuple[str, int, int]]]: ...
+    def timings(
+        self, since: float, bucket: float, by: str
+    ) -> Generator[S_co, A_contra, list[TimingRow]]: ...
 
 
 class CancelSql(Protocol[S_co, A_contra]):
@@ -98,18 +119,22 @@ class CancelSql(Protocol[S_co, A_contra]):
 
 class ClusterSql(Protocol[S_co, A_contra]):
     def server_register(self, info: ServerInfo) -> Generator[S_co, A_contra, None]: ...
-    def server_heartbeat(self, server_id: str) -> Generator[S_co, A_contra, bool]: ...
+    def server_heartbeat(
+        self, server_id: str, connections: int | None
+    ) -> Generator[S_co, A_contra, bool]: ...
     def server_deregister(self, server_id: str) -> Generator[S_co, A_contra, None]: ...
     def server_list(self) -> Generator[S_co, A_contra, list[ServerInfo]]: ...
     def leader_elect(self, server_id: str, ttl: float) -> Generator[S_co, A_contra, bool]: ...
     def leader_resign(self, server_id: str) -> Generator[S_co, A_contra, None]: ...
     def leader_get(self) -> Generator[S_co, A_contra, str | None]: ...
+    def installation_get(self) -> Generator[S_co, A_contra, str | None]: ...
     def rescue_candidates(
         self, dead_after: float, limit: int
     ) -> Generator[S_co, A_contra, list[RescueCandidate]]: ...
     def running_on(
         self, server_id: str, older_than: float, limit: int
     ) -> Generator[S_co, A_contra, list[RunningJob]]: ...
+    def ending_dead(self, dead_after: float) -> Generator[S_co, A_contra, int]: ...
     def sweep(self, dead_for: float) -> Generator[S_co, A_contra, int]: ...
     def prune(
         self, state: JobState, older_than: float, limit: int
@@ -125,7 +150,16 @@ class ClusterSql(Protocol[S_co, A_contra]):
 class RatesSql(Protocol[S_co, A_contra]):
     def rate_limit_declare(self, key: str, limit: RateLimit) -> Generator[S_co, A_contra, None]: ...
     def rate_keys_pending(self) -> Generator[S_co, A_contra, list[str]]: ...
-    def admit(self, key: str, max_batch: int) -> Generator[S_co, A_contra, AdmitResult]: ...
+    def admit(
+        self, key: str, max_batch: int, queues: list[str] | None = None, ahead: float = 0.0
+    ) -> Generator[S_co, A_contra, AdmitResult]: ...
+    def admit_keys(
+        self, keys: list[str], max_batch: int, queues: list[str] | None = None,
+        ahead: float = 0.0,
+    ) -> Generator[S_co, A_contra, dict[str, AdmitResult]]: ...
+    def rate_keys_prune(
+        self, idle_for: float, keep: list[str], limit: int
+    ) -> Generator[S_co, A_contra, int]: ...
     def rate_limit_list(self) -> Generator[S_co, A_contra, list[tuple[str, RateLimit, int]]]: ...
 
 
@@ -172,6 +206,10 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     _sql: PlanSql[S, A]
     _where: str
+    _errors: Translator
+
+    def failures(self) -> list[StoreFailure]:
+        return self._errors.failures()
 
     @abc.abstractmethod
     async def _read(self, operation: str, make: Callable[[], Plan[S, A, T]]) -> T:
@@ -183,6 +221,13 @@ class PlanStore(abc.ABC, Generic[S, A]):
     ) -> T:
         """Run a plan that writes; ``tx``: it is one transaction of several steps
         (where the dialect's plans do not frame their own)."""
+
+    async def _beat(self, operation: str, make: Callable[[], Plan[S, A, T]]) -> T:
+        """Run a write that keeps this server alive (its heartbeat, the leader's lease):
+        it touches only kiln's cluster rows, which no user transaction locks, so a
+        dialect whose writes wait in line (MariaDB's kept connection) runs it apart from
+        them. A results write waiting on a user's row lock never delays a heartbeat."""
+        return await self._write(operation, make)
 
     # schema --------------------------------------------------------------------------
     async def schema_check(self) -> None:
@@ -206,10 +251,11 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     async def job_list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
-        after_id: int | None = None,
+        after_id: int | None = None, *, brief: bool = False,
     ) -> list[JobRow]:
         return await self._read(
-            "job_list", lambda: self._sql.admin.list_jobs(filter, limit, before_id, after_id)
+            "job_list",
+            lambda: self._sql.admin.list_jobs(filter, limit, before_id, after_id, brief),
         )
 
     async def job_ids(
@@ -222,6 +268,9 @@ class PlanStore(abc.ABC, Generic[S, A]):
     async def job_count(self, filter: JobFilter) -> int:
         return await self._read("job_count", lambda: self._sql.admin.count(filter))
 
+    async def job_id_sums(self, filter: JobFilter) -> tuple[int, int, int, int, int]:
+        return await self._read("job_id_sums", lambda: self._sql.admin.id_sums(filter))
+
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         return await self._write(
             "jobs_requeue", lambda: self._sql.admin.requeue(filter, dead_after)
@@ -229,6 +278,10 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     async def jobs_make_due(self, filter: JobFilter) -> int:
         return await self._write("jobs_make_due", lambda: self._sql.admin.make_due(filter))
+
+    async def jobs_admit_lifted(self, filter: JobFilter, retries_only: bool = False) -> int:
+        return await self._write("jobs_admit_lifted",
+                                 lambda: self._sql.admin.admit_lifted(filter, retries_only))
 
     async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
         return await self._write("jobs_cancel", lambda: self._sql.cancel.cancel(filter, actor))
@@ -251,11 +304,14 @@ class PlanStore(abc.ABC, Generic[S, A]):
             "job_dependency_results", lambda: self._sql.admin.dependency_results(job_id)
         )
 
-    async def job_counts(self) -> list[StateCount]:
-        return await self._read("job_counts", self._sql.admin.state_counts)
+    async def job_counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
+        return await self._read("job_counts", lambda: self._sql.admin.state_counts(states))
 
     async def queue_oldest_available(self) -> dict[str, float]:
         return await self._read("queue_oldest_available", self._sql.admin.oldest_available)
+
+    async def queue_scheduled_due(self) -> dict[str, int]:
+        return await self._read("queue_scheduled_due", self._sql.admin.scheduled_due)
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._read(
@@ -264,6 +320,23 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._read("job_counts_by_kind", self._sql.admin.counts_by_kind)
+
+    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
+        return await self._read("jobs_available_by_kind", self._sql.admin.available_by_kind)
+
+    async def job_error_groups(
+        self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
+    ) -> list[tuple[str, int, int]]:
+        return await self._read(
+            "job_error_groups", lambda: self._sql.admin.error_groups(filter, limit, scan)
+        )
+
+    async def job_timings(
+        self, since_seconds: float, bucket_seconds: float, by: str
+    ) -> list[TimingRow]:
+        return await self._read(
+            "job_timings", lambda: self._sql.admin.timings(since_seconds, bucket_seconds, by)
+        )
 
     async def job_finished_series(
         self, since_seconds: float, bucket_seconds: float
@@ -288,9 +361,10 @@ class PlanStore(abc.ABC, Generic[S, A]):
     async def server_register(self, info: ServerInfo) -> None:
         await self._write("server_register", lambda: self._sql.cluster.server_register(info))
 
-    async def server_heartbeat(self, server_id: str) -> bool:
-        return await self._write(
-            "server_heartbeat", lambda: self._sql.cluster.server_heartbeat(server_id)
+    async def server_heartbeat(self, server_id: str, connections: int | None = None) -> bool:
+        return await self._beat(
+            "server_heartbeat",
+            lambda: self._sql.cluster.server_heartbeat(server_id, connections),
         )
 
     async def server_deregister(self, server_id: str) -> None:
@@ -302,7 +376,7 @@ class PlanStore(abc.ABC, Generic[S, A]):
         return await self._read("server_list", self._sql.cluster.server_list)
 
     async def leader_elect(self, server_id: str, ttl: float) -> bool:
-        return await self._write(
+        return await self._beat(
             "leader_elect", lambda: self._sql.cluster.leader_elect(server_id, ttl)
         )
 
@@ -311,6 +385,9 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     async def leader_get(self) -> str | None:
         return await self._read("leader_get", self._sql.cluster.leader_get)
+
+    async def installation_get(self) -> str | None:
+        return await self._read("installation_get", self._sql.cluster.installation_get)
 
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._read(
@@ -323,6 +400,11 @@ class PlanStore(abc.ABC, Generic[S, A]):
     ) -> list[RunningJob]:
         return await self._read(
             "jobs_running_on", lambda: self._sql.cluster.running_on(server_id, older_than, limit)
+        )
+
+    async def jobs_ending_release(self, dead_after: float) -> int:
+        return await self._write(
+            "jobs_ending_release", lambda: self._sql.cluster.ending_dead(dead_after)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:
@@ -368,9 +450,31 @@ class PlanStore(abc.ABC, Generic[S, A]):
     async def rate_keys_pending(self) -> list[str]:
         return await self._read("rate_keys_pending", self._sql.rates.rate_keys_pending)
 
-    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
+    async def jobs_admit(
+        self, key: str, max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> AdmitResult:
+        chosen = None if queues is None else sorted(queues)
         return await self._write(
-            "jobs_admit", lambda: self._sql.rates.admit(key, max_batch), tx=True
+            "jobs_admit", lambda: self._sql.rates.admit(key, max_batch, chosen, ahead),
+            tx=True,
+        )
+
+    async def jobs_admit_keys(
+        self, keys: Sequence[str], max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> dict[str, AdmitResult]:
+        chosen = None if queues is None else sorted(queues)
+        ordered = sorted(set(keys))
+        return await self._write(
+            "jobs_admit_keys",
+            lambda: self._sql.rates.admit_keys(ordered, max_batch, chosen, ahead), tx=True,
+        )
+
+    async def rate_keys_prune(self, idle_for: float, keep: Sequence[str], limit: int) -> int:
+        return await self._write(
+            "rate_keys_prune",
+            lambda: self._sql.rates.rate_keys_prune(idle_for, sorted(keep), limit), tx=True,
         )
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:

@@ -15,8 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from kiln._controls import QueueControls
-from kiln._job import (
+from kiln._model._adoption import Adoption, WaitingJob
+from kiln._model._controls import QueueControls
+from kiln._model._job import (
+    DEAD_AFTER,
     AdmitResult,
     AuditEntry,
     CancelRequest,
@@ -33,8 +35,10 @@ from kiln._job import (
     ServerInfo,
     StateCount,
 )
+from kiln.stores._filters import ERROR_GROUP_SCAN
+from kiln.stores._timings import TimingRow
+from kiln.stores._translator import StoreFailure
 
-DEAD_AFTER = 60.0  # seconds: ServerConfig's default dead_after
 NotifyCallback = Callable[[str, str], None]  # (channel, payload)
 ClaimCallback = Callable[[list[JobRow]], None]  # a watch's claimed rows, before their commit
 
@@ -145,10 +149,17 @@ class Store(Protocol):
     async def schema_version(self) -> int:
         """The highest migration applied; 0 on a database kiln never migrated."""
     async def now(self) -> datetime: ...
+    def failures(self) -> list[StoreFailure]:
+        """The operations whose latest call failed (since when, the latest error),
+        from memory: what ``Server.healthy()`` reads to say the store is failing."""
+        ...
 
     # notifications (stores with listen_notify; others are woken through a Bus)
     async def listen(self, callback: NotifyCallback) -> None: ...
     def listening(self) -> bool: ...
+    def connections(self) -> int:
+        """The database connections this store holds open now (its pool's, its LISTEN
+        connection, its sync connections), from memory: what a server reports."""
 
     # jobs: insert and claim
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]: ...
@@ -158,7 +169,7 @@ class Store(Protocol):
         limited: bool = False, keys: bool = True,
     ) -> list[JobRow]:
         """Claim up to ``limit`` available jobs. ``limited``: the queue may hold jobs with
-        a concurrency key or have a limit of its own (kiln._concurrency): claim those
+        a concurrency key or have a limit of its own (kiln._model._concurrency): claim those
         too, each under its key's lock; without it only plain jobs of unlimited queues
         are claimed. ``keys`` False (with ``limited``): no kind the claim asks for has a
         limit of its own, so only the queue's limit counts and jobs with a concurrency
@@ -174,10 +185,52 @@ class Store(Protocol):
         LISTEN connection is down). ``on_claimed`` must not raise."""
         ...
 
-    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
-        """Set the max of these keys ("queue:NAME" for a queue's limit)."""
+    async def concurrency_declare(
+        self, limits: Mapping[str, int], server_id: str | None = None
+    ) -> None:
+        """Set the max of these keys ("queue:NAME" for a queue's limit). With
+        ``server_id``: that server declares them, and a queue's limit lasts while a live
+        server declares it (``concurrency_sweep``)."""
+    async def concurrency_sweep(self, dead_after: float) -> list[str]:
+        """Remove the queue limits ("queue:NAME") that no server with a heartbeat in the
+        last ``dead_after`` seconds declares (a limit declared by a kiln older than the
+        declarations table stays until declared again or removed), set the others to
+        their newest live declaration's max; returns the keys removed."""
+    async def concurrency_keys_prune(self, idle_for: float, limit: int) -> int:
+        """Delete up to ``limit`` rows of concurrency keys (not queue limits) that no job
+        needs (none waiting, running or still ending) and that no claim took a job of
+        for ``idle_for`` seconds; a row another transaction holds (an enqueue putting a
+        job under the key) is left. Returns how many."""
+        ...
+    async def concurrency_remove(self, key: str, actor: str) -> tuple[int | None, list[str]]:
+        """Remove the limit ``key`` and its declarations, audited as ``actor``, in one
+        transaction; returns the max it had (None: no such limit) and the ids of the
+        servers that had declared it ("" for a kiln older than the declarations)."""
     async def concurrency_in_use(self) -> dict[str, int]:
         """Running jobs by key group ("kind:NAME", "queue:NAME"), in one grouped read."""
+
+    # a kind's declaration applied to the jobs that wait (kiln._model._adoption); every
+    # write leaves a job that is no longer waiting (awaiting, pending, scheduled,
+    # available) as it is
+    async def jobs_unkey(self, kinds: Sequence[str]) -> dict[str, int]:
+        """Clear the concurrency key of the available jobs of ``kinds`` (their limit was
+        removed): plain jobs from then on. Returns queue -> jobs cleared."""
+    async def concurrency_resize(self, limits: Mapping[str, int]) -> int:
+        """Give every key row of each kind (kind -> max) that max; returns the rows
+        changed (a row that holds it already is not written)."""
+    async def jobs_waiting(self, kind: str, after_id: int, limit: int) -> list[WaitingJob]:
+        """Up to ``limit`` waiting jobs of ``kind`` that are not unique, with ids above
+        ``after_id``, in id order (a walk over the jobs table, for a rare rekey)."""
+    async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
+        """Up to ``limit`` waiting jobs of ``kinds`` enqueued without a declaration
+        (``defaulted`` bits set), oldest first: an index holds only those."""
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
+        """Set the concurrency key of each job id that still waits, after declaring the
+        keys' rows (key -> max) as an insert does; returns the jobs changed."""
+    async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
+        """Give the jobs of ``adoption`` that still wait with ``defaulted`` bits the
+        declaration's value of each option whose bit they have, and clear the bits: one
+        transaction. Returns queue -> those of them available there now."""
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult: ...
     async def job_param_set(
@@ -189,17 +242,25 @@ class Store(Protocol):
     async def job_get(self, job_id: int) -> JobRow | None: ...
     async def job_list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
-        after_id: int | None = None,
+        after_id: int | None = None, *, brief: bool = False,
     ) -> list[JobRow]:
         """Jobs matching ``filter``, newest first below ``before_id``; or, given
-        ``after_id``, oldest first above it (keyset pages either way)."""
+        ``after_id``, oldest first above it (keyset pages either way). ``brief``: a
+        JSON value over 4 KiB as text is left out, named in ``JobRow.cut`` (args, params
+        and metadata read None, errors the last record without its traceback), so a
+        page of jobs with megabytes of args is not megabytes read."""
     async def job_ids(
         self, filter: JobFilter, limit: int, before_id: int | None = None
     ) -> list[int]:
         """The ids of ``job_list(filter, limit, before_id)``, newest first, without
-        reading the rows (the pages of a bulk action, kiln._bulk)."""
+        reading the rows (the pages of a bulk action, kiln._client._bulk)."""
         ...
     async def job_count(self, filter: JobFilter) -> int: ...
+    async def job_id_sums(self, filter: JobFilter) -> tuple[int, int, int, int, int]:
+        """The count of the jobs matching ``filter``, their largest id, and the sums of
+        their ids that kiln._model._idset fingerprints (one aggregate: no id is read
+        out)."""
+        ...
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         """Back to the queue with a full retry budget; returns how many. A job cancelled
         while running stays cancelled until that attempt ended (its server's result,
@@ -212,13 +273,19 @@ class Store(Protocol):
         admission) makes them available as any due job; returns how many (kiln.testing's
         ``drain(with_scheduled=True)``)."""
         ...
+    async def jobs_admit_lifted(self, filter: JobFilter, retries_only: bool = False) -> int:
+        """Make matching pending jobs available now, their rate limits lifted (no token
+        taken; the admission is recorded); ``retries_only``: only those that ran before
+        (attempt > 0). kiln.testing's drain: retries of rate-limited jobs run under
+        ``with_scheduled``, a backlog under ``lift_rate_limits``. Returns how many."""
+        ...
     async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
         """Cancel the matching unfinished jobs; returns how many. A running job is marked
         cancelled at once (its server's late result is fenced off, and the job uses no
         more attempts); its attempt counts as running until that result arrives. With
         ``actor``, each job's errors get a record "Cancelled by <actor>". When a running
         job was among them, a store with ``listen_notify`` sends ``CANCEL_PAYLOAD`` (see
-        kiln._bus) so that its server stops the handler at once."""
+        kiln._client._bus) so that its server stops the handler at once."""
         ...
     async def jobs_cancel_requested(self, job_ids: Sequence[int]) -> list[CancelRequest]:
         """Of ``job_ids`` (the jobs a server runs), those cancelled whose attempt has not
@@ -231,11 +298,40 @@ class Store(Protocol):
     async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
         """The stored results of the jobs ``job_id`` depends on, by dependency id in id
         order: None for one without a result; a deleted dependency is absent."""
-    async def job_counts(self) -> list[StateCount]: ...
+    async def job_counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
+        """Jobs by queue and state, for every state, or only for ``states``. A subset is
+        counted through each state's index, so the live states (awaiting, pending,
+        scheduled, available, running, failed) cost what those jobs cost, however many
+        completed and cancelled ones the table keeps."""
     async def queue_oldest_available(self) -> dict[str, float]: ...
+    async def queue_scheduled_due(self) -> dict[str, int]:
+        """Per queue, the scheduled jobs whose run_at has come by the database clock and
+        that the releaser has not made available yet (through the scheduled jobs' run_at
+        index: only the due ones are read)."""
     async def job_throughput(self, since_seconds: float) -> dict[str, int]: ...
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """(kind, state, jobs) for every kind and state that has jobs (one GROUP BY)."""
+    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
+        """(queue, kind, jobs) of the available jobs, for every pair that has some (one
+        GROUP BY; a read as costly as job_counts, made as rarely)."""
+    async def job_error_groups(
+        self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
+    ) -> list[tuple[str, int, int]]:
+        """(last error message, jobs, highest id) of the failed jobs under ``filter``,
+        grouped by their last attempt's error message, the most common first, at most
+        ``limit`` groups: of the newest ``scan`` failed jobs only, so the read stays
+        bounded however many failed (``JobFilter(last_error=...)`` selects a group)."""
+        ...
+
+    async def job_timings(
+        self, since_seconds: float, bucket_seconds: float, by: str
+    ) -> list[TimingRow]:
+        """The completed and failed jobs of the last ``since_seconds`` (database clock)
+        grouped by ``by`` ("queue" or "kind"), bucket (as ``job_finished_series``),
+        state and run-time and wait-time class (kiln._model._timings): one GROUP BY,
+        at most MAX_TIMING_ROWS rows."""
+        ...
+
     async def job_finished_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[int, str, int]]:
@@ -253,14 +349,19 @@ class Store(Protocol):
 
     # servers, leader, rescue, sweep, prune
     async def server_register(self, info: ServerInfo) -> None: ...
-    async def server_heartbeat(self, server_id: str) -> bool:
-        """Report alive; False when the registration is gone (the server must rejoin)."""
+    async def server_heartbeat(self, server_id: str, connections: int | None = None) -> bool:
+        """Report alive, and the database connections its process holds now (None:
+        leave them as they were); False when the registration is gone (the server must
+        rejoin)."""
     async def server_deregister(self, server_id: str) -> None: ...
     async def server_list(self) -> list[ServerInfo]: ...
     async def leader_elect(self, server_id: str, ttl: float) -> bool:
         """Take or renew the lease; True while this server holds it."""
     async def leader_resign(self, server_id: str) -> None: ...
     async def leader_get(self) -> str | None: ...
+    async def installation_get(self) -> str | None:
+        """The id of this kiln installation (one database, or one schema of it), made at
+        random by migration 12; None before it."""
     async def jobs_rescue_candidates(
         self, dead_after: float, limit: int
     ) -> list[RescueCandidate]: ...
@@ -269,6 +370,10 @@ class Store(Protocol):
     ) -> list[RunningJob]:
         """Jobs running under ``server_id`` whose attempt began more than ``older_than``
         seconds ago (database clock), in id order, at most ``limit``: one indexed read."""
+        ...
+    async def jobs_ending_release(self, dead_after: float) -> int:
+        """End the attempts of jobs cancelled while running (attempt_running) on servers
+        silent for ``dead_after``: their concurrency slots are free. Returns how many."""
         ...
     async def servers_sweep(self, dead_for: float) -> int: ...
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
@@ -286,7 +391,8 @@ class Store(Protocol):
         """Record (or renew) this server's declaration of each kind, timestamped by the
         database clock; drop the kinds' rows of servers no longer registered."""
     async def kind_declarations(self) -> list[KindDeclaration]:
-        """The newest declaration of every published kind (one per kind)."""
+        """The declaration in use of every published kind (one per kind): the newest a
+        registered server published, else the newest."""
     def kind_declarations_sync(self) -> list[KindDeclaration]: ...
     async def kinds_list(self) -> list[PublishedKind]:
         """Every server's declaration, by kind, newest first."""
@@ -301,7 +407,30 @@ class Store(Protocol):
     # rate limits
     async def rate_limit_declare(self, key: str, limit: RateLimit) -> None: ...
     async def rate_keys_pending(self) -> list[str]: ...
-    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult: ...
+    async def jobs_admit(
+        self, key: str, max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> AdmitResult:
+        """Admit what ``key``'s limit allows now, of its pending jobs in ``queues`` (None:
+        every queue): the admitter leaves out paused queues and queues no live server
+        serves, so that nothing is admitted that cannot start. ``ahead`` (seconds): also
+        admit the jobs the limit allows within that time from now, each at its own time
+        (``scheduled`` until then; kiln.stores._admission)."""
+        ...
+    async def jobs_admit_keys(
+        self, keys: Sequence[str], max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> dict[str, AdmitResult]:
+        """``jobs_admit`` for several keys in one transaction (a few round trips for all
+        of them); a key another transaction holds is skipped (``busy``). An error fails
+        every key of the call: the caller admits them one by one to find the bad one."""
+        ...
+    async def rate_keys_prune(self, idle_for: float, keep: Sequence[str], limit: int) -> int:
+        """Delete up to ``limit`` rows of rate keys no unfinished job uses, idle (no
+        admission, no declaration) for ``idle_for`` seconds plus one window and one full
+        refill of their bucket, except the keys in ``keep``; a row another transaction
+        holds is left. Returns how many."""
+        ...
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]: ...
 
     # recurring jobs
@@ -315,7 +444,7 @@ class Store(Protocol):
     ) -> None: ...
     async def audit_list(self, limit: int = 50) -> list[AuditEntry]: ...
 
-    # queue controls (kiln._controls): each change is one transaction with its audit row
+    # queue controls (kiln._model._controls): each change is one transaction with its audit row
     async def queue_pause(self, queue: str, actor: str) -> bool:
         """Pause ``queue`` ("*": every queue); claims skip a paused queue's jobs from
         the commit on. False when it was paused already (nothing changed)."""

@@ -8,17 +8,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kiln._job import AttemptError, EnqueueResult, JobResult, JobState, NewJob, Outcome
+from kiln._model._job import AttemptError, EnqueueResult, JobResult, JobState, NewJob, Outcome
+from kiln._model._json import encode
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+dumps = encode  # kiln's one encoder (json.dumps would build one per call)
 
 
-def dumps(value: Any) -> str:
-    return _ENCODER.encode(value)  # one encoder: json.dumps builds one per call
+# Set by every claim: a unique job whose states leave out running (Unique(states=
+# Unique.WAITING): "one waiting and one running") gives up its key as it starts, for good,
+# so its retry, rescue or hand-back never collides with the job that waits under its key
+# (that would be a unique violation in the statement moving it back).
+RAN_UNIQUE = "unique_states = CASE WHEN unique_states & 16 = 0 THEN 0 ELSE unique_states END"
 
 
 def args_text(job: NewJob) -> str:
@@ -33,6 +37,34 @@ def loads(value: Any) -> Any:
     if isinstance(value, str | bytes | bytearray):
         return json.loads(value)
     return value  # drivers that decode JSON themselves
+
+
+# brief listings (Store.job_list(brief=True), the dashboard's lists): a JSON column whose
+# text is over BRIEF_BYTES is not sent; the store's SQL sends CUT, its size in bytes, ":"
+# and what stands in for it: null, or for errors the last attempt's record without its
+# traceback. No JSON text starts with "#", so a value cannot be mistaken for the mark.
+BRIEF_BYTES = 4096
+BRIEF_COLUMNS = ("args", "params", "metadata", "errors")
+CUT = "#kiln-cut:"
+
+
+def brief_cols(columns: Sequence[str], expr: Callable[[str], str]) -> str:
+    """A brief listing's select list: ``expr(column)`` (which ends ``AS column``) for
+    the BRIEF_COLUMNS, the others as they are."""
+    return ", ".join(expr(c) if c in BRIEF_COLUMNS else c for c in columns)
+
+
+def uncut(row: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+    """A brief row's columns with the stand-ins of cut values, and the sizes cut."""
+    out, cut = dict(row), {}
+    for column in BRIEF_COLUMNS:
+        value = out.get(column)
+        if isinstance(value, bytes | bytearray):
+            value = value.decode()
+        if isinstance(value, str) and value.startswith(CUT):
+            size, _, rest = value[len(CUT):].partition(":")
+            out[column], cut[column] = rest, int(size)
+    return out, cut
 
 
 def ts(value: float | None) -> datetime | None:
@@ -96,6 +128,14 @@ def attempt_delta(result: JobResult) -> int:
     return -1 if result.outcome in (Outcome.SNOOZED, Outcome.HANDED_BACK) else 0
 
 
+def claim_token(result: JobResult) -> datetime | None:
+    """The claim time a result must still find on its row, or None: only results that
+    give the attempt back carry it (the next claim of their job reuses the attempt's
+    number, and so would match a copy of them written again late); others are fenced
+    by the attempt number alone, which no later claim reuses."""
+    return result.claimed_at if attempt_delta(result) else None
+
+
 def readmitted(result: JobResult) -> bool:
     """Whether a rate-limited job goes back to ``pending`` (through admission) rather
     than straight to scheduled or available: every result after which the job runs
@@ -155,3 +195,27 @@ class UniqueSplit:
         for i, of in self.repeats.items():
             out[i] = EnqueueResult(out[of], False)
         return out
+
+
+def levels(jobs: Sequence[NewJob]) -> list[list[int]]:
+    """The positions of a batch in the order a store inserts them when some depend on
+    earlier ones (``NewJob.after``): each level only on the levels before it."""
+    level: list[int] = []
+    for i, job in enumerate(jobs):
+        if any(not 0 <= a < i for a in job.after):
+            raise ValueError(f"job {i} of the batch must depend on earlier jobs only,"
+                             f" not {list(job.after)}")
+        level.append(1 + max((level[a] for a in job.after), default=-1))
+    out: list[list[int]] = [[] for _ in range(max(level, default=-1) + 1)]
+    for i, n in enumerate(level):
+        out[n].append(i)
+    return out
+
+
+def resolved(job: NewJob, ids: Sequence[int]) -> NewJob:
+    """``job`` with the ids of the batch's jobs it comes after among its dependencies."""
+    if not job.after:
+        return job
+    return dataclasses.replace(
+        job, depends_on=(*job.depends_on, *(int(ids[a]) for a in job.after)), after=()
+    )

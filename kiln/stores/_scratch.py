@@ -1,8 +1,11 @@
 """Scratch databases: an empty database of its own next to a server's URL, for tests.
 
-PostgreSQL: a new schema in the URL's database (the URL it returns selects it with
-``search_path``). MySQL/MariaDB: a new database on the URL's server. Owns the only
-SQL that creates or drops them; kiln.testing calls it, nothing in a server does.
+PostgreSQL: a new schema in the URL's database; the URL it returns selects it with
+libpq's ``options=-csearch_path``, which the user's own code (SQLAlchemy, Django) reads
+too, where kiln's ``schema=`` setting is kiln's alone. (``schema=`` URLs are read here
+as well; a scratch database behind a transaction-mode pooler gets one by hand.)
+MySQL/MariaDB: a new database on the URL's server. Owns the only SQL that creates or
+drops them; kiln.testing calls it, nothing in a server does.
 """
 
 from __future__ import annotations
@@ -65,9 +68,9 @@ async def scratch_reset(url: str) -> None:
     _check(name, url)
     import psycopg
 
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                     connect_timeout=5) as conn:
-        await conn.execute("SET lock_timeout = '5s'")
+    async with await psycopg.AsyncConnection.connect(_conninfo(url), autocommit=True,
+                                                     connect_timeout=5,
+                                                     prepare_threshold=None) as conn:
         cur = await conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s"
             " AND tablename <> 'kiln_migrations' ORDER BY tablename", (name,))
@@ -77,19 +80,31 @@ async def scratch_reset(url: str) -> None:
         sequences = [f"{name}.{r[0]}" for r in await cur.fetchall()]
         # every name below comes from the catalog of a schema scratch_create made
         try:
-            async with conn.transaction():
+            async with conn.transaction():  # SET LOCAL: no session state (poolers)
+                await conn.execute("SET LOCAL lock_timeout = '5s'")
                 for table in tables:
                     await conn.execute(f"DELETE FROM {table}")
                 for seq in sequences:
                     await conn.execute("SELECT setval(%s, 1, false)", (seq,))
         except psycopg.errors.ForeignKeyViolation:
-            await conn.execute(
-                f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+            async with conn.transaction():
+                await conn.execute("SET LOCAL lock_timeout = '5s'")
+                await conn.execute(
+                    f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
 
 
 def _schema_of(url: str) -> str:
-    options = dict(parse_qsl(urlsplit(url).query)).get("options", "")
-    return options.removeprefix("-csearch_path=")
+    query = dict(parse_qsl(urlsplit(url).query))
+    if "schema" in query:
+        return query["schema"]
+    return query.get("options", "").removeprefix("-csearch_path=")  # older scratch URLs
+
+
+def _conninfo(url: str) -> str:
+    """``url`` for libpq: without kiln's own parameters (schema=, pooler=, ...)."""
+    from kiln.stores.postgres._settings import conninfo
+
+    return conninfo(url)
 
 
 def _check(name: str, url: str) -> None:
@@ -101,7 +116,8 @@ async def _postgres(url: str, sql: str) -> None:
     import psycopg
 
     try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=5)
+        conn = await psycopg.AsyncConnection.connect(_conninfo(url), autocommit=True,
+                                                     connect_timeout=5, prepare_threshold=None)
     except psycopg.OperationalError as exc:
         raise UnreachableError("scratch", f"cannot reach PostgreSQL: {exc}") from exc
     async with conn:

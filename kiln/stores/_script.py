@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 
 from kiln._errors import ConfigError
-from kiln.stores import _migrations
+from kiln.stores import _migrations, _online
 from kiln.stores._migrations import Dialect
 
 DIALECTS = {d.name: d for d in (_migrations.POSTGRES, _migrations.MYSQL, _migrations.SQLITE)}
@@ -68,3 +68,11 @@ def render(d: Dialect, above: int = 0) -> str:
     if d.transactional:
         lines.append("COMMIT;")
     return "\n".join(lines) + "\n"
+
+
+def costs(d: Dialect, above: int, rows: int) -> list[_online.Cost]:
+    """What each migration of ``d`` above ``above`` costs a kiln_jobs of ``rows`` rows
+    (``kiln migrate --check``; kiln.stores._online)."""
+    names = dict(migrations(d))
+    pending = [(v, names[v], sql) for v, sql in _migrations.load(d.package) if v > above]
+    return _online.costs(d.name, pending, rows)

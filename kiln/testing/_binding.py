@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Iterator
 
 from kiln._app import App
-from kiln._catalog import KindCatalog
+from kiln._client._catalog import KindCatalog
 from kiln.stores import StoreOptions, store_from_url
 from kiln.stores._scratch import scheme_of
 

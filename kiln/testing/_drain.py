@@ -1,8 +1,9 @@
 """drain: run an app's due jobs inline, one at a time, through the real executor.
 
 What a server's pool does for one job, without the pool's concurrency and timing:
-release what is due (and, with ``with_scheduled``, first make scheduled jobs due),
-admit rate-limited jobs through the admitter, claim one job, run it with the
+release what is due (and, with ``with_scheduled``, first make scheduled jobs due and
+admit the retries of rate-limited ones; with ``lift_rate_limits``, every rate-limited
+job), admit rate-limited jobs through the admitter, claim one job, run it with the
 server's Executor (middleware, timeouts, events, the retry decision), write its
 result with the store's fencing (which releases dependents), and again, until no job
 the drain may run is due. Owns no SQL and no decision about outcomes.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import socket
 import time
@@ -22,17 +24,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kiln._app import App
-from kiln._config import ServerConfig
 from kiln._errors import KilnError, ValidationError
 from kiln._events import EventHub, JobClaimed, JobFinished
-from kiln._job import JobFilter, JobResult, JobRow, JobState, Outcome, ServerInfo
-from kiln._kinds import Kind
+from kiln._model._job import JobFilter, JobResult, JobRow, JobState, Outcome, ServerInfo
+from kiln._model._kinds import Kind
+from kiln._server._config import ServerConfig
 from kiln._server._context import ServerContext
 from kiln._server._executor import Executor
 from kiln._server._identity import Identity
 from kiln._server._threads import ThreadPool
+from kiln._server.maintenance.admitter import Admitter
 from kiln._version import VERSION
-from kiln.maintenance.admitter import Admitter
 from kiln.stores import Store
 from kiln.testing import _loop
 
@@ -41,12 +43,15 @@ Names = str | Sequence[str] | None
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Run:
-    """One attempt a drain ran: the job as claimed, how it ended, what it raised."""
+    """One attempt a drain ran: the job as claimed, how it ended, what it raised, and
+    for a completed attempt what it returned, as stored (read back from its JSON: a tuple
+    comes back a list; None when it returned None or did not complete)."""
 
     job: JobRow
     outcome: Outcome
     error: BaseException | None
     duration: float  # seconds
+    result: Any = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -54,15 +59,36 @@ class Drained:
     """What a drain ran, attempt by attempt, and the counts by outcome."""
 
     runs: list[Run] = dataclasses.field(default_factory=list)
+    # rate-limited jobs of the drained kinds still pending (not admitted) when it ended
+    held: int = 0
 
     def count(self, outcome: Outcome | str) -> int:
         return sum(1 for r in self.runs if r.outcome == outcome)
 
-    completed = property(lambda self: self.count(Outcome.COMPLETED))
-    retried = property(lambda self: self.count(Outcome.RETRY))
-    failed = property(lambda self: self.count(Outcome.FAILED))
-    snoozed = property(lambda self: self.count(Outcome.SNOOZED))
-    cancelled = property(lambda self: self.count(Outcome.CANCELLED))
+    @property
+    def completed(self) -> int:
+        return self.count(Outcome.COMPLETED)
+
+    @property
+    def retried(self) -> int:
+        return self.count(Outcome.RETRY)
+
+    @property
+    def failed(self) -> int:
+        return self.count(Outcome.FAILED)
+
+    @property
+    def snoozed(self) -> int:
+        return self.count(Outcome.SNOOZED)
+
+    @property
+    def cancelled(self) -> int:
+        return self.count(Outcome.CANCELLED)
+
+    @property
+    def results(self) -> list[Any]:
+        """What each completed attempt returned (as stored), in the order they ran."""
+        return [r.result for r in self.runs if r.outcome is Outcome.COMPLETED]
 
     @property
     def errors(self) -> list[BaseException]:
@@ -73,7 +99,9 @@ class Drained:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{o.value}={self.count(o)}" for o in Outcome if self.count(o))
-        return f"<Drained {len(self.runs)} attempts{': ' + counts if counts else ''}>"
+        held = (f"; {self.held} held by rate limits (drain(lift_rate_limits=True) runs them)"
+                if self.held else "")
+        return f"<Drained {len(self.runs)} attempts{': ' + counts if counts else ''}{held}>"
 
 
 def names_of(what: str, value: Names) -> tuple[str, ...] | None:
@@ -102,6 +130,7 @@ def kinds_of(app: App, kinds: Names) -> dict[str, Kind]:
 async def adrain(
     app: App, kinds: Names = None, max_jobs: int | None = None, *, queues: Names = None,
     with_scheduled: bool = False, raise_errors: bool = False, events: EventHub | None = None,
+    lift_rate_limits: bool = False,
 ) -> Drained:
     """Run ``app``'s due jobs on the running loop until none is due; see ``drain``."""
     chosen = kinds_of(app, kinds)
@@ -115,7 +144,8 @@ async def adrain(
     await store.open()
     try:
         await store.schema_check()
-        drainer = _Drainer(app, store, chosen, names_of("queues", queues), events)
+        drainer = _Drainer(app, store, chosen, names_of("queues", queues), events,
+                           lift_rate_limits)
         await drainer.run(drained, max_jobs, with_scheduled, raise_errors)
     finally:
         await store.close()
@@ -124,8 +154,10 @@ async def adrain(
 
 class _Drainer:
     def __init__(self, app: App, store: Store, kinds: dict[str, Kind],
-                 queues: tuple[str, ...] | None, events: EventHub | None) -> None:
+                 queues: tuple[str, ...] | None, events: EventHub | None,
+                 lift_rate_limits: bool = False) -> None:
         self._store = store
+        self._lifted = lift_rate_limits
         self._kinds = kinds
         self._queues = queues
         self._events = events if events is not None else EventHub()
@@ -133,14 +165,16 @@ class _Drainer:
         self.server_id = f"kiln-testing-{uuid.uuid4().hex[:12]}"
         self._threads = ThreadPool(1, name="kiln-testing-sync")
         self._identity = Identity(self._info())  # a drain never rejoins
-        self._executor = Executor(kinds, self._config, self._events, self._threads,
-                                  self._identity, self._write_param, list(app.middleware),
-                                  read_results=store.job_dependency_results)
+        self._executor = Executor(
+            kinds=kinds, config=self._config, events=self._events, threads=self._threads,
+            identity=self._identity, write_param=self._write_param,
+            middleware=list(app.middleware), read_results=store.job_dependency_results,
+        )
         self._admitter = Admitter(ServerContext(
             store=store, config=self._config, events=self._events, kinds=kinds,
             identity=self._identity, leader_since=lambda: None,
             wake=lambda _released, _reason: None,
-        ))
+        ), ahead=0.0)  # admitted ahead, a job would be scheduled: a drain runs what is due
         self._finished: dict[tuple[int, int], BaseException | None] = {}
 
     async def run(self, drained: Drained, max_jobs: int | None, with_scheduled: bool,
@@ -152,6 +186,7 @@ class _Drainer:
             while max_jobs is None or len(drained) < max_jobs:
                 row = await self._next(with_scheduled)
                 if row is None:
+                    drained.held = await self._held()
                     return
                 run = await self._run(row)
                 drained.runs.append(run)
@@ -163,6 +198,11 @@ class _Drainer:
             with contextlib.suppress(KilnError):  # never hides why the drain stopped
                 await self._store.server_deregister(self.server_id)
             await _flush(self._events)
+
+    async def _held(self) -> int:
+        """The drained kinds' jobs still pending: their rate limits have not admitted them."""
+        return sum(n for kind, state, n in await self._store.job_counts_by_kind()
+                   if state is JobState.PENDING and kind in self._kinds)
 
     def _info(self) -> ServerInfo:
         host = socket.gethostname()
@@ -178,10 +218,15 @@ class _Drainer:
     async def _next(self, with_scheduled: bool) -> JobRow | None:
         """Make due what is due (or all, with_scheduled), then claim one job."""
         store = self._store
-        if with_scheduled:
+        if with_scheduled or self._lifted:
             for kind in self._kinds:
                 for queue in self._queues or (None,):
-                    await store.jobs_make_due(JobFilter(kind=kind, queue=queue))
+                    found = JobFilter(kind=kind, queue=queue)
+                    if with_scheduled:
+                        await store.jobs_make_due(found)
+                    # a retry was admitted once: with_scheduled runs it without waiting
+                    # for its key's limit again; lift_rate_limits runs every one at once
+                    await store.jobs_admit_lifted(found, retries_only=not self._lifted)
         await store.jobs_release_due()
         await self._admitter.run_once()
         counts = await store.job_counts()
@@ -208,8 +253,11 @@ class _Drainer:
         result, crash = await task
         await self._store.job_results_apply([result])
         error = crash or self._finished.pop((row.id, row.attempt), None)
+        stored = None
+        if result.outcome is Outcome.COMPLETED and result.result is not None:
+            stored = json.loads(result.result)  # what a reader of the store gets back
         return Run(job=row, outcome=result.outcome, error=error,
-                   duration=time.monotonic() - began)
+                   duration=time.monotonic() - began, result=stored)
 
     async def _attempt(self, row: JobRow) -> tuple[JobResult, BaseException | None]:
         try:
@@ -233,14 +281,18 @@ async def _flush(events: EventHub, timeout: float = 2.0) -> None:
 def drain(
     app: App, kinds: Names = None, max_jobs: int | None = None, *, queues: Names = None,
     with_scheduled: bool = False, raise_errors: bool = False, events: EventHub | None = None,
+    lift_rate_limits: bool = False,
 ) -> Drained:
     """Run ``app``'s due jobs inline, one at a time, until none it may run is due.
 
     ``kinds``/``queues`` limit what runs; ``max_jobs`` caps the attempts;
-    ``with_scheduled`` makes scheduled jobs (delays, backoffs, snoozes) due at once;
+    ``with_scheduled`` makes scheduled jobs (delays, backoffs, snoozes) due at once, and
+    runs the retries of rate-limited jobs without waiting for their limit again;
+    ``lift_rate_limits`` admits every rate-limited job at once (a backlog runs to the
+    end); otherwise a rate-limited job runs when its limit admits it;
     ``raise_errors`` re-raises the first error an attempt raised; ``events`` receives
     the run's events. The jobs run on kiln.testing's own loop (``adrain`` runs them on
     the caller's)."""
     return _loop.run_for(app, adrain(app, kinds, max_jobs, queues=queues,
                                      with_scheduled=with_scheduled, raise_errors=raise_errors,
-                                     events=events))
+                                     events=events, lift_rate_limits=lift_rate_limits))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from kiln._aio._portal import Portal
 from kiln._app import App
-from kiln._portal import Portal
 
 T = TypeVar("T")
 _portal = Portal("kiln-testing")

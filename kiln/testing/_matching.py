@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kiln._errors import ValidationError
-from kiln._job import JobRow, JobState
+from kiln._model._job import JobRow, JobState
 
 # "enqueued": waiting to run. What ran (or runs) no longer counts.
 WAITING: tuple[JobState, ...] = (
@@ -33,10 +33,18 @@ class Criteria:
     priority: int | None = None
     metadata: Any = _UNSET
     states: tuple[JobState, ...] = WAITING
+    tags: tuple[str, ...] = ()  # the job has every one of them (and maybe others)
+    depends_on: tuple[int, ...] | None = None  # the job depends on exactly these jobs
 
     def differences(self, row: JobRow) -> list[str]:
         """Why ``row`` of the wanted kind does not match (empty when it does)."""
         found: list[str] = []
+        missing = [t for t in self.tags if t not in row.tags]
+        if missing:
+            found.append(f"tags are {sorted(row.tags)!r}, without {missing!r}")
+        if self.depends_on is not None and sorted(row.depends_on) != list(self.depends_on):
+            found.append(f"depends on {sorted(row.depends_on)!r}, not "
+                         f"{list(self.depends_on)!r}")
         if self.queue is not None and row.queue != self.queue:
             found.append(f"queue is {row.queue!r}, not {self.queue!r}")
         if self.priority is not None and row.priority != self.priority:
@@ -65,6 +73,10 @@ class Criteria:
             parts.append(f"in queue {self.queue!r}")
         if self.priority is not None:
             parts.append(f"with priority {self.priority!r}")
+        if self.tags:
+            parts.append(f"tagged {', '.join(map(repr, self.tags))}")
+        if self.depends_on is not None:
+            parts.append(f"depending on {list(self.depends_on)!r}")
         if self.states != WAITING:
             word = "state" if len(self.states) == 1 else "states"
             parts.append(f"in {word} {', '.join(s.value for s in self.states)}")
@@ -74,11 +86,21 @@ class Criteria:
 def criteria(
     kind: str | None, *, args: Any, queue: str | None, priority: int | None, metadata: Any,
     state: JobState | str | Sequence[JobState | str] | None,
+    tags: Sequence[str] | None = None, depends_on: Iterable[int] | None = None,
 ) -> Criteria:
     if kind is not None and not isinstance(kind, str):
         raise ValidationError(f"kind must be a job kind's name, got {kind!r}")
+    if tags is not None and (isinstance(tags, str)
+                             or not all(isinstance(t, str) for t in tags)):
+        raise ValidationError(f"tags must be a list of tag names, got {tags!r}")
+    wanted_deps: tuple[int, ...] | None = None
+    if depends_on is not None:
+        deps = list(depends_on)
+        if not all(isinstance(d, int) and not isinstance(d, bool) for d in deps):
+            raise ValidationError(f"depends_on must be job ids, got {deps!r}")
+        wanted_deps = tuple(sorted(set(deps)))
     return Criteria(kind=kind, args=args, queue=queue, priority=priority, metadata=metadata,
-                    states=states_of(state))
+                    states=states_of(state), tags=tuple(tags or ()), depends_on=wanted_deps)
 
 
 def states_of(state: JobState | str | Sequence[JobState | str] | None) -> tuple[JobState, ...]:

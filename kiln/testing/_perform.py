@@ -11,19 +11,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
-from kiln import _validate
 from kiln._app import App
-from kiln._client import build_job
-from kiln._config import ServerConfig
 from kiln._errors import UnknownKindError, ValidationError
 from kiln._events import EventHub, JobFinished
-from kiln._handle import Job
-from kiln._job import JobRow, JobState, Outcome
-from kiln._options import EnqueueOptions
+from kiln._model import _validate
+from kiln._model._build import build_job
+from kiln._model._job import JobRow, JobState, Outcome
+from kiln._model._options import EnqueueOptions
+from kiln._server._config import ServerConfig
 from kiln._server._executor import Executor, Next
+from kiln._server._handle import Job
 from kiln._server._identity import Identity
 from kiln._server._threads import ThreadPool
 from kiln.testing import _loop
@@ -71,10 +72,18 @@ def _row(app: App, kind: str, args: Any, params: dict[str, Any] | None, attempt:
 
 async def aperform(
     app: App, kind: str, args: Any = None, *, params: dict[str, Any] | None = None,
-    attempt: int = 1, raise_errors: bool = True, **options: Unpack[EnqueueOptions],
+    attempt: int = 1, raise_errors: bool = True,
+    dependency_results: Mapping[int, Any] | None = None,
+    **options: Unpack[EnqueueOptions],
 ) -> Performed:
     """Run ``kind``'s handler once on the running loop; see ``perform``."""
     row = _row(app, kind, args, params, attempt, options)
+    results = _results(dependency_results)
+    if results:
+        row = dataclasses.replace(row, depends_on=sorted(results))
+
+    async def read_results(_job_id: int) -> dict[int, Any]:
+        return dict(results)  # a fresh dict per call, as the store's read gives
     written: dict[str, Any] = dict(row.params)
     seen: dict[str, Any] = {}
 
@@ -91,8 +100,9 @@ async def aperform(
     events.subscribe(lambda e: seen.__setitem__("error", getattr(e, "error", None)),
                      types=(JobFinished,))
     threads = ThreadPool(1, name="kiln-testing-sync")
-    executor = Executor(app.kinds, ServerConfig(), events, threads,
-                        Identity.named(SERVER_ID), write, [*app.middleware, capture])
+    executor = Executor(kinds=app.kinds, config=ServerConfig(), events=events, threads=threads,
+                        identity=Identity.named(SERVER_ID), write_param=write,
+                        middleware=[*app.middleware, capture], read_results=read_results)
     try:
         task = asyncio.get_running_loop().create_task(executor.run(row), name="kiln-perform")
         result = await task
@@ -101,7 +111,8 @@ async def aperform(
     error: BaseException | None = seen.get("error")
     if error is not None and raise_errors:
         raise error
-    job = seen.get("job") or Job(row, write, asyncio.get_running_loop())
+    job = seen.get("job") or Job(row, write, asyncio.get_running_loop(), read_results,
+                                   app.kinds[kind].args_type)
     job.params.update(written)
     waits = result.outcome in (Outcome.RETRY, Outcome.SNOOZED)
     return Performed(outcome=result.outcome, value=seen.get("value"), error=error,
@@ -110,10 +121,29 @@ async def aperform(
 
 def perform(
     app: App, kind: str, args: Any = None, *, params: dict[str, Any] | None = None,
-    attempt: int = 1, raise_errors: bool = True, **options: Unpack[EnqueueOptions],
+    attempt: int = 1, raise_errors: bool = True,
+    dependency_results: Mapping[int, Any] | None = None,
+    **options: Unpack[EnqueueOptions],
 ) -> Performed:
     """Run ``kind``'s handler once with a real Job (no database row): through the app's
     middleware, args and checkpoints through JSON. Raises what the handler raised
-    unless ``raise_errors`` is False. ``options`` are enqueue's."""
+    unless ``raise_errors`` is False. ``dependency_results`` (dependency id -> result)
+    is what ``job.dependency_results()`` gives, through JSON; ``{}`` without it.
+    ``options`` are enqueue's."""
     return _loop.run_for(app, aperform(app, kind, args, params=params, attempt=attempt,
-                                       raise_errors=raise_errors, **options))
+                                       raise_errors=raise_errors,
+                                       dependency_results=dependency_results, **options))
+
+
+def _results(given: Mapping[int, Any] | None) -> dict[int, Any]:
+    """The dependency results a performed job reads: ids as ints, in id order, each
+    result through JSON as the store would give it."""
+    if given is None:
+        return {}
+    out: dict[int, Any] = {}
+    for job_id in sorted(given):
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+            raise ValidationError(
+                f"dependency_results: a dependency id is a positive int, got {job_id!r}")
+        out[job_id] = _through_json(f"the result of dependency {job_id}", given[job_id])
+    return out

@@ -4,25 +4,26 @@ a filter (after a confirmation page that shows how many, and binds the action to
 Owns the state-changing handlers. Each one checks the CSRF token, makes exactly one
 Client call (which writes the audit entry: who, what, how many, when) and redirects
 (303) to a page that says what happened; an "all matching" action instead starts a
-batched run (kiln._bulk: an audit entry per batch), and redirects to its progress page
+batched run (kiln._client._bulk: an audit entry per batch), and redirects to its progress page
 when it takes longer than ``Dashboard.bulk_wait``. Read-only mode never reaches them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from starlette.datastructures import FormData, ImmutableMultiDict
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln import _bulk
-from kiln._client import Client
-from kiln._job import JobFilter, JobState
+from kiln._client import _bulk
+from kiln._client._client import Client
+from kiln._model._job import JobFilter, JobState
 from kiln.web import _audit, _jobs, _params
 from kiln.web._dashboard import Dashboard
+from kiln.web._guard import route_path
 from kiln.web._jobs import VERBS
 from kiln.web._params import BadRequest, JobQuery
 
@@ -93,7 +94,18 @@ async def bulk(request: Request) -> Response:
     ids = _params.ids([v for v in form.getlist("ids") if isinstance(v, str)])
     action = fields.get("action", "")
     n = await _apply(dashboard, request, action, JobFilter(ids=ids))
-    return dashboard.redirect(request, "/jobs", back.query(done=action, n=n))
+    held = await _held_of(dashboard, action, ids)
+    extra = {"held": held, "many": 1} if held else {}
+    return dashboard.redirect(request, "/jobs", back.query(done=action, n=n, **extra))
+
+
+async def _held_of(dashboard: Dashboard, action: str, ids: Sequence[int]) -> int:
+    """How many of ``ids`` a requeue left cancelled: cancelled while running, their
+    attempt may still be running (the store holds them until it has ended)."""
+    if action != "requeue" or not ids:
+        return 0
+    client = await dashboard.source.client()
+    return await client.count(JobFilter(ids=tuple(ids), states=(JobState.CANCELLED,)))
 
 
 def _failed_query(params: Mapping[str, str]) -> JobQuery:
@@ -101,17 +113,6 @@ def _failed_query(params: Mapping[str, str]) -> JobQuery:
     if query.state is not JobState.FAILED:
         raise BadRequest("requeue all works on the Failed tab: give state=failed")
     return query
-
-
-async def bound_now(client: Client, f: JobFilter) -> JobFilter:
-    """``f`` bounded to the jobs that match it now: by id, and when every state it selects
-    is a finished one, by finish time too (a job requeued and failed again is excluded).
-
-    A confirmation page shows the count of this filter and posts its bounds back, so
-    the action does what the page showed: jobs that match only later are left alone.
-    """
-    return await _bulk.bound(client, dataclasses.replace(f, max_id=None,
-                                                         finished_before=None))
 
 
 def bound_from(form: Mapping[str, str], f: JobFilter) -> JobFilter:
@@ -135,6 +136,10 @@ def _all_query(action: str, params: Mapping[str, str]) -> tuple[JobQuery, JobFil
     if query.state is not None and query.state not in allowed:
         raise BadRequest(f"{query.state.value} jobs cannot be {VERBS[action]}: "
                          f"{action} works on {', '.join(sorted(s.value for s in allowed))}")
+    if action == "requeue" and query.state is None:  # no tab links to it: never all states
+        raise BadRequest("requeue all matching works on one tab: give state= (failed, "
+                         "cancelled, ...); requeueing every state would run completed "
+                         "jobs again")
     f = query.filter()
     if query.state is None:
         f = dataclasses.replace(f, states=tuple(s for s in JobState if s in allowed))
@@ -143,46 +148,76 @@ def _all_query(action: str, params: Mapping[str, str]) -> tuple[JobQuery, JobFil
 
 async def all_confirm(request: Request) -> Response:
     """Every job matching the listing's filter, for requeue, cancel or delete: shows
-    how many before anything changes and binds the confirmation to them (bound_now)."""
+    how many before anything changes and binds the confirmation to them
+    (kiln._client._bulk.counted)."""
     dashboard: Dashboard = request.app.state.kiln
     action = str(request.path_params["action"])
     query, f = _all_query(action, request.query_params)
-    f = dataclasses.replace(f, created_after=query.pinned().filter().created_after,
-                            created_before=query.pinned().filter().created_before)
+    return await _confirm_page(dashboard, request, action, query, f)
+
+
+async def _confirm_page(dashboard: Dashboard, request: Request, action: str,
+                        query: JobQuery, f: JobFilter, changed: str | None = None,
+                        status: int = 200) -> Response:
+    """The confirmation of an "all matching" action: the count of the jobs that match
+    now, and the bounds and fingerprint of exactly that set for the POST to carry back
+    (the Failed tab's requeue-all has a page of its own, ``confirm.html``)."""
+    pinned = query.pinned().filter()
+    f = dataclasses.replace(f, created_after=pinned.created_after,
+                            created_before=pinned.created_before)
     client = await dashboard.source.client()
-    bound = await bound_now(client, f)
-    count = await client.count(bound)
+    bound, count, digest = await _bulk.counted(
+        client, dataclasses.replace(f, max_id=None, finished_before=None))
+    if route_path(request.scope) == "/jobs/requeue-all":  # the Failed tab's own page
+        template, title = "confirm.html", "Requeue failed jobs"
+    else:
+        template, title = "confirm_all.html", f"{action.capitalize()} all matching"
     return dashboard.render(
-        request, "confirm_all.html", title=f"{action.capitalize()} all matching",
+        request, template, status=status, title=title,
         nav="jobs", q=query.pinned(), count=count, bound=bound, action=action,
-        verb=VERBS[action], fields=query.fields(),
-        states=[s.value for s in bound.states],
+        verb=VERBS[action], fields=query.fields(), digest=digest,
+        states=[s.value for s in bound.states], changed=changed,
     )
 
 
 async def all_apply(request: Request) -> Response:
-    """The jobs the confirmation page showed, in batches (kiln._bulk)."""
+    """The jobs the confirmation page showed, in batches (kiln._client._bulk)."""
     dashboard: Dashboard = request.app.state.kiln
     action = str(request.path_params["action"])
     form = await dashboard.form(request)
     fields = _fields(form)
     query, f = _all_query(action, fields)
-    return await _run_all(dashboard, request, action, query, bound_from(fields, f))
+    return await _run_all(dashboard, request, action, query, f, fields)
 
 
 async def _run_all(dashboard: Dashboard, request: Request, action: str, query: JobQuery,
-                   bound: JobFilter) -> Response:
-    """Start the batched run of ``action`` over ``bound``; wait ``bulk_wait`` for it: a run
+                   f: JobFilter, fields: Mapping[str, str]) -> Response:
+    """Start the batched run of ``action`` over exactly the set the confirmation showed
+    (its bounds, count and fingerprint, posted back), or refuse with a 409 and a fresh
+    confirmation when that set has changed since; wait ``bulk_wait`` for the run: one
     done by then redirects to the listing, a longer one (or a failed one) to its page."""
+    bound = bound_from(fields, f)
+    shown, fingerprint = _params.shown_set(fields)
     client: Client = await dashboard.source.client()
-    bulk = _bulk.Bulk(client, action, bound, await client.count(bound),
-                      actor=actor_of(request), batch_size=dashboard.bulk_batch,
-                      dead_after=dashboard.dead_after)
+    ids = await _bulk.matching_ids(client, bound)
+    if len(ids) != shown or _bulk.digest(ids) != fingerprint:
+        changed = (f"The set changed: {len(ids):,} now match (this page showed "
+                   f"{shown:,}). Nothing was {VERBS[action]}; below is the set that "
+                   "matches now.")
+        return await _confirm_page(dashboard, request, action, query,
+                                   dataclasses.replace(f, max_id=None, finished_before=None),
+                                   changed=changed, status=409)
+    bulk = _bulk.Bulk(client, action, bound, shown, actor=actor_of(request),
+                      batch_size=dashboard.bulk_batch, dead_after=dashboard.dead_after,
+                      only=ids)
     run = dashboard.bulk_runs.start(bulk, query, after=dashboard.source.invalidate)
     if await run.wait(dashboard.bulk_wait) and run.error is None:
         await dashboard.source.counts.get()  # the listing shows the change at once
         n = run.bulk.progress.done
-        return dashboard.redirect(request, "/jobs", query.query(before=None, done=action, n=n))
+        held = await _held_of(dashboard, action, ids)
+        extra = {"held": held, "many": 1} if held else {}
+        return dashboard.redirect(request, "/jobs",
+                                  query.query(before=None, done=action, n=n, **extra))
     return dashboard.redirect(request, f"/jobs/all/runs/{bulk.run_id}")
 
 
@@ -192,27 +227,25 @@ async def bulk_progress(request: Request) -> Response:
     run = dashboard.bulk_runs.get(str(request.path_params["run_id"]))
     p = run.bulk.progress
     running = not run.task.done()
+    rest: list[int] = []
+    if not running and run.error is not None:  # what "finish the rest" would act on
+        shown = set(run.bulk.only or ())
+        now = await _bulk.matching_ids(await dashboard.source.client(), run.bulk.filter)
+        rest = [i for i in now if i in shown] if run.bulk.only is not None else now
     return dashboard.render(
         request, "bulk_progress.html", title=f"{p.action.capitalize()} all matching",
         nav="jobs", refresh=running, p=p, running=running, error=run.error,
         verb=VERBS[p.action], q=run.query, bound=run.bulk.filter, fields=run.query.fields(),
-        run_batch=run.bulk.batch_size,
+        run_batch=run.bulk.batch_size, count=len(rest), digest=_bulk.digest(rest),
     )
 
 
 async def requeue_all_confirm(request: Request) -> Response:
     """Shows how many failed jobs match the filter before anything changes, and binds
-    the confirmation to exactly those (see bound_now)."""
+    the confirmation to exactly those (see _confirm_page)."""
     dashboard: Dashboard = request.app.state.kiln
     query = _failed_query(request.query_params)
-    client = await dashboard.source.client()
-    bound = await bound_now(client, query.pinned().filter())
-    count = await client.count(bound)
-    return dashboard.render(
-        request, "confirm.html", title="Requeue failed jobs", nav="jobs", q=query.pinned(),
-        count=count,
-        bound=bound, fields=query.fields(),
-    )
+    return await _confirm_page(dashboard, request, "requeue", query, query.filter())
 
 
 async def requeue_all(request: Request) -> Response:
@@ -221,5 +254,4 @@ async def requeue_all(request: Request) -> Response:
     form = await dashboard.form(request)
     fields = _fields(form)
     query = _failed_query(fields)
-    return await _run_all(dashboard, request, "requeue", query,
-                          bound_from(fields, query.filter()))
+    return await _run_all(dashboard, request, "requeue", query, query.filter(), fields)

@@ -2,7 +2,9 @@
 
 Same auth, Host allowlist and audit as the pages (the Guard runs before every route),
 read-only (actions stay on the pages, behind CSRF and a confirmation), and the same
-parameters with the same limits: a bad one is a 400 with ``{"error": ...}``. Listings
+parameters with the same limits: a bad one is a 400. Every error
+under ``/api/`` (the Guard's own refusals included) is JSON of one shape,
+``{"error": {"code": ..., "message": ...}}`` (``error``). Listings
 page by id like the pages do: ``next`` is the query string of the next page, or null.
 Owns the JSON shapes; reads only through the Source, like the pages.
 """
@@ -10,6 +12,7 @@ Owns the JSON shapes; reads only through the Source, like the pages.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -17,23 +20,31 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kiln._job import JobState
-from kiln.cli._output import job_json, server_json
-from kiln.web import _pages, _params, _queues_page
+from kiln._client._fleet import ERROR_GROUP_SCAN
+from kiln._model._job import JobRow, JobState
+from kiln._model._wire import job_json, server_json
+from kiln.web import _jobs, _pages, _params, _queues_page
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
-from kiln.web._timeline import timeline
+from kiln.web._timeline import RECENT_AUDIT, actions_of, timeline
 
 ENDPOINTS = {
     "/api/overview": "counts by state and queue, throughput, servers, leader, health",
     "/api/jobs": "jobs, filtered and paged like /jobs (state, queue, kind, error, since,"
                  " until, order, before, after, limit)",
     "/api/jobs/{id}": "one job, with its timeline, dependencies and dependents",
-    "/api/queues": "every queue: paused (since, by), counts by state, backlog, running vs"
-                   " limit per live server, completed per minute, oldest wait",
+    "/api/queues": "queues, 50 a page (page, name): paused (since, by), counts by state,"
+                   " backlog, running vs limit per live server, completed per minute,"
+                   " oldest wait",
     "/api/servers": "registered servers, the leader, and the jobs each one runs now",
     "/api/kinds": "jobs by kind and state, and the declarations servers published",
     "/api/series": "completed, failed and cancelled jobs per minute over the last hour",
+    "/api/errors": "the failed jobs grouped by their last error (message, class, jobs,"
+                   " highest id, the query of the group's jobs), most common first, under"
+                   " the /jobs filters",
+    "/api/timings": "per queue or kind (by=queue|kind) over a range (range=1h|6h|24h|7d):"
+                    " completed, failed, per minute, run and wait p50/p95/p99 (seconds, at"
+                    " most), and the series per bucket (name=one queue or kind)",
 }
 
 
@@ -77,13 +88,25 @@ async def jobs(request: Request) -> Response:
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
     before, after = query.page()
-    rows = await client.list(query.filter(), query.limit + 1, before, after)
+    full = request.query_params.get("full") == "1"
+    rows = await client.list(query.filter(), query.limit + 1, before, after, brief=not full)
     more = len(rows) > query.limit
     rows = rows[: query.limit]
     return _json({
-        "jobs": [job_json(r) for r in rows],
+        "jobs": [_bounded(r) for r in rows],
         "next": query.next_page(rows[-1].id) if more and rows else None,
     })
+
+
+def _bounded(row: JobRow) -> dict[str, Any]:
+    """A listed job; from a brief listing (the default), with args, params and metadata
+    over 4 KiB as JSON text left out (null) and errors down to the last one without its
+    traceback: ``cut`` says which, their size in bytes and where they are whole."""
+    data = job_json(row)
+    if row.cut:
+        data.update({k: None for k in row.cut if k != "errors"})
+        data["cut"] = {"bytes": dict(row.cut), "whole": f"/api/jobs/{row.id}"}
+    return data
 
 
 async def job(request: Request) -> Response:
@@ -95,16 +118,20 @@ async def job(request: Request) -> Response:
         raise HTTPException(404, f"there is no job {job_id}: it was deleted or pruned, or "
                                  "never existed")
     data = job_json(row)
-    data["timeline"] = [step.to_json() for step in timeline(row, time.time())]
+    actions = actions_of(await client.audit(RECENT_AUDIT), job_id)
+    data["timeline"] = [step.to_json() for step in timeline(row, time.time(), actions)]
     data["dependents"] = await client.dependents(job_id)
     return _json(data)
 
 
 async def queues(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
-    rows, _all, as_of = await _queues_page.read(dashboard)
+    every, _all, as_of = await _queues_page.read(dashboard)
+    rows, paging = _queues_page.paged(every, request.query_params)
+    more = paging.number < paging.pages
     return _json({"as_of": as_of["counts"], "as_of_figures": as_of,
-                  "queues": [_queue_json(v) for v in rows]})
+                  "queues": [_queue_json(v) for v in rows], "total": paging.total,
+                  "next": paging.query(paging.number + 1) if more else None})
 
 
 def _queue_json(v: _queues_page.QueueView) -> dict[str, Any]:
@@ -168,18 +195,46 @@ async def series(request: Request) -> Response:
     return _json({"as_of": shown.as_of, **shown.value.to_json()})
 
 
+async def errors(request: Request) -> Response:
+    dashboard: Dashboard = request.app.state.kiln
+    query = dataclasses.replace(JobQuery.parse(request.query_params), state=JobState.FAILED,
+                                error_is=None, before=None, after=None)
+    shown = await dashboard.source.error_groups(query.filter(), _jobs.MAX_GROUPS).snapshot()
+    return _json({"as_of": shown.as_of, "scan": ERROR_GROUP_SCAN, "groups": [
+        {"error": g.message, "error_class": g.error_class or None, "jobs": g.jobs,
+         "max_id": g.max_id, "jobs_query": query.query(error_is=g.message, limit=None)}
+        for g in _jobs.error_groups(list(shown.value))]})
+
+
+async def timings(request: Request) -> Response:
+    return _json((await _pages.timings_of(request)).to_json())
+
+
 def not_found(request: Request) -> Response:
-    return _json({"error": f"no such endpoint: {request.url.path}",
+    return _json({"error": {"code": CODES[404],
+                            "message": f"no such endpoint: {request.url.path}"},
                   "endpoints": sorted(ENDPOINTS)}, 404)
 
 
-def error(status: int, detail: str) -> Response:
-    return _json({"error": detail}, status)
+# the error codes of the API, by HTTP status (a refusal may name a narrower one)
+CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+         405: "method_not_allowed", 409: "conflict", 413: "too_large",
+         429: "too_many_attempts", 500: "internal", 503: "unavailable"}
+
+
+def error(status: int, message: str, code: str | None = None) -> Response:
+    """An API error: ``{"error": {"code": ..., "message": ...}}`` with ``status``."""
+    return _json({"error": {"code": code or CODES.get(status, "error"),
+                            "message": message}}, status)
+
+
+def is_api_path(path: str) -> bool:
+    """Whether ``path`` (below the mount point) is the API's."""
+    return path == "/api" or path.startswith("/api/")
 
 
 def is_api(request: Request) -> bool:
-    base = request.scope.get("root_path", "")
-    return str(request.url.path).removeprefix(base).startswith("/api/") or \
-        str(request.url.path).removeprefix(base) == "/api"
+    base = str(request.scope.get("root_path", ""))
+    return is_api_path(str(request.url.path).removeprefix(base))
 
 

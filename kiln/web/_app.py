@@ -21,9 +21,26 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kiln._app import App
-from kiln._client import Client
-from kiln._errors import ConfigError, StoreError, ValidationError
-from kiln.web import _actions, _api, _jobs, _login, _pages, _queue_actions, _queues_page
+from kiln._client._client import Client
+from kiln._errors import (
+    ConfigError,
+    NotMigratedError,
+    StoreError,
+    UnreachableError,
+    ValidationError,
+)
+from kiln._model._job import DEAD_AFTER
+from kiln.web import (
+    _actions,
+    _api,
+    _jobs,
+    _login,
+    _pages,
+    _queue_actions,
+    _queues_page,
+    _runbooks,
+    _server_actions,
+)
 from kiln.web._auth import Auth
 from kiln.web._csrf import Csrf
 from kiln.web._dashboard import HERE, Dashboard
@@ -60,7 +77,7 @@ def create_app(
     root_path: str = "",
     secret: bytes | None = None,
     count_ttl: float = 5.0,
-    dead_after: float = 60.0,
+    dead_after: float = DEAD_AFTER,
     tokens: Mapping[str, str] | None = None,
     allowed_hosts: Sequence[str] = (),
     trusted_proxies: Sequence[str] = (),
@@ -171,11 +188,14 @@ def _routes() -> list[Route | Mount]:
         Route("/jobs/{job_id}/{action}", _actions.single, methods=["POST"]),
         Route("/queues", _queues_page.queues, name="queues"),
         Route("/kinds", _pages.kinds, name="kinds"),
+        Route("/charts", _pages.charts_page, name="charts"),
         Route("/queues/control", _queue_actions.control, methods=["POST"]),
         Route("/servers", _pages.servers, name="servers"),
+        Route("/servers/control", _server_actions.control, methods=["POST"]),
         Route("/recurring", _pages.recurring, name="recurring"),
         Route("/rate-limits", _pages.rate_limits, name="rate_limits"),
         Route("/audit", _pages.audit, name="audit"),
+        Route("/runbooks", _runbooks.runbooks, name="runbooks"),
         Route("/login", _login.form, name="login"),
         Route("/login", _login.submit, methods=["POST"]),
         Route("/logout", _login.logout, methods=["POST"]),
@@ -187,6 +207,8 @@ def _routes() -> list[Route | Mount]:
         Route("/api/servers", _api.servers),
         Route("/api/kinds", _api.kinds),
         Route("/api/series", _api.series),
+        Route("/api/timings", _api.timings),
+        Route("/api/errors", _api.errors),
         Route("/api/{rest:path}", _api.not_found),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -218,12 +240,23 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
                             message=str(exc))
 
 
+def _store_message(exc: Exception) -> str:
+    """What a 503 says: what failed, never the driver's text (it names the database's
+    address, user and schema: issue 44 N13). The log has the whole error."""
+    if isinstance(exc, NotMigratedError):
+        return "its tables are missing or older than this kiln: run `kiln migrate`"
+    if isinstance(exc, UnreachableError):
+        return "the database could not be reached (the dashboard's log says why)"
+    operation = getattr(exc, "operation", "a read")
+    return f"the database failed in {operation} (the dashboard's log says why)"
+
+
 async def _store_error(request: Request, exc: Exception) -> Response:
     log.warning("dashboard: store error on %s: %s", request.url.path, exc)
     if _api.is_api(request):
-        return _api.error(503, f"the job store did not answer: {exc}")
+        return _api.error(503, f"the job store did not answer: {_store_message(exc)}")
     dashboard: Dashboard = request.app.state.kiln
     return dashboard.render(
         request, "error.html", status=503, title="Database unavailable",
-        message=f"The job store did not answer: {exc}",
+        message=f"The job store did not answer: {_store_message(exc)}",
     )

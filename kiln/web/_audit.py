@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from starlette.types import Scope
 
-from kiln._job import JSON
+from kiln._model._job import JSON
 from kiln.web._auth import ANONYMOUS, Identity
 
 if TYPE_CHECKING:

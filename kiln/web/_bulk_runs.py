@@ -1,6 +1,6 @@
 """Bulk actions the dashboard runs in the background, and the page that follows one.
 
-Owns ``BulkRuns``: the runs this dashboard process started (kiln._bulk), by id, the
+Owns ``BulkRuns``: the runs this dashboard process started (kiln._client._bulk), by id, the
 latest few kept once finished. A confirmed "all matching" action starts a run and waits
 a moment for it: one that finishes in that time redirects as a single action does; a
 longer one redirects to its progress page (/jobs/all/runs/{id}), which refreshes itself
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
 
-from kiln._bulk import Bulk, Progress
+from kiln._client._bulk import Bulk, Progress
 from kiln.web._params import JobQuery
 
 log = logging.getLogger("kiln.web")

@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
+from markupsafe import Markup
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from kiln._bulk import BATCH
-from kiln._job import JobState
+from kiln._client._bulk import BATCH
+from kiln._model._job import JobState
+from kiln._model._printable import escape
 from kiln._version import VERSION
 from kiln.web._auth import ANONYMOUS, Auth, Identity
 from kiln.web._bulk_runs import BulkRuns
@@ -30,6 +33,7 @@ from kiln.web._hosts import AllowedHosts
 from kiln.web._sessions import Sessions
 from kiln.web._source import Source
 from kiln.web._throttle import Throttle
+from kiln.web._timings import short_duration
 
 HERE = Path(__file__).parent
 NEW_NONCE = "kiln.csrf_nonce"  # scope key: a nonce made for this response
@@ -95,13 +99,63 @@ def _duration(seconds: float | None) -> str:
     return _age(seconds)
 
 
+def _compact(value: Any, length: int = 80) -> str:
+    """A JSON value on one line, cut to ``length`` characters (a list's preview)."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return _short(text, length)
+
+
 def _short(value: Any, length: int = 120) -> str:
     text = str(value)
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
+VALUE_LIMIT = 65_536  # characters of a JSON value a job page shows before "show all"
+REFRESH_CHOICES = ("2", "5", "15", "60")  # seconds an operator may pick (and off)
+SHOWN_AS_IS = "\n\t"  # a traceback's lines and indents stay as they are
+
+
+def shown(value: Any) -> Any:
+    """Every ``{{ value }}`` of every template passes here (the environment's finalize):
+    a text with control, format or separator characters (bidi overrides, zero-width
+    characters, ESC, NUL) comes out escaped as the CLI prints it (kiln._model._printable)
+    and each escape marked (``<mark class=ctl>``, the code point on hover), so nothing
+    rearranges or hides what is around it. Markup (macros, ``field``) passes as is.
+    The mark has no quote, so it stays inert text inside an attribute, too."""
+    if not isinstance(value, str) or isinstance(value, Markup) or value.isprintable():
+        return value
+    out = []
+    for char in value:
+        if char.isprintable() or char in SHOWN_AS_IS:
+            out.append(char)
+        else:
+            out.append(f"\0{ord(char):04X}\0{escape(char)}\0")
+    # every NUL of the text became an escape above: the NULs left are separators, and
+    # parts are text, code point, escape, text, ...
+    parts = str(markupsafe.escape("".join(out))).split("\0")
+    html = []
+    for i in range(0, len(parts), 3):
+        html.append(parts[i])
+        if i + 2 < len(parts):
+            html.append(f"<mark class=ctl title=U+{parts[i + 1]}>{parts[i + 2]}</mark>")
+    return Markup("".join(html))
+
+
+def cut_value(text: str, limit: int = VALUE_LIMIT) -> str:
+    """A long JSON text cut to ``limit`` characters, the cut marked."""
+    return text if len(text) <= limit else text[:limit] + "\n… [cut: show all below]"
+
+
+def field(value: Any) -> Markup:
+    """A form field's value exactly as given (HTML-escaped, not ``shown``): a filter
+    must post back the very text it was given."""
+    return Markup(markupsafe.escape("" if value is None else value))
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
+        finalize=shown,
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,  # every template, whatever its extension
         undefined=jinja2.StrictUndefined,
@@ -109,8 +163,10 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(pretty=_pretty, when=_when, iso=_iso, age=_age, duration=_duration,
-                       short=_short, clock=_clock)
-    env.globals.update(STATES=STATE_ORDER, VERSION=VERSION)
+                       short=_short, compact=_compact, limit=short_duration, clock=_clock,
+                       field=field, cut_value=cut_value)
+    env.globals.update(STATES=STATE_ORDER, VERSION=VERSION, VALUE_LIMIT=VALUE_LIMIT,
+                       inf=float("inf"))
     return env
 
 
@@ -167,6 +223,7 @@ class Dashboard:
             logged_in_by_cookie=who.via == "session",
             now=time.time(),
             refresh_seconds=f"{self.refresh_interval:g}",
+            refresh_choices=sorted({*REFRESH_CHOICES, f"{self.refresh_interval:g}"}, key=float),
             **values,
         )
         return HTMLResponse(html, status_code=status)

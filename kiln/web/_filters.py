@@ -1,6 +1,6 @@
 """The dashboard's tag, metadata and args filters: read from a query string or a form
 (``tag=billing&meta=tenant=42&arg=user=ann``, each repeatable), checked by the rules of
-kiln._tags, and written back the same way. A bad one is a 400 that names it."""
+kiln._model._tags, and written back the same way. A bad one is a 400 that names it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from kiln._errors import ValidationError
-from kiln._tags import check_pairs, check_tags, parse_pair
+from kiln._model._tags import check_pairs, check_tags, parse_pair
 
 Pairs = tuple[tuple[str, Any], ...]
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kiln.web import _audit, _login
+from kiln.web import _api, _audit, _login
 from kiln.web._auth import ANONYMOUS, Identity
 from kiln.web._csrf import CSRF_FIELD, CSRF_HEADER
 from kiln.web._dashboard import SECURITY_HEADERS, Dashboard
@@ -103,7 +103,11 @@ class Guard:
             headers.append((b"strict-transport-security", HSTS))  # stay on https
         return headers
 
-    def _error(self, scope: Scope, status: int, title: str, message: str) -> Response:
+    def _error(self, scope: Scope, status: int, title: str, message: str,
+               code: str | None = None) -> Response:
+        """The refusal's page, or under /api/ its JSON error (``code``: see _api.CODES)."""
+        if _api.is_api_path(route_path(scope)):
+            return _api.error(status, message, code)
         try:
             return self.dashboard.render(Request(scope), "error.html", status=status,
                                          title=title, message=message)
@@ -112,14 +116,17 @@ class Guard:
                             media_type="text/plain")
 
     async def _count_refusal(self, scope: Scope, status: int, reason: str) -> None:
-        """A refused change: audited, and counted against the client like a bad guess."""
-        self.dashboard.throttle.failed(_audit.client_address(scope))
+        """A refused change: audited, never throttled. Any page the operator has open
+        can make their browser send these (a cross-site form or ``fetch``), so counting
+        them would let any website lock the operator out; the throttle counts only wrong
+        credentials, which another site cannot send on the operator's behalf."""
         await _audit.record(self.dashboard, scope, "refused",
                             {"status": status, "reason": reason[:300]})
 
-    async def _refuse(self, scope: Scope, status: int, title: str, reason: str) -> Refused:
+    async def _refuse(self, scope: Scope, status: int, title: str, reason: str,
+                      code: str) -> Refused:
         await self._count_refusal(scope, status, reason)
-        return Refused(self._error(scope, status, title, reason))
+        return Refused(self._error(scope, status, title, reason, code))
 
     async def _screen(self, scope: Scope, receive: Receive) -> Receive:
         """The receive channel for the route; raises Refused to answer here instead."""
@@ -131,7 +138,7 @@ class Guard:
                 scope, 400, "Unknown host",
                 f"This dashboard does not answer to the host name {host[:100]!r}. Open it "
                 "by an address it serves (http://127.0.0.1:<port>/), or add the name with "
-                "--allowed-host (allowed_hosts=).",
+                "--allowed-host (allowed_hosts=).", "unknown_host",
             ))
         path = route_path(scope)
         changing = scope["method"] not in SAFE_METHODS
@@ -141,10 +148,12 @@ class Guard:
         reason = origin_refusal(request.url.scheme, host, request.headers.get("origin"),
                                 request.headers.get("referer"))
         if reason is not None:
-            raise await self._refuse(scope, 403, "Forbidden", f"Cross-origin request: {reason}.")
+            raise await self._refuse(scope, 403, "Forbidden", f"Cross-origin request: {reason}.",
+                                     "cross_origin")
         if dashboard.read_only and path not in UNGUARDED_POSTS:
             raise await self._refuse(scope, 403, "Read-only",
-                                     "This dashboard is read-only: actions are disabled.")
+                                     "This dashboard is read-only: actions are disabled.",
+                                     "read_only")
         return await self._check_csrf(scope, request, receive)
 
     async def _authenticate(self, scope: Scope, request: Request, path: str,
@@ -153,10 +162,14 @@ class Guard:
         address = _audit.client_address(scope)
         presented = dashboard.auth.presented(request.headers)
         wait = dashboard.throttle.retry_after(address)
-        if wait is not None and (presented or changing):
+        # only a guess waits: credentials presented, or the login form posted; a signed-in
+        # session's requests never do (a failed guess from its address cannot block it)
+        guessing = presented or (changing and path == "/login")
+        if wait is not None and guessing:
             response = self._error(
                 scope, 429, "Too many attempts",
-                f"Too many failed attempts from {address}: try again in {wait} s.")
+                f"Too many failed attempts from {address}: try again in {wait} s.",
+                "too_many_attempts")
             response.headers["retry-after"] = str(wait)
             raise Refused(response)
         who = self._identify(request)
@@ -189,7 +202,7 @@ class Guard:
         body = await _body(receive)
         if body is None:
             raise Refused(self._error(scope, 413, "Too large",
-                                      f"The request body exceeds {MAX_BODY} bytes."))
+                                      f"The request body exceeds {MAX_BODY} bytes.", "too_large"))
         submitted = request.headers.get(CSRF_HEADER)
         if request.headers.get("content-type", "").startswith(
                 "application/x-www-form-urlencoded"):
@@ -201,7 +214,8 @@ class Guard:
         if not self.dashboard.csrf.valid(request.cookies, submitted, who.binding):
             raise await self._refuse(
                 scope, 403, "Forbidden",
-                "CSRF token missing or invalid: reload the page and submit the form again.")
+                "CSRF token missing or invalid: reload the page and submit the form again.",
+                "csrf")
         return _replay(body, receive)
 
 

@@ -17,11 +17,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from kiln._job import JobFilter, JobRow, JobState
+from kiln._client._fleet import ERROR_GROUP_SCAN
+from kiln._model._job import FINISHED_STATES, JobFilter, JobRow, JobState
 from kiln.web import _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
-from kiln.web._timeline import timeline
+from kiln.web._timeline import RECENT_AUDIT, actions_of, timeline
 
 MAX_LINKED = 100  # dependencies and dependents shown with their state on a job page
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
@@ -31,6 +32,26 @@ CANCELLABLE = frozenset({JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED
                          JobState.AVAILABLE, JobState.RUNNING})
 DELETABLE = frozenset(JobState) - {JobState.RUNNING}
 VERBS = {"requeue": "requeued", "cancel": "cancelled", "delete": "deleted"}
+MAX_GROUPS = 20  # error groups the Failed tab shows
+ERROR_CLASS = re.compile(r"^([A-Za-z_][\w.]*): ")  # "ConnectionError: smtp timeout"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ErrorGroup:
+    """Failed jobs whose last attempt ended with the same error message."""
+
+    error_class: str  # "ConnectionError" of "ConnectionError: smtp timeout", else ""
+    message: str  # the whole message: what the group's filter matches exactly
+    jobs: int
+    max_id: int
+
+
+def error_groups(rows: list[tuple[str, int, int]]) -> list[ErrorGroup]:
+    out = []
+    for message, jobs, max_id in rows:
+        match = ERROR_CLASS.match(message)
+        out.append(ErrorGroup(match.group(1) if match else "", message, jobs, max_id))
+    return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,10 +90,18 @@ def flash_of(params: Mapping[str, str]) -> str | None:
         said = _cancel_flash(n, params)
         if said is not None:
             return said
-    if n == 0 and params.get("held") == "1":
+    held = params.get("held", "")
+    if n == 0 and held == "1" and params.get("many") != "1":
         return ("Not requeued: the job was cancelled while running and its server is alive,"
                 " so that attempt may still be running. Requeue it once the attempt has"
                 " ended or its server is dead.")
+    if params.get("done") == "requeue" and held.isascii() and held.isdigit() \
+            and 0 < len(held) <= 12 and int(held):
+        k = int(held)
+        return (f"{n} job{'s' if n != 1 else ''} requeued. {k} cancelled while running "
+                f"{'stay' if k != 1 else 'stays'} cancelled: "
+                f"{'their attempts' if k != 1 else 'its attempt'} may still be running "
+                "(requeue once the attempt has ended or its server is dead).")
     if n == 0:
         return f"No job was {verb}: none matched in a state that allows it."
     return f"{n} job{'s' if n != 1 else ''} {verb}."
@@ -99,9 +128,12 @@ async def listing(request: Request) -> Response:
     query = JobQuery.parse(request.query_params)
     client = await dashboard.source.client()
     before, after = query.page()
-    rows, counted = await asyncio.gather(
-        client.list(query.filter(), query.limit + 1, before, after),
+    grouped = query.state is JobState.FAILED and query.error_is is None
+    rows, counted, groups = await asyncio.gather(
+        client.list(query.filter(), query.limit + 1, before, after, brief=True),
         dashboard.source.counts.snapshot(),
+        dashboard.source.error_groups(query.filter(), MAX_GROUPS).snapshot() if grouped
+        else _nothing(),
     )
     counts = counted.value
     more = len(rows) > query.limit
@@ -114,8 +146,13 @@ async def listing(request: Request) -> Response:
         older=query.next_page(rows[-1].id) if more and rows else None,
         flash=flash_of(request.query_params),
         can_requeue_all=query.state is JobState.FAILED, as_of={"counts": counted.as_of},
-        refresh=True,
+        refresh=True, groups=error_groups(list(groups.value) if groups else []),
+        group_scan=ERROR_GROUP_SCAN, groups_as_of=groups.as_of if groups else None,
     )
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def goto(request: Request) -> Response:
@@ -134,7 +171,8 @@ async def _linked(dashboard: Dashboard, ids: list[int]) -> list[tuple[int, JobRo
         return []
     client = await dashboard.source.client()
     shown = tuple(sorted(ids)[:MAX_LINKED])
-    rows = {r.id: r for r in await client.list(JobFilter(ids=shown), limit=len(shown))}
+    rows = {r.id: r for r in await client.list(JobFilter(ids=shown), limit=len(shown),
+                                               brief=True)}
     return [(i, rows.get(i)) for i in shown]
 
 
@@ -153,6 +191,10 @@ async def detail(request: Request) -> Response:
         waits_on_total=len(row.depends_on),
         waited_by=await _linked(dashboard, dependents), waited_by_total=len(dependents),
         trace=trace_of(row.metadata), actions=actions_for(row.state),
-        timeline=timeline(row, time.time()),
-        flash=flash_of(request.query_params), refresh=True,
+        timeline=timeline(row, time.time(),
+                          actions_of(await client.audit(RECENT_AUDIT), job_id)),
+        flash=flash_of(request.query_params),
+        full=request.query_params.get("full") == "1",  # every value whole ("show all")
+        # a finished job's page stays still; a page showing a whole value too
+        refresh=row.state not in FINISHED_STATES and request.query_params.get("full") != "1",
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln.web import _audit
+from kiln.web import _api, _audit
 from kiln.web._auth import Identity
 from kiln.web._dashboard import Dashboard, identity
 from kiln.web._sessions import SESSION_COOKIE, SESSION_MAX_AGE
@@ -29,8 +29,13 @@ def safe_next(value: object) -> str:
 
 
 def refuse(dashboard: Dashboard, request: Request, path: str) -> Response:
-    """401: the login form when a token is configured, else a basic-auth challenge."""
-    if dashboard.auth.has_tokens:
+    """401: the login form when a token is configured, else a basic-auth challenge;
+    under /api/ a JSON error (with the same challenge)."""
+    if _api.is_api(request):
+        how = ("an Authorization: Bearer <token> header" if dashboard.auth.has_tokens
+               else "basic auth")
+        response = _api.error(401, f"Authentication required: send {how}.", "unauthorized")
+    elif dashboard.auth.has_tokens:
         target = path + (f"?{request.url.query}" if request.url.query else "")
         response = dashboard.render(
             request, "login.html", status=401, title="Sign in",

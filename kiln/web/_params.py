@@ -14,11 +14,12 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.exceptions import HTTPException
 
-from kiln._job import JobFilter, JobState
+from kiln._model._job import JobFilter, JobState
 from kiln.web import _filters
 from kiln.web._filters import Pairs
 
 MAX_TEXT = 200  # the longest queue, kind or error filter accepted
+MAX_ERROR = 4096  # the longest error message an error group's filter names (stored: ~2,000)
 MAX_ID = 2**63 - 1  # job ids are BIGINT
 MAX_SELECTION = 1000
 DEFAULT_LIMIT = 50
@@ -45,6 +46,18 @@ def text(params: Mapping[str, str], name: str) -> str | None:
     if "\x00" in raw:
         raise BadRequest(f"{name} must not contain NUL characters")
     return raw.strip()
+
+
+def error_is(params: Mapping[str, str]) -> str | None:
+    """An error group: the exact last error message (kept as given, spaces included)."""
+    raw = params.get("error_is")
+    if raw is None or raw == "":
+        return None
+    if len(raw) > MAX_ERROR:
+        raise BadRequest(f"error_is is {len(raw)} characters long; the limit is {MAX_ERROR}")
+    if "\x00" in raw:
+        raise BadRequest("error_is must not contain NUL characters")
+    return raw
 
 
 def whole(raw: str, name: str, low: int, high: int) -> int:
@@ -100,6 +113,9 @@ def upper_bound(params: Mapping[str, str]) -> tuple[int, datetime | None]:
     raw = params.get("finished_before") or ""
     if not raw:
         return max_id, None
+    if len(raw) > MAX_TIME:
+        raise BadRequest(f"finished_before is {len(raw)} characters long; a time has at "
+                         f"most {MAX_TIME}")
     try:
         at = datetime.fromisoformat(raw[:40])
     except ValueError:
@@ -107,6 +123,18 @@ def upper_bound(params: Mapping[str, str]) -> tuple[int, datetime | None]:
     if at.tzinfo is None:
         raise BadRequest(f"finished_before needs a time zone, got {raw[:40]!r}")
     return max_id, at
+
+
+DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def shown_set(params: Mapping[str, str]) -> tuple[int, str]:
+    """The count and fingerprint of the set a confirmation page showed (see _actions)."""
+    raw = params.get("digest") or ""
+    if not params.get("count") or not DIGEST.fullmatch(raw):
+        raise BadRequest("this confirmation carries no count and fingerprint of the jobs "
+                         "it showed: open the confirmation page again and confirm there")
+    return whole(params["count"], "count", 0, MAX_ID), raw
 
 
 RELATIVE = re.compile(r"([0-9]{1,6})([smhd])")
@@ -124,7 +152,13 @@ def moment(params: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
+MAX_TIME = 40  # characters of a time value; a longer one is refused, never cut
+
+
 def at(raw: str, name: str = "time") -> datetime:
+    if len(raw) > MAX_TIME:
+        raise BadRequest(f"{name} is {len(raw)} characters long; a time has at most "
+                         f"{MAX_TIME}, got {raw[:40]!r}...")
     match = RELATIVE.fullmatch(raw)
     if match is not None:
         ago = int(match.group(1)) * UNITS[match.group(2)]
@@ -163,6 +197,7 @@ class JobQuery:
     tags: tuple[str, ...] = ()
     meta: Pairs = ()
     args: Pairs = ()
+    error_is: str | None = None  # an error group: the last attempt's error, exactly
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> JobQuery:
@@ -181,15 +216,21 @@ class JobQuery:
             tags=_filters.tags(params),
             meta=_filters.pairs(params, "meta", "metadata"),
             args=_filters.pairs(params, "arg", "args"),
+            error_is=error_is(params),
         )
         if query.before is not None and query.after is not None:
             raise BadRequest("give before (newest first) or after (oldest first), not both")
+        if query.since is not None and query.until is not None \
+                and at(query.since, "since") >= at(query.until, "until"):
+            raise BadRequest(f"since ({query.since}) is not before until ({query.until}): "
+                             "that range holds no job")
         return query
 
     def filter(self) -> JobFilter:
         return JobFilter(
             states=(self.state,) if self.state is not None else (),
-            queue=self.queue, kind=self.kind, error_contains=self.error,
+            queue=self.queue, kind=self.kind, error=self.error,
+            last_error=self.error_is,
             created_after=None if self.since is None else at(self.since, "since"),
             created_before=None if self.until is None else at(self.until, "until"),
             tags=self.tags, metadata=dict(self.meta), args=dict(self.args),
@@ -215,15 +256,17 @@ class JobQuery:
         return self.before, None
 
     def next_page(self, last_id: int) -> str:
-        """The query of the page after one whose last row is ``last_id``."""
+        """The query of the page after one whose last row is ``last_id``, its time range
+        pinned (``since=1h`` as the time it meant), so paging does not slide the range."""
         if self.order == "oldest":
-            return self.query(after=last_id, before=None)
-        return self.query(before=last_id, after=None)
+            return self.pinned().query(after=last_id, before=None)
+        return self.pinned().query(before=last_id, after=None)
 
     @property
     def filtered(self) -> bool:
         return any(v is not None for v in (self.queue, self.kind, self.error, self.since,
-                                           self.until)) or bool(self.tags or self.meta or self.args)
+                                           self.until, self.error_is)) \
+            or bool(self.tags or self.meta or self.args)
 
     def tag_fields(self) -> list[tuple[str, str]]:
         """The tag, metadata and args filters as repeated form fields."""
@@ -236,7 +279,8 @@ class JobQuery:
         ``tags=None`` drops the tag, metadata and args filters)."""
         values: dict[str, object] = {
             "state": self.state.value if self.state else None, "queue": self.queue,
-            "kind": self.kind, "error": self.error, "before": self.before,
+            "kind": self.kind, "error": self.error, "error_is": self.error_is,
+            "before": self.before,
             "limit": self.limit if self.limit != DEFAULT_LIMIT else None,
             "since": self.since, "until": self.until,
             "order": self.order if self.order != "newest" else None, "after": self.after,

@@ -11,6 +11,7 @@ error above the table (400). The buttons ask for a confirmation in the browser f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from starlette.requests import Request
@@ -23,17 +24,17 @@ from kiln.web._dashboard import Dashboard
 from kiln.web._params import BadRequest
 
 ACTIONS = ("pause", "resume", "concurrency")
+CONCURRENCY = re.compile(r"-?[0-9]{1,9}")
 
 
 def _concurrency(fields: Mapping[str, str]) -> int | None:
     text = fields.get("concurrency", "").strip()
     if text in ("", "reset"):
         return None
-    try:
-        return int(text)
-    except ValueError:
+    if not CONCURRENCY.fullmatch(text):  # ASCII digits: int() reads "1_0", full-width ones
         raise ValidationError(f"concurrency must be a whole number, got {text[:40]!r};"
-                              " nothing was written") from None
+                              " nothing was written")
+    return int(text)
 
 
 async def control(request: Request) -> Response:

@@ -2,6 +2,7 @@
 limit, throughput sparkline and controls (which post to kiln.web._queue_actions).
 
 Owns what the page (and /api/queues) reads and how a queue's row is put together.
+Pages of PER_PAGE queues (``page``, and ``name`` to find one).
 Every figure is one grouped query for all queues, cached by the Source like the other
 aggregates (counts, oldest wait, completed per minute, running per server); the
 controls and the servers are two small tables, read per request, so a change made here
@@ -14,14 +15,15 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
+from urllib.parse import urlencode
 
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln._controls import ALL, FLEET, QueueControls, QueuePause
-from kiln._job import JobState, ServerInfo
-from kiln.web import _charts
+from kiln._model._controls import ALL, FLEET, QueueControls, QueuePause
+from kiln._model._job import JobState, ServerInfo
+from kiln.web import _charts, _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._pages import alive
 from kiln.web._series import BUCKET, POINTS
@@ -108,7 +110,45 @@ def views(
     ) for q in names]
 
 
+PER_PAGE = 50  # queues per page: 312 queues were a 3 MB page, refreshed every 5 s
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Paging:
+    """Which queues a page shows: ``number`` of ``pages``, rows ``first`` to ``last``
+    (1-based) of ``total`` that match ``name`` (a part of the queue's name)."""
+
+    number: int
+    pages: int
+    total: int
+    first: int
+    last: int
+    name: str | None
+
+    def query(self, number: int) -> str:
+        return urlencode({"page": number, **({"name": self.name} if self.name else {})})
+
+
+def paged(rows: Sequence[QueueView], params: Mapping[str, str]
+          ) -> tuple[list[QueueView], Paging]:
+    """The page of ``rows`` the request asks for (``page``, 1 by default; past the last
+    page: the last), of those whose name holds ``name`` (any case)."""
+    name = _params.text(params, "name")
+    if name is not None:
+        rows = [v for v in rows if name.casefold() in v.name.casefold()]
+    pages = max(1, -(-len(rows) // PER_PAGE))
+    number = min(_params.integer(params, "page", 1, 1, 1_000_000) or 1, pages)
+    start = (number - 1) * PER_PAGE
+    shown = list(rows[start:start + PER_PAGE])
+    return shown, Paging(number, pages, len(rows), start + 1 if shown else 0,
+                         start + len(shown), name)
+
+
 def sparkline(view: QueueView, as_of: float) -> Markup:
+    """The queue's completions per minute; none for a queue that completed nothing in
+    the hour (60 empty bars with their labels were most of a page of idle queues)."""
+    if not any(view.completed):
+        return Markup("")
     labels = [time.strftime("%H:%M UTC", time.gmtime(as_of - (POINTS - 1 - i) * BUCKET))
               for i in range(POINTS)]
     return _charts.bars(f"jobs of {view.name} completed", view.completed, labels,
@@ -137,10 +177,11 @@ async def render(request: Request, flash: str | None = None, error: str | None =
                  status: int = 200) -> Response:
     """The page; ``error`` (a refused control's message) is shown above the table."""
     dashboard: Dashboard = request.app.state.kiln
-    rows, paused_all, as_of = await read(dashboard)
+    every, paused_all, as_of = await read(dashboard)
+    rows, paging = paged(every, request.query_params)
     return dashboard.render(
         request, "queues.html", status=status, title="Queues", nav="queues", rows=rows,
-        sparks={v.name: sparkline(v, as_of["series"]) for v in rows},
+        sparks={v.name: sparkline(v, as_of["series"]) for v in rows}, paging=paging,
         paused_all=paused_all, flash=flash, error=error, refresh=error is None,
         as_of=as_of,
     )

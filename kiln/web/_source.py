@@ -18,13 +18,16 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from kiln._app import App
-from kiln._client import Client
-from kiln._cron import Recurring
-from kiln._job import JobState, StateCount
+from kiln._client._client import Client
+from kiln._model._job import JobFilter, JobState, StateCount
+from kiln._model._recurring import Recurring
+from kiln._model._timings import TimingRow
 from kiln.web._series import BUCKET, SPAN, BacklogSamples, Series, per_queue
+from kiln.web._timings import Range
 
 T = TypeVar("T")
 KIND_COUNTS_TTL = 6  # times the ttl of the other aggregates
+MAX_GROUP_FILTERS = 32  # filters whose error groups stay cached
 log = logging.getLogger("kiln.web")
 
 
@@ -145,6 +148,34 @@ class Source:
         # a GROUP BY over every job that no index serves: refreshed less often
         self.kind_counts = Cached(ttl * KIND_COUNTS_TTL, self._fetch_kind_counts)
         self.backlog = BacklogSamples()
+        self._timings: dict[tuple[str, str], Cached[tuple[TimingRow, ...]]] = {}
+        self._groups: dict[JobFilter, Cached[tuple[tuple[str, int, int], ...]]] = {}
+
+    def error_groups(self, f: JobFilter, limit: int) -> Cached[tuple[tuple[str, int, int], ...]]:
+        """The Failed tab's error groups under ``f``, cached like the counts (a tab that
+        auto-refreshes reads them once per ttl); the MAX_GROUP_FILTERS latest filters."""
+        cached = self._groups.pop(f, None)
+        if cached is None:
+            async def fetch() -> tuple[tuple[str, int, int], ...]:
+                return tuple(await (await self.client()).error_groups(f, limit))
+
+            cached = Cached(self.counts.ttl, fetch)
+            while len(self._groups) >= MAX_GROUP_FILTERS:
+                self._groups.pop(next(iter(self._groups))).cancel()
+        self._groups[f] = cached  # the newest last
+        return cached
+
+    def timings(self, rng: Range, by: str) -> Cached[tuple[TimingRow, ...]]:
+        """The charts page's grouped read for ``rng`` and ``by``, cached for the range's
+        own ttl (a 7-day read is made at most every few minutes)."""
+        key = (rng.name, by)
+        if key not in self._timings:
+            async def fetch() -> tuple[TimingRow, ...]:
+                client = await self.client()
+                return tuple(await client.timings(rng.span, rng.bucket, by))
+
+            self._timings[key] = Cached(max(rng.ttl, self.counts.ttl), fetch)
+        return self._timings[key]
 
     @property
     def recurring(self) -> list[Recurring] | None:
@@ -182,6 +213,10 @@ class Source:
         for cached in (self.counts, self.throughput, self.oldest, self.series,
                        self.queue_series, self.running, self.kind_counts):
             cached.cancel()
+        for timed in self._timings.values():
+            timed.cancel()
+        for grouped in self._groups.values():
+            grouped.cancel()
         owned, self._owned = self._owned, None
         if owned is not None:
             self._opened.discard(id(owned))
@@ -191,6 +226,8 @@ class Source:
         """Forget the cached counts after a change made through the dashboard, so the
         next page shows it. Throughput and queue ages follow within ``ttl``."""
         self.counts.invalidate()
+        for grouped in self._groups.values():
+            grouped.invalidate()
 
     async def _fetch_counts(self) -> Counts:
         counts = Counts(tuple(await (await self.client()).counts()))

@@ -36,7 +36,10 @@ def _begin(log: Log, job: kiln.Job) -> tuple[str, int]:
 
 
 def build_app(url: str, log: Log) -> kiln.App:
-    app = kiln.App(url)
+    # KILN_CHAOS_MAX_CONNS: each process's pool (tests/fleet: 2, behind PgBouncer)
+    pool = os.environ.get("KILN_CHAOS_MAX_CONNS")
+    app = (kiln.App(url, max_conns=int(pool)) if pool and not url.startswith("sqlite")
+           else kiln.App(url))
     options: dict[str, Any] = {"queue": QUEUE, "max_attempts": MAX_ATTEMPTS,
                                "backoff": BACKOFF}
 

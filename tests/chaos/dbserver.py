@@ -15,12 +15,13 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+
+from tests.support.net import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 MARIADBD = "/usr/sbin/mariadbd"
@@ -36,11 +37,6 @@ def available(backend: str) -> str:
     missing = [str(p) for p in need if not p.exists()]
     return f"missing {', '.join(missing)}" if missing else ""
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _owned_dir(prefix: str, user: str) -> Path:

@@ -32,7 +32,6 @@ CONFIG: dict[str, Any] = {
     "leader_ttl": 1.0,
     "shutdown_timeout": 1.0,
 }
-FENCE_AFTER = 3 * CONFIG["heartbeat_interval"]
 LINGER = 1.5
 NETWORK = ("cut", "db_outage", "db_restart")
 WEIGHTS = {"kill": 3, "term": 2, "stop": 1, "cut": 2, "db_outage": 1, "db_restart": 1}
@@ -51,6 +50,13 @@ class Spec:
     settle_timeout: float = 40.0
     db: Restartable | None = None  # what a db_restart restarts
     first: str | None = None  # the first fault's type, instead of one drawn from the seed
+    producers: int = 1  # producers enqueueing side by side, each on a store of its own
+    producer_conns: int | None = None  # each producer's pool (None: the store's default)
+    config: dict[str, Any] | None = None  # ServerConfig fields over CONFIG's
+
+    @property
+    def server_config(self) -> dict[str, Any]:
+        return {**CONFIG, **(self.config or {})}
 
     @property
     def backend(self) -> str:
@@ -77,6 +83,8 @@ class Chaos:
         self.db_lock = asyncio.Lock()  # a real restart waits for an insert in flight
         self.net_busy = False
         self.errors: list[str] = []  # faults the harness failed to carry out
+        self.config = spec.server_config
+        self.fence_after = 3 * self.config["heartbeat_interval"]
 
     def _background(self, coro: Any) -> None:
         task = asyncio.create_task(coro, name=coro.__qualname__)  # errors name the fault
@@ -96,17 +104,33 @@ class Chaos:
         return ("chaos.steps_sync" if r < 0.4 else "chaos.steps"), args
 
     async def produce(self) -> None:
-        """Enqueue the jobs in batches over the first 80% of the fault window."""
+        """Enqueue the jobs in batches over the first 80% of the fault window, from
+        ``producers`` producers side by side: the first on the harness's store, each
+        other on a store (and pool) of its own."""
+        count = self.spec.producers
+        shares = [self.spec.jobs // count + (i < self.spec.jobs % count) for i in range(count)]
+        if count == 1:
+            await self._produce(self.client, shares[0])
+            return
+        clients = [Client(_store_for(self.spec), self.client.kinds) for _ in range(count)]
+        try:
+            await asyncio.gather(*(self._produce(c, n) for c, n in zip(clients, shares,
+                                                                         strict=True)))
+        finally:
+            for client in clients:
+                await client.close()
+
+    async def _produce(self, client: Client, jobs_count: int) -> None:
         batches = max(1, int(self.spec.duration * 0.8 / 0.5))
-        per = -(-self.spec.jobs // batches)
-        left = self.spec.jobs
+        per = -(-jobs_count // batches)
+        left = jobs_count
         while left > 0:
-            jobs = [self.client.build(*self._job()) for _ in range(min(per, left))]
-            self.ids += await self._insert(jobs)
+            jobs = [client.build(*self._job()) for _ in range(min(per, left))]
+            self.ids += await self._insert(jobs, client)
             left -= len(jobs)
             await asyncio.sleep(0.5)
 
-    async def _insert(self, jobs: list[NewJob]) -> Sequence[int]:
+    async def _insert(self, jobs: list[NewJob], client: Client | None = None) -> Sequence[int]:
         """Insert, again if a pooled connection died in a restart before this insert began.
 
         The lock keeps restarts out while an insert runs, so an insert that failed went
@@ -116,7 +140,7 @@ class Chaos:
         for i in range(20):
             async with self.db_lock:
                 try:
-                    return await self.client.insert_many(jobs)
+                    return await (client or self.client).enqueue_many(jobs)
                 except UnreachableError:
                     if i == 19:
                         raise
@@ -147,12 +171,12 @@ class Chaos:
         if kind == "kill":
             self._background(self.cluster.kill(target))
         elif kind == "term":
-            grace = CONFIG["shutdown_timeout"] + CONFIG["kill_grace"] + 10.0
+            grace = self.config["shutdown_timeout"] + self.config["kill_grace"] + 10.0
             self._background(self.cluster.term(target, grace))
         elif kind == "stop":
             if any(w.busy for w in self.cluster.alive()):
                 return False
-            seconds = CONFIG["dead_after"] + self.rng.uniform(0.5, 1.5)
+            seconds = self.config["dead_after"] + self.rng.uniform(0.5, 1.5)
             self._background(self.cluster.stop(target, seconds))
         else:
             self._background(self._network("cut", target))
@@ -164,8 +188,9 @@ class Chaos:
             if kind == "cut":
                 assert target is not None
                 long = self.rng.random() < 0.5
-                seconds = (self.rng.uniform(FENCE_AFTER + 0.5, CONFIG["dead_after"] + 2)
-                           if long else self.rng.uniform(0.1, FENCE_AFTER))
+                fence_after, dead_after = self.fence_after, self.config["dead_after"]
+                seconds = (self.rng.uniform(fence_after + 0.5, dead_after + 2)
+                           if long else self.rng.uniform(0.1, fence_after))
                 await self.cluster.cut(target, seconds, drop=self.rng.random() < 0.5)
             elif kind == "db_outage":
                 await self.cluster.outage(self.rng.uniform(0.5, 3.0))
@@ -212,6 +237,12 @@ class Chaos:
         return None
 
 
+def _store_for(spec: Spec) -> Store:
+    if spec.producer_conns is None:
+        return store_from_url(spec.url)
+    return store_from_url(spec.url, max_conns=spec.producer_conns)
+
+
 def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """The proxy cancels its connection tasks when it cuts them, and asyncio's stream
     callback then reports each as an error (Python 3.11): not worth a traceback."""
@@ -248,7 +279,8 @@ async def run(spec: Spec) -> dict[str, Any]:
     store = store_from_url(spec.url)
     await store.open()
     await store.migrate()
-    cluster = Cluster(spec.url, spec.tmp, spec.concurrency, CONFIG)
+    config = spec.server_config
+    cluster = Cluster(spec.url, spec.tmp, spec.concurrency, config)
     began = time.monotonic()
     try:
         await asyncio.gather(*(cluster.start() for _ in range(spec.workers)))
@@ -259,14 +291,14 @@ async def run(spec: Spec) -> dict[str, Any]:
         settled = await chaos.settle()
         await asyncio.sleep(LINGER)  # a process woken by the last SIGCONT acts (or not)
         crashed = cluster.crashed()
-        await cluster.stop_all(timeout=CONFIG["shutdown_timeout"] + 5.0)
+        await cluster.stop_all(timeout=config["shutdown_timeout"] + 5.0)
         rows = await retrying(lambda: all_rows(store))
     finally:
         await cluster.close()
         await store.close()
     lines = cluster.lines()
     result = account(lines, rows, sorted(set(chaos.ids) | set(rows)),
-                     CONFIG["dead_after"], chaos_app.LIMIT, "chaos.limited")
+                     config["dead_after"], chaos_app.LIMIT, "chaos.limited")
     result["violations"] += crashed + [f"harness: {e}" for e in chaos.errors]
     hung = [ln for ln in lines if ln["ev"] == "term_hung"]
     if hung:

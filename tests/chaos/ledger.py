@@ -286,8 +286,11 @@ def _job_findings(job_id: int, row: JobRow | None, runs: Sequence[Exec],
 
 
 def account(lines: Sequence[Mapping[str, Any]], rows: Mapping[int, JobRow],
-            ids: Sequence[int], dead_after: float, limit: RateLimit,
-            limited_kind: str) -> dict[str, Any]:
+            ids: Sequence[int], dead_after: float, limit: RateLimit | None = None,
+            limited_kind: str | None = None) -> dict[str, Any]:
+    """Every job of ``ids`` checked against the ledger and its row; the jobs of
+    ``limited_kind`` against ``limit`` (none without one). The deploy-sequence tier
+    (tests/deploys) calls it too, with in-process servers numbered as ``pid``."""
     execs = executions(lines)
     all_faults = faults(lines)
     by_job: dict[int, list[Exec]] = defaultdict(list)
@@ -307,8 +310,9 @@ def account(lines: Sequence[Mapping[str, Any]], rows: Mapping[int, JobRow],
         overlaps += n
         out["violations"] += bad
     out["violations"] += _stops_fenced(lines, stops, all_faults, dead_after)
-    limited = [r for r in rows.values() if r.kind == limited_kind]
-    out["violations"] += rate_violations(limited, limit)
+    limited = [r for r in rows.values() if limit is not None and r.kind == limited_kind]
+    if limit is not None:
+        out["violations"] += rate_violations(limited, limit)
     out["rate_checked"] = sum(1 for r in limited if r.admitted_at is not None)
     out["overlaps"] = overlaps
     out["faults"] = dict(Counter(f.type for f in all_faults if f.type != "self_fence"))

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import kiln
+import kiln.events
 from kiln._server import run_in_new_loop
 from tests.chaos.app import QUEUE, build_app
 from tests.cluster.worker import Log, subscribe
@@ -31,8 +32,9 @@ async def main(spec: dict[str, Any]) -> None:
     subscribe(server, log)
     ids: list[str] = []
 
-    def on_heartbeat(event: kiln.Event) -> None:
-        if isinstance(event, kiln.Heartbeat) and event.ok and event.server_id not in ids[-1:]:
+    def on_heartbeat(event: kiln.events.Event) -> None:
+        if (isinstance(event, kiln.events.Heartbeat) and event.ok
+                and event.server_id not in ids[-1:]):
             if ids:
                 log("rejoined", server=event.server_id, old=ids[-1])
             ids.append(event.server_id)

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._client import Client
-from tests.cluster.conftest import FAST, Cluster
+from kiln._client._client import Client
+from tests.support.cluster import Cluster
+from tests.support.config import FAST
+from tests.support.waits import wait_for
 
 # a longer heartbeat than FAST's: a worker starved of CPU for 3 heartbeats fences
 # itself, which would stop its handler too (and leave the job to a rescue)
@@ -55,7 +57,7 @@ async def test_a_cancel_from_a_third_process_stops_handlers_on_both_workers(
             starts = c.events("start")
             return {e["job"] for e in starts} == set(ids) and len({e["pid"] for e in starts}) == 2
 
-        await c.wait_for(both_started, 20, "each worker to start one job")
+        await wait_for(both_started, 20, "each worker to start one job")
         asked = time.time()
         cancelled = await client.cancel(kiln.filter_of(ids=ids), actor="ops:test")
         assert cancelled == 2
@@ -64,7 +66,7 @@ async def test_a_cancel_from_a_third_process_stops_handlers_on_both_workers(
             return {e["job"] for e in c.events("stopped")} == set(ids)
 
         bound = SLACK if notify else HEARTBEAT + SLACK
-        await c.wait_for(both_stopped, bound + 5, "both handlers to stop")
+        await wait_for(both_stopped, bound + 5, "both handlers to stop")
         for e in c.events("stopped"):
             took = e["t"] - asked
             where = "a" if e["pid"] == a.pid else "b"
@@ -76,7 +78,7 @@ async def test_a_cancel_from_a_third_process_stops_handlers_on_both_workers(
         async def settled() -> bool:  # the fenced results ended both attempts
             return await c.store.jobs_cancel_requested(ids) == []
 
-        await c.wait_for_async(settled, 5, "the attempts to end")
+        await wait_for(settled, 5, "the attempts to end")
         await asyncio.sleep(3 * FAST["poll_interval"])  # a retry would start by now
         for job_id in ids:
             row = await c.store.job_get(job_id)

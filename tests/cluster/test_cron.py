@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import kiln
-from kiln._cron import Recurring
+from kiln._model._recurring import Recurring
 
 
 def at(text: str) -> datetime:

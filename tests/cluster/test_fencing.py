@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import kiln
-from kiln._client import Client
-from tests.cluster.conftest import FAST, Cluster
+from kiln._client._client import Client
+from tests.support.cluster import Cluster
+from tests.support.config import FAST
+from tests.support.waits import wait_for
 
 DEAD_AFTER = FAST["dead_after"]
 HEARTBEAT = FAST["heartbeat_interval"]
@@ -33,20 +35,20 @@ async def test_cut_off_worker_fences_before_rescue_and_late_result_is_fenced(
                                  max_attempts=1)
     # still running when the worker fences: cancelled, then rescued back to the queue
     second = await client.enqueue("work", {"until": str(finish_second)}, queue="work")
-    await c.wait_for(lambda: len(c.events("start", pid=w.pid)) == 2, 10, "both jobs to start")
+    await wait_for(lambda: len(c.events("start", pid=w.pid)) == 2, 10, "both jobs to start")
 
     cut_at = await w.cut()
     finish_first.touch()
-    done = await c.wait_for(lambda: c.first("finish", job=first), 5, "the first job to finish")
-    fenced = await c.wait_for(lambda: c.first("fenced", pid=w.pid), 5, "the fence")
-    cancelled = await c.wait_for(
+    done = await wait_for(lambda: c.first("finish", job=first), 5, "the first job to finish")
+    fenced = await wait_for(lambda: c.first("fenced", pid=w.pid), 5, "the fence")
+    cancelled = await wait_for(
         lambda: c.first("cancelled", job=second), 5, "the running job to be cancelled"
     )
     def both_rescued() -> list[dict[str, Any]] | None:
         found = c.events("rescued")
         return found if len(found) == 2 else None
 
-    rescues = await c.wait_for(both_rescued, DEAD_AFTER + 5, "both jobs to be rescued")
+    rescues = await wait_for(both_rescued, DEAD_AFTER + 5, "both jobs to be rescued")
     first_rescue = rescues[0]["t"]
     print(f"[{c.backend}] cut off at 0: job finished {done['t'] - cut_at:.2f}s, fenced "
           f"{fenced['t'] - cut_at:.2f}s, running job cancelled {cancelled['t'] - cut_at:.2f}s, "
@@ -67,7 +69,7 @@ async def test_cut_off_worker_fences_before_rescue_and_late_result_is_fenced(
         return bool(status and status["id"] != old_id and status["health"]["ok"]
                     and status["stats"]["results_pending"] == 0)
 
-    await c.wait_for(rejoined_and_flushed, 15, "the worker to rejoin and flush its results")
+    await wait_for(rejoined_and_flushed, 15, "the worker to rejoin and flush its results")
     row = await c.store.job_get(first)
     assert row is not None
     # the late "completed" met the fence: the rescue's outcome stands
@@ -76,16 +78,16 @@ async def test_cut_off_worker_fences_before_rescue_and_late_result_is_fenced(
     assert w.status()["stats"]["completed"] == 1  # type: ignore[index]  # it did send it
 
     # the rescued job runs again on the worker under its new registration
-    again = await c.wait_for(lambda: c.first("start", job=second, attempt=2), 10, "the rerun")
+    again = await wait_for(lambda: c.first("start", job=second, attempt=2), 10, "the rerun")
     assert again["pid"] == w.pid
     finish_second.touch()
-    await c.wait_for(lambda: c.first("finish", job=second), 5, "the rerun to finish")
+    await wait_for(lambda: c.first("finish", job=second), 5, "the rerun to finish")
 
     async def second_completed() -> kiln.JobRow | None:
         row = await c.store.job_get(second)
         return row if row is not None and row.state is kiln.JobState.COMPLETED else None
 
-    row = await c.wait_for_async(second_completed, 5, "the rerun's result")
+    row = await wait_for(second_completed, 5, "the rerun's result")
     assert row.attempt == 2 and row.server_id == w.id != old_id
     servers = {s.id for s in await c.store.server_list()}
     assert w.id in servers

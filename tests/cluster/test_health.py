@@ -20,8 +20,10 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.cluster.conftest import FAST, ROOT, Cluster
 from tests.cluster.proxy import Proxy
+from tests.support.cluster import ROOT, Cluster
+from tests.support.config import FAST
+from tests.support.waits import wait_for
 
 
 async def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
@@ -85,13 +87,13 @@ async def check_health(
         found = re.search(r"health on http://127\.0\.0\.1:(\d+)/healthz", stderr.read_text())
         return int(found.group(1)) if found else None
 
-    health_port = await c.wait_for(port, 20, "the health endpoint")
+    health_port = await wait_for(port, 20, "the health endpoint")
 
     async def answers(code: int) -> dict[str, Any] | None:
         status, body = await get(health_port, "/healthz")
         return body if status == code else None
 
-    await c.wait_for_async(lambda: answers(200), 20, "200 from /healthz")
+    await wait_for(lambda: answers(200), 20, "200 from /healthz")
     status, stats = await get(health_port, "/stats")
     assert status == 200 and stats["state"] == "running"
     first_id = stats["server_id"]
@@ -103,12 +105,12 @@ async def check_health(
     else:
         lock = Lock(urlsplit(c.url).path[1:])
         await asyncio.to_thread(lock.take)
-    body = await c.wait_for_async(lambda: answers(503), 5, "503 once the database is gone")
+    body = await wait_for(lambda: answers(503), 5, "503 once the database is gone")
     unhealthy_after = time.monotonic() - gone_at
     assert body["healthy"] is False and body["reasons"]
     assert body["heartbeat_stale"] or body["fenced"]
-    body = await c.wait_for_async(lambda: answers(503), 5, "a 503 that says it is fenced")
-    fenced = await c.wait_for_async(
+    body = await wait_for(lambda: answers(503), 5, "a 503 that says it is fenced")
+    fenced = await wait_for(
         lambda: _fenced(health_port), 5, "the worker to fence itself off"
     )
     assert any(r.startswith("fenced") for r in fenced["reasons"])
@@ -119,7 +121,7 @@ async def check_health(
     else:
         assert lock is not None
         await asyncio.to_thread(lock.release)
-    await c.wait_for_async(lambda: answers(200), 15, "200 once the database is back")
+    await wait_for(lambda: answers(200), 15, "200 once the database is back")
     healthy_after = time.monotonic() - back_at
     status, stats = await get(health_port, "/stats")
     assert status == 200 and stats["server_id"] != first_id  # rejoined under a new id

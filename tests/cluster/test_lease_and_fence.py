@@ -10,16 +10,19 @@ import asyncio
 import contextlib
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import kiln
+import kiln.events
 from kiln._events import Event, EventHub
-from kiln._job import ServerInfo
+from kiln._model._job import ServerInfo
 from kiln._server._elector import Elector
 from kiln._server._heartbeat import Heartbeater
 from kiln._server._identity import Identity
-from kiln.maintenance import leader_services
+from kiln._server.maintenance import leader_services
 from kiln.stores import Store
-from tests.cluster.test_maintenance import context
+from tests.support.parts import context
+from tests.support.waits import wait_for
 
 
 class HangingStore:
@@ -48,7 +51,7 @@ class HangingStore:
         await self._maybe_hang()
         self.registered.append(info.id)
 
-    async def server_heartbeat(self, server_id: str) -> bool:
+    async def server_heartbeat(self, server_id: str, connections: int | None = None) -> bool:
         await self._maybe_hang()
         self.beats += 1
         return True
@@ -67,31 +70,25 @@ class Probe:
         self.running = False
 
 
-async def wait_until(condition: object, timeout: float) -> float:
-    began = time.monotonic()
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() - began < timeout, "condition not reached in time"
-        await asyncio.sleep(0.01)
-    return time.monotonic() - began
-
-
 async def test_leader_gives_up_its_duties_while_the_renewal_hangs() -> None:
     store, probe, events = HangingStore(), Probe(), EventHub()
     seen: list[Event] = []
     events.subscribe(seen.append)
     ttl = 0.9
-    elector = Elector(store, Identity.named("me"), ttl, events, [probe], lambda: True)  # type: ignore[arg-type]
+    elector = Elector(store=store, identity=Identity.named("me"), ttl=ttl,  # type: ignore[arg-type]
+                      events=events, services=[probe], may_lead=lambda: True)
     await elector.start()
     try:
-        await wait_until(lambda: elector.is_leader and probe.running, 2)
+        await wait_for(lambda: elector.is_leader and probe.running, 2, "the lead and its duties")
         store.hang = 5.0
         hung_at = time.monotonic()
-        lost_after = await wait_until(lambda: not elector.is_leader, 3)
-        await wait_until(lambda: not probe.running, 0.1)
+        await wait_for(lambda: not elector.is_leader, 3, "the lead lost")
+        lost_after = time.monotonic() - hung_at
+        await wait_for(lambda: not probe.running, 0.1, "its duties stopped")
         # the lease was last renewed before the hang: it runs out within ttl of it
         assert lost_after <= ttl
         assert time.monotonic() - hung_at < 2  # not after the 5 s hang
-        changes = [e for e in seen if isinstance(e, kiln.LeaderChanged)]
+        changes = [e for e in seen if isinstance(e, kiln.events.LeaderChanged)]
         assert [e.is_leader for e in changes] == [True, False]
     finally:
         store.hang = 0.0
@@ -109,21 +106,24 @@ async def test_heartbeat_fences_while_a_beat_hangs_then_rejoins_once() -> None:
 
     info = ServerInfo(id="first", host="h", pid=1, queues={"q": 1}, kinds=["k"],
                       version="t", started_at=datetime.now(UTC))
-    beat = Heartbeater(store, Identity(info), config, events, on_fence,  # type: ignore[arg-type]
-                      rejoined.append)
+    beat = Heartbeater(store=store, identity=Identity(info),  # type: ignore[arg-type]
+                       config=config, events=events, on_fence=on_fence,
+                       on_rejoin=rejoined.append)
     await beat.register()
     await beat.start()
     try:
-        await wait_until(lambda: store.beats >= 2, 2)
+        await wait_for(lambda: store.beats >= 2, 2, "two beats")
         assert beat.confirmed
         store.hang = 1.5
         hung_at = time.monotonic()
-        await wait_until(lambda: not beat.confirmed, 1)  # claims stop with the fence
-        await wait_until(lambda: fenced, 1)
+        # claims stop with the fence
+        await wait_for(lambda: not beat.confirmed, 1,
+                       "the beat unconfirmed")
+        await wait_for(lambda: fenced, 1, "the fence")
         assert time.monotonic() - hung_at <= config.fence_after + 0.3
         assert fenced[0].startswith("no heartbeat confirmed")
         store.hang = 0.0
-        await wait_until(lambda: rejoined, 5)
+        await wait_for(lambda: rejoined, 5, "the rejoin")
         assert beat.confirmed and beat.server_id == rejoined[0] != "first"
         await asyncio.sleep(0.5)  # no fence loop after the rejoin
         assert len(fenced) == 1 and len(rejoined) == 1 and beat.confirmed
@@ -134,13 +134,28 @@ async def test_heartbeat_fences_while_a_beat_hangs_then_rejoins_once() -> None:
 
 
 async def test_leader_services_keep_the_lifecycle_contract(store: Store) -> None:
+    """Stop before start is safe, a second start does not start a second loop, and stop
+    ends the loop (twice is safe): each service is one task named after it."""
     schedule = kiln.Recurring(name="r", kind="k", args={}, every=60)
-    for service in leader_services(context(store, [schedule])):
+    services = leader_services(context(store, [schedule]))
+    assert len(services) == 4  # the rescuer, pruner, sweeper and scheduler
+
+    def loops(service: Any) -> list[asyncio.Task[Any]]:
+        name = f"kiln-{service.name}"
+        return [t for t in asyncio.all_tasks() if t.get_name() == name and not t.done()]
+
+    for service in services:
         await service.stop()  # safe before start
+        assert loops(service) == []
         await service.start()
-        await service.start()  # idempotent
+        first = loops(service)
+        assert len(first) == 1, service
+        await service.start()  # idempotent: the same loop
+        assert loops(service) == first
         await service.stop()
+        assert loops(service) == [] and first[0].done()
         await service.stop()
+        assert loops(service) == []
 
 
 class GatedStore:
@@ -157,7 +172,7 @@ class GatedStore:
         await self.gate.wait()
         self.registered.append(info.id)
 
-    async def server_heartbeat(self, server_id: str) -> bool:
+    async def server_heartbeat(self, server_id: str, connections: int | None = None) -> bool:
         self.waiting += 1
         await self.gate.wait()
         return True
@@ -176,15 +191,18 @@ async def test_a_stopped_heartbeat_leaves_no_beat_behind() -> None:
 
     info = ServerInfo(id="first", host="h", pid=1, queues={"q": 1}, kinds=["k"],
                       version="t", started_at=datetime.now(UTC))
-    beat = Heartbeater(store, Identity(info), config, events, on_fence,  # type: ignore[arg-type]
-                      rejoined.append)
+    beat = Heartbeater(store=store, identity=Identity(info),  # type: ignore[arg-type]
+                       config=config, events=events, on_fence=on_fence,
+                       on_rejoin=rejoined.append)
     await beat.register()
     store.gate.clear()
     await beat.start()
     try:
-        await wait_until(lambda: beat.fenced, 2)
+        await wait_for(lambda: beat.fenced, 2, "the fence")
         waiting = store.waiting
-        await wait_until(lambda: store.waiting > waiting, 2)  # a beat out: the rejoin
+        # a beat out: the rejoin
+        await wait_for(lambda: store.waiting > waiting, 2,
+                       "a beat waiting")
     finally:
         await beat.stop()
     store.gate.set()

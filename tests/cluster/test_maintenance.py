@@ -16,41 +16,22 @@ from typing import Any
 import pytest
 
 import kiln
-from kiln._cron import Recurring
-from kiln._events import Event, EventHub
-from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
-from kiln._kinds import make_kind
+import kiln.events
+from kiln._events import Event
+from kiln._model._job import JobResult, JobRow, JobState, NewJob, Outcome, ServerInfo
+from kiln._model._kinds import make_kind
+from kiln._model._recurring import Recurring
 from kiln._server._context import ServerContext
-from kiln._server._identity import Identity
-from kiln.maintenance import leader_services
-from kiln.maintenance.pruner import BEHIND_GRACE, MAX_BATCHES, REST, Pruner, rest_factor
-from kiln.maintenance.rescuer import Rescuer, rescue_result
-from kiln.maintenance.scheduler import Scheduler
-from kiln.maintenance.sweeper import Sweeper
+from kiln._server.maintenance import leader_services
+from kiln._server.maintenance.pruner import BEHIND_GRACE, MAX_BATCHES, REST, Pruner, rest_factor
+from kiln._server.maintenance.rescuer import Rescuer, rescue_result
+from kiln._server.maintenance.scheduler import Scheduler
+from kiln._server.maintenance.sweeper import Sweeper
 from kiln.stores import Store, store_from_url
 from tests.stores.factories import delete_row_only, server
+from tests.support.parts import context
 
 SHORT = 0.2
-
-
-def context(store: Store, recurring: list[Recurring] | None = None,
-            leader_since: float | None = 0.0, **config: Any) -> ServerContext:
-    woken: list[dict[str, int]] = []
-    reasons: list[str] = []  # Server._wake says them as JobsReleased
-
-    def wake(released: dict[str, int], reason: str) -> None:
-        woken.append(released)
-        reasons.append(reason)
-
-    ctx = ServerContext(
-        store=store, config=kiln.ServerConfig(**config), events=EventHub(),
-        kinds={"k": make_kind("k", lambda job: None, queue="q", backoff=kiln.Constant(30))},
-        identity=Identity.named("leader"), leader_since=lambda: leader_since,
-        wake=wake, recurring=recurring or [],
-    )
-    ctx.woken = woken  # type: ignore[attr-defined]
-    ctx.reasons = reasons  # type: ignore[attr-defined]
-    return ctx
 
 
 def events_of(ctx: ServerContext) -> list[Event]:
@@ -85,7 +66,7 @@ async def test_rescue_puts_a_dead_servers_job_back_and_counts_the_attempt(store:
     assert after is not None and after.state is JobState.AVAILABLE
     assert after.attempt == 1 and after.rescues == 1 and after.server_id is None
     assert "rescued" in after.errors[-1].error and after.errors[-1].server_id == "dead"
-    assert [type(e) for e in seen] == [kiln.JobRescued]
+    assert [type(e) for e in seen] == [kiln.events.JobRescued]
     assert ctx.woken == [{"q": 1}]  # type: ignore[attr-defined]
     assert await r.run_once() == {"rescued": 0, "failed": 0}  # once
 
@@ -237,7 +218,7 @@ async def test_sweep_removes_long_dead_servers(store: Store) -> None:
     await store.server_register(server("old"))
     await asyncio.sleep(0.2)
     await store.server_register(server("new"))
-    assert await Sweeper(ctx).run_once() == {"servers": 1, "stranded": 0}
+    assert await Sweeper(ctx).run_once() == {"servers": 1, "limits": 0, "stranded": 0}
     assert [s.id for s in await store.server_list()] == ["new"]
 
 
@@ -251,17 +232,41 @@ async def test_sweep_releases_and_reports_dependents_of_missing_jobs(
     )
     delete_row_only(store_url, gone)  # pruned by a kiln that did not release
     with caplog.at_level(logging.WARNING, logger="kiln.sweeper"):
-        assert await Sweeper(ctx).run_once() == {"servers": 0, "stranded": 1}
+        assert await Sweeper(ctx).run_once() == {"servers": 0, "limits": 0, "stranded": 1}
     row = await store.job_get(child)
     assert row is not None and row.state is JobState.AVAILABLE
     assert ctx.reasons == ["stranded"]  # type: ignore[attr-defined]
     assert ctx.woken == [{"q": 1}]  # type: ignore[attr-defined]
     assert "released 1 awaiting job(s)" in caplog.text
-    assert await Sweeper(ctx).run_once() == {"servers": 0, "stranded": 0}
+    assert await Sweeper(ctx).run_once() == {"servers": 0, "limits": 0, "stranded": 0}
 
 
 def every_second() -> Recurring:
     return Recurring(name="tick", kind="k", args={"x": 1}, every=1.0)
+
+
+def counts(enqueued: int = 0, already: int = 0, unknown_kind: int = 0) -> dict[str, int]:
+    return {"enqueued": enqueued, "already": already, "unknown_kind": unknown_kind}
+
+
+async def test_scheduler_refuses_a_kind_nobody_declares(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A typo in a schedule's kind enqueues no orphan on every slot, as enqueue refuses
+    an unknown kind: the log says so once; once a service declares the kind, its
+    latest slot is enqueued."""
+    typo = Recurring(name="typo", kind="k.typo", args={}, every=1.0)
+    scheduler = Scheduler(context(store, [typo]))
+    assert await scheduler.run_once() == counts(unknown_kind=1)
+    assert await scheduler.run_once() == counts(unknown_kind=1)
+    assert await store.job_list(kiln.JobFilter(kind="k.typo")) == []
+    assert caplog.text.count("names kind 'k.typo'") == 1, caplog.text
+    await store.server_register(ServerInfo(
+        id="other", host="h", pid=1, queues={"q": 1}, kinds=["k.typo"],
+        version=kiln.__version__, started_at=datetime.now(UTC)))
+    await store.kinds_publish("other", "h", 1, [make_kind("k.typo", print).declaration()])
+    assert await Scheduler(context(store, [typo])).run_once() == counts(enqueued=1)
+    assert len(await store.job_list(kiln.JobFilter(kind="k.typo"))) == 1
 
 
 async def test_scheduler_enqueues_a_slot_once_across_leaders(
@@ -275,12 +280,12 @@ async def test_scheduler_enqueues_a_slot_once_across_leaders(
         frac = (await store.now()).timestamp() % 1
         if frac > 0.5:  # both passes must fall in the same slot
             await asyncio.sleep(1.05 - frac)
-        assert await one.run_once() == {"enqueued": 1, "already": 0}
-        assert await two.run_once() == {"enqueued": 0, "already": 0}  # read it was done
-        assert await one.run_once() == {"enqueued": 0, "already": 0}  # remembered
+        assert await one.run_once() == counts(enqueued=1)
+        assert await two.run_once() == counts()  # read it was done
+        assert await one.run_once() == counts()  # remembered
         await asyncio.sleep(1.0)  # the next slot: both remember only the last one
-        assert await one.run_once() == {"enqueued": 1, "already": 0}
-        assert await two.run_once() == {"enqueued": 0, "already": 1}  # the store said no
+        assert await one.run_once() == counts(enqueued=1)
+        assert await two.run_once() == counts(already=1)  # the store said no
     finally:
         await other.close()
     jobs = await store.job_list(kiln.JobFilter(kind="k"))

@@ -14,9 +14,10 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from kiln._client import Client
-from kiln._job import JobFilter, JobState
-from tests.cluster.conftest import Cluster, Worker
+from kiln._client._client import Client
+from kiln._model._job import JobFilter, JobState
+from tests.support.cluster import Cluster, Worker
+from tests.support.waits import wait_for
 
 SLACK = 5.0  # seconds: two processes and a database on a loaded 2-core machine
 
@@ -31,7 +32,7 @@ async def _obeyed(c: Cluster, workers: list[Worker], **expect: object) -> None:
         return all(all(_queue_stats(w).get(k) == v for k, v in expect.items())
                    for w in workers)
 
-    await c.wait_for(all_obey, SLACK, f"both workers to report {expect}")
+    await wait_for(all_obey, SLACK, f"both workers to report {expect}")
 
 
 def _peak_after(c: Cluster, pid: int, since: float) -> int:
@@ -60,7 +61,7 @@ async def test_both_servers_stop_claiming_once_a_pause_is_confirmed(cluster: Clu
 
     feeder = asyncio.create_task(feed())
     try:
-        await c.wait_for(lambda: len({e["pid"] for e in c.events("start")}) == 2, 20,
+        await wait_for(lambda: len({e["pid"] for e in c.events("start")}) == 2, 20,
                          "both workers to run jobs")
         assert await client.pause_queue("work", actor="test") is True
         confirmed = await c.store.now()  # the pause committed before this
@@ -84,7 +85,7 @@ async def test_both_servers_stop_claiming_once_a_pause_is_confirmed(cluster: Clu
         running = JobFilter(queue="work", states=(JobState.RUNNING,))
         return await c.store.job_count(running) == 0
 
-    await c.wait_for_async(none_running, SLACK, "the running jobs to finish")
+    await wait_for(none_running, SLACK, "the running jobs to finish")
     assert not c.events("cancelled")  # running jobs finished; none was cancelled
 
     resumed_at = (await c.store.now())
@@ -94,7 +95,7 @@ async def test_both_servers_stop_claiming_once_a_pause_is_confirmed(cluster: Clu
         idle = JobFilter(queue="work", states=(JobState.AVAILABLE, JobState.RUNNING))
         return await c.store.job_count(idle) == 0
 
-    await c.wait_for_async(drained, SLACK * 2, "both workers to drain the queue")
+    await wait_for(drained, SLACK * 2, "both workers to drain the queue")
     after = await c.store.job_list(JobFilter(queue="work"), limit=1000)
     servers = {r.server_id for r in after if r.attempted_at and r.attempted_at > resumed_at}
     assert servers == {a.id, b.id}, "both workers claim again after the resume"
@@ -114,7 +115,7 @@ async def test_concurrency_changes_hold_on_both_servers(cluster: Cluster, tmp_pa
         return await c.store.job_count(JobFilter(ids=tuple(long),
                                                  states=(JobState.RUNNING,))) == 6
 
-    await c.wait_for_async(all_running, 20, "six jobs running on the two workers")
+    await wait_for(all_running, 20, "six jobs running on the two workers")
     await client.set_concurrency("work", 1, actor="test")  # lowered below what runs
     await _obeyed(c, [a, b], concurrency=1)
     assert not c.events("cancelled")  # lowering cancels nothing
@@ -126,7 +127,7 @@ async def test_concurrency_changes_hold_on_both_servers(cluster: Cluster, tmp_pa
         done = JobFilter(ids=tuple(ids), states=(JobState.COMPLETED,))
         return await c.store.job_count(done) == len(ids)
 
-    await c.wait_for_async(lambda: finished(long + short), SLACK * 2, "every job to finish")
+    await wait_for(lambda: finished(long + short), SLACK * 2, "every job to finish")
     assert {e["job"] for e in c.events("finish")} >= set(long)  # ran to their end
     later = c.events("start")[marker:]
     assert later and all(_peak_after(c, w.pid, later[0]["t"]) <= 1 for w in (a, b))
@@ -137,7 +138,7 @@ async def test_concurrency_changes_hold_on_both_servers(cluster: Cluster, tmp_pa
     await _obeyed(c, [a], concurrency=1)
     marker_t = (c.events("start") or [{"t": 0}])[-1]["t"]
     more = [await client.enqueue("work", {"seconds": 0.3}, queue="work") for _ in range(12)]
-    await c.wait_for_async(lambda: finished(more), SLACK * 3, "the third batch to finish")
+    await wait_for(lambda: finished(more), SLACK * 3, "the third batch to finish")
     assert _peak_after(c, a.pid, marker_t) <= 1
     assert 2 <= _peak_after(c, b.pid, marker_t) <= 3  # raised on b: it runs more at once
     states = {s.queue: s for s in await client.queues()}

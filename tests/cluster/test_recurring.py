@@ -11,7 +11,8 @@ import time
 from datetime import datetime
 
 from kiln import JobFilter
-from tests.cluster.conftest import Cluster
+from tests.support.cluster import Cluster
+from tests.support.waits import wait_for
 
 TTL = 3.0  # a long lease: the gap between leaders spans whole slots
 
@@ -38,7 +39,7 @@ async def test_every_slot_once_across_servers_and_leader_changes(cluster: Cluste
     first = await c.leader()
     await asyncio.sleep(4)
     killed_at = first.kill()
-    gained = await c.wait_for(
+    gained = await wait_for(
         lambda: [e for e in c.events("leader", is_leader=True) if e["t"] > killed_at],
         TTL + 5, "a new leader",
     )

@@ -12,9 +12,11 @@ import collections
 from typing import Any
 
 import kiln
-from kiln._client import Client
-from kiln._job import FINISHED_STATES
-from tests.cluster.conftest import FAST, Cluster
+from kiln._client._client import Client
+from kiln._model._job import FINISHED_STATES
+from tests.support.cluster import Cluster
+from tests.support.config import FAST
+from tests.support.waits import wait_for
 
 DEAD_AFTER = FAST["dead_after"]
 HEARTBEAT = FAST["heartbeat_interval"]
@@ -33,7 +35,7 @@ async def completed(c: Cluster, ids: list[int]) -> None:
         rows = [await c.store.job_get(i) for i in ids]
         return all(r is not None and r.state in FINISHED_STATES for r in rows)
 
-    await c.wait_for_async(written, 5, f"the results of jobs {ids}")
+    await wait_for(written, 5, f"the results of jobs {ids}")
 
 
 async def test_killed_worker_jobs_run_again_within_dead_after(cluster: Cluster) -> None:
@@ -46,7 +48,7 @@ async def test_killed_worker_jobs_run_again_within_dead_after(cluster: Cluster) 
     def a_started_two() -> bool:
         return len(c.events("start", pid=a.pid)) >= 1 and len(c.events("start")) >= 3
 
-    await c.wait_for(a_started_two, 20, "jobs to start on both workers")
+    await wait_for(a_started_two, 20, "jobs to start on both workers")
     killed_at = a.kill()
     running = {e["job"] for e in c.events("start", pid=a.pid)} - {
         e["job"] for e in c.events("finish", pid=a.pid)
@@ -56,7 +58,7 @@ async def test_killed_worker_jobs_run_again_within_dead_after(cluster: Cluster) 
     def all_finished() -> bool:
         return {e["job"] for e in c.events("finish")} >= set(ids)
 
-    await c.wait_for(all_finished, DEAD_AFTER + 10, "every job to finish")
+    await wait_for(all_finished, DEAD_AFTER + 10, "every job to finish")
     rescued = c.events("rescued")
     lost = {e["job"] for e in rescued}  # may include a job a claimed but had not started
     assert running <= lost and all(e["pid"] == leader.pid for e in rescued)
@@ -88,22 +90,22 @@ async def test_dead_leader_is_replaced_and_waits_before_rescuing(cluster: Cluste
     b = await c.start("b", {"work": 1})
     for _ in range(2):  # one on each worker
         await enqueue(c, "work", {"seconds": 3.0})
-    await c.wait_for(lambda: len(c.events("start")) == 2, 20, "both jobs to start")
+    await wait_for(lambda: len(c.events("start")) == 2, 20, "both jobs to start")
     started = c.first("start", pid=a.pid)
     assert started is not None and c.first("start", pid=b.pid) is not None
     on_a = started["job"]
     killed_at = a.kill()
     assert not c.first("finish", job=on_a)
 
-    gained = await c.wait_for(
+    gained = await wait_for(
         lambda: c.first("leader", pid=b.pid, is_leader=True), TTL + 5, "b to become leader"
     )
     takeover = gained["t"] - killed_at
-    rescue = await c.wait_for(
+    rescue = await wait_for(
         lambda: c.first("rescued", job=on_a), TTL + DEAD_AFTER + 10, "the rescue"
     )
     waited = rescue["t"] - gained["t"]
-    again = await c.wait_for(lambda: c.first("start", job=on_a, attempt=2), 5, "the rerun")
+    again = await wait_for(lambda: c.first("start", job=on_a, attempt=2), 5, "the rerun")
     print(f"[{c.backend}] leader killed: new leader after {takeover:.2f}s (leader_ttl={TTL}); "
           f"first rescue {waited:.2f}s after taking over (dead_after + heartbeat_interval = "
           f"{DEAD_AFTER + HEARTBEAT}); job started again {again['t'] - killed_at:.2f}s "
@@ -112,7 +114,7 @@ async def test_dead_leader_is_replaced_and_waits_before_rescuing(cluster: Cluste
     assert TTL - renew - 0.1 <= takeover <= TTL + renew + SLACK
     assert DEAD_AFTER + HEARTBEAT - 0.05 <= waited <= DEAD_AFTER + 2 * HEARTBEAT + SLACK
     assert rescue["pid"] == b.pid and again["pid"] == b.pid
-    await c.wait_for(lambda: c.first("finish", job=on_a), 5, "the rerun to finish")
+    await wait_for(lambda: c.first("finish", job=on_a), 5, "the rerun to finish")
     await completed(c, [on_a])
     row = await c.store.job_get(on_a)
     assert row is not None and row.state is kiln.JobState.COMPLETED and row.attempt == 2
@@ -127,7 +129,7 @@ async def test_job_that_kills_its_process_twice_waits_its_backoff(cluster: Clust
     job_id = await enqueue(c, "crash", {"die_attempts": 2}, backoff=kiln.Constant(backoff),
                            max_attempts=5)
     budget = 2 * (DEAD_AFTER + HEARTBEAT + SLACK) + backoff + 10
-    done = await c.wait_for(lambda: c.first("finish", job=job_id), budget, "the third attempt")
+    done = await wait_for(lambda: c.first("finish", job=job_id), budget, "the third attempt")
     starts = c.events("start", job=job_id)
     rescues = c.events("rescued", job=job_id)
     assert [s["attempt"] for s in starts] == [1, 2, 3]

@@ -19,8 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import kiln
-from tests.cluster.conftest import FAST
 from tests.cluster.proxy import Proxy
+from tests.support.config import FAST
+from tests.support.waits import wait_for
 
 CONNECT_TIMEOUT = 30.0  # the pool's timeout too: a stop must not depend on it
 # claim_timeout (2 s) + a stuck service's two cancels (1 s) + deregister (2 s) + the
@@ -35,14 +36,6 @@ async def proxied(url: str) -> tuple[str, Proxy]:
     auth = parts.netloc.rpartition("@")[0]
     netloc = f"{auth}@127.0.0.1:{proxy.port}" if auth else f"127.0.0.1:{proxy.port}"
     return urlunsplit(parts._replace(netloc=netloc)), proxy
-
-
-async def until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_stop_while_the_database_is_silent_returns_within_a_bound(
@@ -68,7 +61,7 @@ async def test_a_stop_while_the_database_is_silent_returns_within_a_bound(
         await app.aclose()
         proxy.stall()
         # its calls are stuck now: the heartbeat's, so the server fences itself off
-        await until(lambda: server.healthy().fenced, 10, "the server to fence itself")
+        await wait_for(lambda: server.healthy().fenced, 10, "the server to fence itself")
         t0 = time.monotonic()
         server.stop()
         await asyncio.wait_for(asyncio.shield(run), CONNECT_TIMEOUT + 20)

@@ -14,7 +14,7 @@ import asyncio
 import time
 
 import kiln
-from tests.cluster.conftest import FAST
+from tests.support.config import FAST
 
 FENCE_AFTER = 3 * FAST["heartbeat_interval"]
 

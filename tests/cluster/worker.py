@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 import kiln
+import kiln.events
 from kiln._server import run_in_new_loop
 from tests.cluster.gate import GatedStore
 from tests.plugins.parent import exit_with_parent
@@ -100,19 +101,19 @@ def _holds(app: kiln.App, log: Log) -> None:
 
 
 def subscribe(server: kiln.Server, log: Log) -> None:
-    def on_event(event: kiln.Event) -> None:
-        if isinstance(event, kiln.LeaderChanged):
+    def on_event(event: kiln.events.Event) -> None:
+        if isinstance(event, kiln.events.LeaderChanged):
             log("leader", server=event.server_id, is_leader=event.is_leader)
-        elif isinstance(event, kiln.JobRescued):
+        elif isinstance(event, kiln.events.JobRescued):
             log("rescued", job=event.job.id, attempt=event.job.attempt,
                 dead=event.dead_server_id, outcome=event.outcome.value)
-        elif isinstance(event, kiln.Fenced):
+        elif isinstance(event, kiln.events.Fenced):
             log("fenced", server=event.server_id, reason=event.reason)
-        elif isinstance(event, kiln.JobCancelled):
+        elif isinstance(event, kiln.events.JobCancelled):
             log("cancel_latency", job=event.job.id, latency=event.latency, stuck=event.stuck)
-        elif isinstance(event, kiln.JobReconciled):
+        elif isinstance(event, kiln.events.JobReconciled):
             log("reconciled", job=event.job_id, attempt=event.attempt, action=event.action)
-        elif isinstance(event, kiln.JobFinished):
+        elif isinstance(event, kiln.events.JobFinished):
             log("result", job=event.job.id, attempt=event.job.attempt,
                 outcome=event.outcome.value,
                 error=None if event.error is None else repr(event.error)[:300])

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kiln.cli._deploy_files import go_duration, interpolate, systemd_timespan, worker_args
-from tests.deploy.conftest import COMPOSE, KUBERNETES, ROOT, UNIT, Checked, load, load_all
+from kiln.cli._deploy._files import go_duration, interpolate, systemd_timespan, worker_args
+from tests.support.deploy import COMPOSE, KUBERNETES, ROOT, UNIT, Checked, load, load_all
 
 Check = Callable[..., Checked]
 WORKER = KUBERNETES / "worker.yaml"
@@ -105,6 +105,27 @@ def test_kubernetes_grace_period_equal_to_the_need_fails(
            "terminationGracePeriodSeconds 35s is not above shutdown_timeout 30s "
            "($KILN_SHUTDOWN_TIMEOUT) + kill_grace 5s ($KILN_KILL_GRACE) = 35s",
            "wait dead_after (60s) to be rescued")
+
+
+def test_an_autoscaled_worker_is_held_to_the_grace_rule_and_says_so(
+    check_deploy: Check, tmp_path: Path
+) -> None:
+    """A ScaledObject's scale-in is a SIGTERM: the worker it scales is judged as any
+    other (here its grace is too short), with a note naming the autoscaler; one that
+    may scale to zero is told what stops there."""
+    def change(d: dict[str, Any]) -> None:
+        d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 20
+
+    path = broken_worker(tmp_path, change)
+    scaled = load(KUBERNETES / "worker-scaledobject.yaml")
+    scaled["spec"]["minReplicaCount"] = 0
+    path.write_text(path.read_text(encoding="utf-8") + "---\n" + yaml.safe_dump(scaled),
+                    encoding="utf-8")
+    result = check_deploy(path)
+    failed(result, "terminationGracePeriodSeconds 20s is not above")
+    notes = [line for line in result.out.splitlines() if line.startswith("note")]
+    assert any("scaled by ScaledObject kiln-worker (0 to 200 replicas)" in line
+               and "SIGTERM" in line and "recurring jobs" in line for line in notes), result
 
 
 def test_kubernetes_default_grace_period_fails(check_deploy: Check, tmp_path: Path) -> None:

@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
-from tests.deploy.conftest import COMPOSE, COMPOSE_ENV, PROMETHEUS, ROOT, load, runner
+from tests.support.binaries import runner
+from tests.support.deploy import COMPOSE, COMPOSE_ENV, PROMETHEUS, ROOT, load
 
-SERVICES = {"postgres", "migrate", "worker-1", "worker-2", "dashboard", "prometheus",
-            "alertmanager", "grafana"}
+SERVICES = {"postgres", "pgbouncer", "migrate", "worker-1", "worker-2", "dashboard",
+            "exporter", "prometheus", "alertmanager", "grafana"}
 
 
 def compose_tool() -> Any:
@@ -82,13 +83,16 @@ def test_prometheus_config_with_the_shipped_rules(tmp_path: Path) -> None:
         (ROOT / "alerts/kiln.rules.yml").read_text()
 
 
-def test_prometheus_scrapes_both_workers() -> None:
+def test_prometheus_scrapes_both_workers_and_the_exporter() -> None:
     services = load(COMPOSE)["services"]
     config = load(PROMETHEUS)
     kiln = next(j for j in config["scrape_configs"] if j["job_name"] == "kiln")
     targets = {t for c in kiln["static_configs"] for t in c["targets"]}
+    exporter = services["exporter"]["command"]
+    assert exporter[:2] == ["kiln", "exporter"]
     assert targets == {f"{name}:{services[name]['environment']['KILN_METRICS_PORT']}"
-                       for name in ("worker-1", "worker-2")}
+                       for name in ("worker-1", "worker-2")} | {
+                           f"exporter:{exporter[exporter.index('--port') + 1]}"}
     for name in ("worker-1", "worker-2"):
         assert services[name]["environment"]["KILN_METRICS_HOST"] == "0.0.0.0"
     alertmanager = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
@@ -116,3 +120,19 @@ def test_grafana_provisions_the_dashboards_and_the_data_source() -> None:
                                 .read_text())["datasources"][0]
     assert datasource["type"] == "prometheus" and datasource["isDefault"] is True
     assert datasource["url"] == "http://prometheus:9090"
+
+
+def test_workers_go_through_pgbouncer_in_transaction_mode() -> None:
+    """The workers' URL is PgBouncer's with pooler=transaction and a pool of 2; the
+    migration, the dashboard and the exporter go direct; PgBouncer pools transactions."""
+    services = load(COMPOSE)["services"]
+    bouncer = services["pgbouncer"]["environment"]
+    assert bouncer["POOL_MODE"] == "transaction"
+    for name in ("worker-1", "worker-2"):
+        env = services[name]["environment"]
+        assert f"@pgbouncer:{bouncer['LISTEN_PORT']}/" in env["KILN_DATABASE_URL"]
+        assert env["KILN_DATABASE_URL"].endswith("?pooler=transaction")
+        assert env["KILN_MAX_CONNS"] == "2"
+        assert "pgbouncer" in services[name]["depends_on"]
+    for name in ("migrate", "dashboard", "exporter"):
+        assert "@postgres:5432/" in services[name]["environment"]["KILN_DATABASE_URL"]

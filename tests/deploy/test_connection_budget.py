@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from kiln._job import FINISHED_STATES, JobFilter, NewJob
+from kiln._model._job import FINISHED_STATES, JobFilter, NewJob
 from kiln.stores import store_from_url
-from tests.deploy.conftest import ROOT
 from tests.plugins.databases import postgres_schema_url
+from tests.support.deploy import ROOT
 
 MAX_CONNS, LISTEN = 8, 1
 pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")

@@ -1,14 +1,14 @@
 """docs/operating.md keeps kiln's defaults: its table lists every ServerConfig field with
-the default kiln._config.DEFAULTS has, in the units the CLI accepts."""
+the default kiln._server._config.DEFAULTS has, in the units the CLI accepts."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 
-from kiln._config import DEFAULTS, ServerConfig
+from kiln._server._config import DEFAULTS, ServerConfig
 from kiln.cli._server_config import parse_value
-from tests.deploy.conftest import ROOT
+from tests.support.deploy import ROOT
 
 OPERATING = ROOT / "docs" / "operating.md"
 DAY = 86400.0

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from deploy import generate
-from tests.deploy.conftest import KUBERNETES, ROOT, load
+from tests.support.deploy import KUBERNETES, ROOT, load
 
 
 def test_generated_files_are_current() -> None:

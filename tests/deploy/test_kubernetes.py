@@ -4,6 +4,7 @@ the objects are wired the way the operator's guide asks."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +13,19 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.conftest import IN_CI, KUBERNETES, find, load, manifests, runner
+from tests.support.binaries import IN_CI, runner
+from tests.support.deploy import KUBERNETES, ROOT, find, load, manifests
 
-CUSTOM = {"monitoring.coreos.com/v1"}  # PodMonitor, PrometheusRule: warned, not validated
+# PodMonitor, PrometheusRule, KEDA's ScaledObject: warned, not validated
+ROOT_ALERTS = ROOT / "alerts"
+CUSTOM = {"monitoring.coreos.com/v1", "keda.sh/v1alpha1"}
 BUILT = {("Deployment", "kiln-worker"), ("Deployment", "kiln-dashboard"),
          ("Service", "kiln-dashboard"), ("Ingress", "kiln-dashboard"),
          ("Job", "kiln-migrate"), ("PodMonitor", "kiln-worker"),
-         ("PrometheusRule", "kiln"), ("ConfigMap", "kiln-grafana-dashboards")}
+         ("PrometheusRule", "kiln"), ("ConfigMap", "kiln-grafana-dashboards"),
+         ("Deployment", "kiln-pgbouncer"), ("Service", "kiln-pgbouncer"),
+         ("Deployment", "kiln-exporter"), ("PodMonitor", "kiln-exporter"),
+         ("ScaledObject", "kiln-worker")}
 
 
 def kubernetes_validate() -> Any:
@@ -98,8 +105,11 @@ def test_worker_probes_ports_and_resources() -> None:
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(ports["metrics"])
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+    # through PgBouncer (the Secret's pooled-url), a pool of 2 each
     assert env["KILN_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
-        "name": "kiln-database", "key": "url"}
+        "name": "kiln-database", "key": "pooled-url"}
+    assert env["KILN_MAX_CONNS"]["value"] == "2"
+    assert "replicas" not in find("Deployment", "kiln-worker")["spec"]  # the ScaledObject's
 
 
 def test_pod_monitor_scrapes_the_workers_metrics_port() -> None:
@@ -135,3 +145,49 @@ def test_migration_job_and_dashboard() -> None:
     dead_after = next(e["value"] for e in worker["env"] if e["name"] == "KILN_DEAD_AFTER")
     flags = container["command"]
     assert f"{flags[flags.index('--dead-after') + 1]}s" == dead_after
+
+
+def _env(kind: str, name: str) -> dict[str, Any]:
+    container = find(kind, name)["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_pgbouncer_in_transaction_mode_in_front_of_the_direct_url() -> None:
+    env = _env("Deployment", "kiln-pgbouncer")
+    assert env["POOL_MODE"]["value"] == "transaction"
+    assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "kiln-database", "key": "url"}
+    service = find("Service", "kiln-pgbouncer")
+    pod = find("Deployment", "kiln-pgbouncer")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    [port] = service["spec"]["ports"]
+    assert port["port"] == int(env["LISTEN_PORT"]["value"])
+    # migrations and the exporter go direct, never through the pooler
+    for kind, name in (("Job", "kiln-migrate"), ("Deployment", "kiln-exporter")):
+        assert _env(kind, name)["KILN_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["key"] == "url"
+
+
+def test_the_scaled_object_scales_the_workers_on_the_exporter_s_series() -> None:
+    """KEDA scales kiln-worker on series the shipped recording rules make from what kiln
+    exporter publishes (scraped by its PodMonitor), one worker's slots per replica."""
+    scaled = find("ScaledObject", "kiln-worker")["spec"]
+    worker = find("Deployment", "kiln-worker")
+    assert scaled["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                        "name": worker["metadata"]["name"]}
+    assert scaled["minReplicaCount"] >= 1  # the leader's recurring jobs and rescues
+    [trigger] = scaled["triggers"]
+    assert trigger["type"] == "prometheus"
+    query = trigger["metadata"]["query"]
+    recorded = {r["record"] for g in load(ROOT_ALERTS / "kiln.recording.yml")["groups"]
+                for r in g["rules"] if "record" in r}
+    used = set(re.findall(r"\b(queue[a-z_]*:[a-z_:]+)\{", query))
+    assert used and used <= recorded, used - recorded
+    # `kiln worker jobs:app` runs 10 slots per queue: one replica per 10 jobs
+    assert trigger["metadata"]["threshold"] == "10"
+    exporter = find("Deployment", "kiln-exporter")["spec"]["template"]
+    command = exporter["spec"]["containers"][0]["command"]
+    assert command[:2] == ["kiln", "exporter"]
+    assert 'queue="default"' in query and command[command.index("--queue") + 1] == "default"
+    monitor = find("PodMonitor", "kiln-exporter")["spec"]
+    assert monitor["selector"]["matchLabels"].items() <= exporter["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["podMetricsEndpoints"]] == ["metrics"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.deploy.conftest import UNIT, runner
+from tests.support.binaries import runner
+from tests.support.deploy import UNIT
 
 INSTALLED = "/opt/kiln/venv/bin/kiln"
 

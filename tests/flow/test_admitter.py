@@ -5,24 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 import pytest
 
-from kiln import (
-    EventHub,
-    JobsAdmitted,
-    JobState,
-    MaintenanceRan,
-    NewJob,
-    RateLimit,
-    ServerConfig,
-)
-from kiln._kinds import make_kind
+from kiln import JobFilter, JobState, NewJob, RateLimit, ServerConfig
+from kiln._model._job import ServerInfo
+from kiln._model._kinds import make_kind
 from kiln._server._context import ServerContext
 from kiln._server._identity import Identity
-from kiln.maintenance import server_services
-from kiln.maintenance.admitter import Admitter
+from kiln._server.maintenance import server_services
+from kiln._server.maintenance.admitter import AHEAD, Admitter
+from kiln._server.maintenance.adopter import Adopter
+from kiln.events import EventHub, JobsAdmitted, MaintenanceRan
 from kiln.stores import Store
+
+
+@pytest.fixture(autouse=True)
+async def _served(store: Store) -> None:
+    """A live server serves the queues: the admitter admits only for such queues."""
+    await store.server_register(ServerInfo(
+        id="s-serving", host="h", pid=1, queues={"q1": 1, "q2": 1, "default": 1},
+        kinds=[], version="test", started_at=datetime.now(UTC)))
 
 
 async def _noop(job: object) -> None:
@@ -44,7 +48,7 @@ def _context(store: Store, limit: RateLimit, woken: list[dict[str, int]]) -> Ser
 
 async def test_every_server_runs_an_admitter(store: Store) -> None:
     ctx = _context(store, RateLimit(rate=1), [])
-    assert [type(s) for s in server_services(ctx)] == [Admitter]
+    assert [type(s) for s in server_services(ctx)] == [Admitter, Adopter]
 
 
 async def test_declares_kind_limits_then_admits_and_reports_delays(store: Store) -> None:
@@ -89,8 +93,16 @@ async def test_sleeps_until_the_bucket_refills(store: Store) -> None:
     await store.job_insert_many([NewJob(kind="a", args={}, queue="q1", rate_key="shared")] * 3)
     admitter = Admitter(ctx)
     counts = await admitter.run_once()
-    assert counts == {"admitted": 1, "undeclared": 0}
-    assert 0.0 < admitter.next_delay(counts) <= 0.1 + 1e-6  # one token every 100 ms
+    # one token every 100 ms: the bucket's token now, and the next one ahead (within
+    # AHEAD, 0.2 s), scheduled at its time
+    assert AHEAD == 0.2
+    assert counts == {"admitted": 2, "undeclared": 0}
+    jobs = sorted(await store.job_list(JobFilter(), limit=10), key=lambda j: j.id)
+    assert [j.state for j in jobs] == [JobState.AVAILABLE, JobState.SCHEDULED, JobState.PENDING]
+    gap = (jobs[1].run_at - jobs[0].run_at).total_seconds()
+    assert 0.1 < gap < 0.1 + 0.01, gap
+    # it looks again when the third job's time (0.2 s) is 3/4 of a horizon away
+    assert 0.04 < admitter.next_delay(counts) <= 0.05 + 1e-5
 
 
 async def test_nothing_pending_sleeps_poll_interval(store: Store) -> None:

@@ -4,7 +4,6 @@ dropped connection (cut with a proxy) that comes back."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -12,15 +11,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kiln
-from kiln._wakeup import STATE
+from kiln._model._wakeup import STATE
 from tests.flow.proxy import Proxy
-
-REDIS_HOST = os.environ.get("KILN_TEST_REDIS_HOST", "127.0.0.1")
-REDIS_PORT = int(os.environ.get("KILN_TEST_REDIS_PORT", "6379"))
-
-
-def redis_url(port: int = REDIS_PORT) -> str:
-    return f"redis://{REDIS_HOST}:{port}/0"
+from tests.support.flow import REDIS_HOST, REDIS_PORT, redis_url
 
 
 class Inbox:

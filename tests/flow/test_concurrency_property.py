@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kiln._job import JobResult, JobRow, NewJob, Outcome
+from kiln._model._job import JobResult, JobRow, NewJob, Outcome
 from kiln.stores import Store, store_from_url
-from tests.flow.test_rate_limit_property import migrate
+from tests.support.stores import migrate
 
 TICK = 0.002  # seconds; job durations are whole ticks
 

@@ -20,7 +20,8 @@ import pytest
 
 import kiln
 from kiln import Client, JobFilter
-from tests.plugins.workers import Admin, StartWorker, wait_for
+from tests.plugins.workers import Admin, StartWorker
+from tests.support.waits import wait_for_sync
 
 JOBS = 300
 GOAL = {"none": 0.150, "notify": 0.020}  # p99 seconds from run_at to handler start
@@ -55,8 +56,8 @@ def test_delayed_jobs_start_on_time(
     # one insert, due one after another over three seconds (10 ms apart, with jitter)
     batch = [client.build("clock", {"log": str(log)}, delay=0.5 + i * 0.01 + rng.uniform(0, 0.005))
              for i in range(JOBS)]
-    ids = admin.portal.run(client.insert_many(batch))
-    wait_for(lambda: admin.states(ids).get("completed", 0) == JOBS, 30, "all jobs ran")
+    ids = admin.portal.run(client.enqueue_many(batch))
+    wait_for_sync(lambda: admin.states(ids).get("completed", 0) == JOBS, 30, "all jobs ran")
     worker.stop()
 
     run_at = {r.id: r.run_at.timestamp()

@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import kiln
+import kiln.events
 from tests.flow.proxy import Proxy
-from tests.flow.test_bus_redis import REDIS_HOST, REDIS_PORT, redis_url
+from tests.support.flow import REDIS_HOST, REDIS_PORT, redis_url
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
@@ -26,14 +28,6 @@ async def proxy() -> AsyncIterator[Proxy]:
     await p.start()
     yield p
     await p.cut()
-
-
-async def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def test_bus_drop_falls_back_to_the_release_check_and_back(
@@ -52,8 +46,8 @@ async def test_bus_drop_falls_back_to_the_release_check_and_back(
     client_bus = kiln.RedisBus(redis_url(), channel)  # straight to Redis: never cut
     client = kiln.App(url, bus=client_bus).client()
     changes: list[bool] = []
-    events = kiln.EventHub()
-    events.subscribe(lambda e: changes.append(e.up) if isinstance(e, kiln.NotifierChanged)
+    events = kiln.events.EventHub()
+    events.subscribe(lambda e: changes.append(e.up) if isinstance(e, kiln.events.NotifierChanged)
                      else None)
     server = worker_app.server({"default": 4}, kiln.ServerConfig(poll_interval=5.0),
                                events=events)
@@ -61,24 +55,24 @@ async def test_bus_drop_falls_back_to_the_release_check_and_back(
 
     async def lag_of_delayed_job() -> float:
         job_id = await client.enqueue("tick", {}, delay=0.3)
-        await _wait(lambda: job_id in started, 3.0, "the delayed job to start")
+        await wait_for(lambda: job_id in started, 3.0, "the delayed job to start")
         row = await client.get(job_id)
         assert row is not None
         return started[job_id] - row.run_at.timestamp()
 
     try:
-        await _wait(lambda: server.stats().state == "running", 10, "the server to run")
+        await wait_for(lambda: server.stats().state == "running", 10, "the server to run")
         assert server.stats().notifications is True and changes == [True]
         await asyncio.sleep(0.5)  # the releaser is now asleep for up to poll_interval
 
         await proxy.cut()
-        await _wait(lambda: changes[-1] is False, 5, "NotifierChanged(up=False)")
+        await wait_for(lambda: changes[-1] is False, 5, "NotifierChanged(up=False)")
         assert server.stats().notifications is False
         down = [await lag_of_delayed_job() for _ in range(3)]
         assert max(down) < 0.2, down  # the 100 ms check, not the 5 s poll
 
         await proxy.restore()
-        await _wait(lambda: changes[-1] is True, 5, "NotifierChanged(up=True)")
+        await wait_for(lambda: changes[-1] is True, 5, "NotifierChanged(up=True)")
         assert server.stats().notifications is True
         await asyncio.sleep(0.5)
         up = [await lag_of_delayed_job() for _ in range(3)]

@@ -3,7 +3,9 @@
 Against the real stores, by the admitted_at timestamps the database recorded: random
 limits, random arrival patterns, one or two admitters running at once (each with its
 own store, so its own connection), and admission passes with random gaps, some long
-enough that admission falls behind and then catches up.
+enough that admission falls behind and then catches up, each admitter admitting ahead
+by its own random horizon or not at all (admitted_at is then the time each job was
+given, up to that horizon after the pass).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from hypothesis import strategies as st
 
 from kiln import JobFilter, NewJob, RateLimit
 from kiln.stores import Store, store_from_url
-
-TICK = 0.01  # seconds; every duration below is a whole number of ticks
+from tests.support.flow import TICK, crowded_windows
+from tests.support.stores import migrate
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Scenario:
     admitters: int
     gaps: list[float]  # waits between one admitter's passes, used in a cycle
     batch: int
+    ahead: list[float]  # each admitter's admission ahead (0: none), seconds
 
 
 @st.composite
@@ -45,6 +48,9 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(
         limit=limit, arrivals=arrivals, admitters=draw(st.integers(1, 2)),
         gaps=draw(st.lists(gap, min_size=1, max_size=5)), batch=draw(st.integers(1, 50)),
+        # admitting ahead up to two windows: jobs timed by the bucket, later ones scheduled
+        ahead=draw(st.lists(st.integers(0, 2 * round(per / TICK)).map(lambda n: n * TICK),
+                            min_size=2, max_size=2)),
     )
 
 
@@ -60,24 +66,9 @@ async def _arrive(store: Store, key: str, s: Scenario) -> list[int]:
 async def _admit(store: Store, key: str, s: Scenario, until: float, offset: int) -> None:
     i = offset
     while time.monotonic() < until:
-        await store.jobs_admit(key, s.batch)
+        await store.jobs_admit(key, s.batch, ahead=s.ahead[offset])
         await asyncio.sleep(s.gaps[i % len(s.gaps)])
         i += 1
-
-
-def _crowded_windows(stamps: list[float], limit: RateLimit) -> list[tuple[float, int]]:
-    """Windows (t - per, t] ending at an admission that hold more than rate + burst.
-
-    Every window's count is largest when it ends at an admission, so these are all.
-    A microsecond of slack: the stores keep microseconds, the test computes in floats.
-    """
-    stamps = sorted(stamps)
-    bad = []
-    for i, t in enumerate(stamps):
-        inside = sum(1 for u in stamps[: i + 1] if u > t - limit.per + 1e-6)
-        if inside > limit.rate + limit.burst:
-            bad.append((t, inside))
-    return bad
 
 
 async def _run(url: str, s: Scenario) -> None:
@@ -101,15 +92,15 @@ async def _run(url: str, s: Scenario) -> None:
     assert len(rows) == len(ids)
     assert stamps, "nothing was admitted"
     assert all(r.admitted_at >= r.created_at for r in rows if r.admitted_at is not None)
-    assert _crowded_windows(stamps, s.limit) == [], (s, sorted(stamps))
+    assert crowded_windows(stamps, s.limit) == [], (s, sorted(stamps))
 
 
 def test_window_check_finds_a_crowded_window() -> None:
     """The checker itself must be able to fail."""
     limit = RateLimit(rate=2, per=1.0, burst=1)
-    assert _crowded_windows([0.0, 0.5, 0.9, 1.2], limit) == []
-    assert _crowded_windows([0.0, 0.5, 0.9, 0.95], limit) == [(0.95, 4)]
-    assert _crowded_windows([0.0, 0.4, 0.8, 1.0, 1.1], limit) == [(1.1, 4)]
+    assert crowded_windows([0.0, 0.5, 0.9, 1.2], limit) == []
+    assert crowded_windows([0.0, 0.5, 0.9, 0.95], limit) == [(0.95, 4)]
+    assert crowded_windows([0.0, 0.4, 0.8, 1.0, 1.1], limit) == [(1.1, 4)]
 
 
 @settings(max_examples=10, deadline=None, derandomize=False,
@@ -117,15 +108,6 @@ def test_window_check_finds_a_crowded_window() -> None:
 @given(s=scenarios())
 def test_no_window_admits_more_than_rate_plus_burst(store_url: str, s: Scenario) -> None:
     asyncio.run(_migrated_then(store_url, s))
-
-
-async def migrate(url: str) -> None:
-    store = store_from_url(url)
-    await store.open()
-    try:
-        await store.migrate()
-    finally:
-        await store.close()
 
 
 async def _migrated_then(url: str, s: Scenario) -> None:

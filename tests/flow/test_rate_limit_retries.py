@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiln import JobFilter, NewJob, Outcome, RateLimit
-from kiln._job import JobResult
+from kiln._model._job import JobResult
 from kiln.stores import Store, store_from_url
-from tests.flow.test_rate_limit_property import TICK, _crowded_windows, migrate
+from tests.support.flow import TICK, crowded_windows
+from tests.support.stores import migrate
 
 Admissions = set[tuple[int, float]]  # (job id, admitted_at)
 
@@ -101,7 +102,7 @@ async def _run(url: str, s: Scenario) -> None:
             await store.close()
     assert back > 0, "no attempt went back: the scenario tested nothing"
     assert started <= len(seen), f"{started} starts for {len(seen)} admissions"
-    assert _crowded_windows([t for _id, t in seen], s.limit) == [], (s, sorted(seen))
+    assert crowded_windows([t for _id, t in seen], s.limit) == [], (s, sorted(seen))
 
 
 @settings(max_examples=5, deadline=None, derandomize=False,

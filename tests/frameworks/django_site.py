@@ -32,6 +32,19 @@ def mysql_database(url: str) -> dict[str, Any]:
             "PORT": p.port or 3306}
 
 
+def tasks_settings(databases: dict[str, Any]) -> dict[str, Any]:
+    """A kiln tasks backend per database, named as its alias, and one that retries."""
+    backend = "kiln.contrib.django.tasks.KilnBackend"
+    modules = ["tests.frameworks.django_tasks_defs"]
+    tasks = {alias: {"BACKEND": backend, "QUEUES": ["default", "emails"],
+                     "OPTIONS": {"database": alias, "modules": modules}}
+             for alias in databases}
+    for alias in databases:  # "pg-retry": "pg" with three attempts a task
+        tasks[f"{alias}-retry"] = {"BACKEND": backend, "OPTIONS": {
+            "database": alias, "max_attempts": 3}}
+    return tasks
+
+
 def configure(pg_url: str | None, mysql_url: str | None = None) -> dict[str, Any]:
     """Configure Django once; returns {alias: kiln URL} of the databases it has."""
     if _state:
@@ -59,7 +72,7 @@ def configure(pg_url: str | None, mysql_url: str | None = None) -> dict[str, Any
         MIDDLEWARE=["django.contrib.sessions.middleware.SessionMiddleware",
                     "django.middleware.csrf.CsrfViewMiddleware",
                     "django.contrib.auth.middleware.AuthenticationMiddleware"],
-        KILN={"DATABASE": "default"}, LOGIN_URL="/login/",
+        KILN={"DATABASE": "default"}, LOGIN_URL="/login/", TASKS=tasks_settings(databases),
         PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],  # fast
     )
     django.setup()

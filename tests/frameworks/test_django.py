@@ -5,30 +5,16 @@ the settings map to kiln URLs; the commands run; the dashboard obeys Django's au
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kiln._errors import ConfigError
-from kiln._job import JobFilter
-from kiln.stores import store_from_url
+from tests.support.frameworks import job_count
 
 if TYPE_CHECKING:
     from kiln.contrib.django import App as DjangoApp
-
-
-def job_count(url: str, kind: str) -> int:
-    async def count() -> int:
-        store = store_from_url(url)
-        await store.open()
-        try:
-            return await store.job_count(JobFilter(kind=kind))
-        finally:
-            await store.close()
-
-    return asyncio.run(count())
 
 
 def make_app(alias: str) -> tuple[DjangoApp, str]:
@@ -53,6 +39,8 @@ def test_enqueue_in_atomic_joins_the_block(alias: str, site: dict[str, str],
             User.objects.using(alias).create(username=name)
             app.enqueue(kind, {"user": name})
             app.enqueue_many([(kind, {"n": 2})])
+            app.enqueue_chain([(kind, {"step": 1}), (kind, {"step": 2})])
+            app.enqueue_fan_in([(kind, {"part": 1})], (kind, {"final": True}))
             assert job_count(site[alias], kind) == 0  # not before the block commits
             if not commit:
                 raise RuntimeError("the view fails")
@@ -60,7 +48,7 @@ def test_enqueue_in_atomic_joins_the_block(alias: str, site: dict[str, str],
         pass
     finally:
         app.close()
-    assert job_count(site[alias], kind) == (2 if commit else 0)
+    assert job_count(site[alias], kind) == (6 if commit else 0)
     assert User.objects.using(alias).filter(username=name).exists() is commit
 
 
@@ -139,8 +127,10 @@ def test_kiln_migrate_command(alias: str, site: dict[str, str],
 def test_kiln_worker_command_needs_an_app(site: dict[str, str]) -> None:
     from django.core.management import call_command
     from django.core.management.base import CommandError
+    from django.test import override_settings
 
-    with pytest.raises(CommandError, match=r"name your kiln\.App"):
+    # without Django tasks on kiln (with them, it runs their App: test_django_tasks)
+    with override_settings(TASKS={}), pytest.raises(CommandError, match=r"name your kiln\.App"):
         call_command("kiln_worker")
     with pytest.raises(CommandError, match="kiln worker failed"):
         call_command("kiln_worker", app="tests.frameworks.no_such_module:app")
@@ -199,8 +189,8 @@ def test_a_sync_handler_closes_its_threads_django_connection(alias: str,
         pass
 
     try:
-        assert app.kinds[f"{kind}.async"].handler is not_wrapped
-        assert app.kinds[f"{kind}.orm"].handler.__wrapped__ is count_users  # type: ignore[attr-defined]
+        assert app.kinds[f"{kind}.async"].handler is not_wrapped.fn
+        assert app.kinds[f"{kind}.orm"].handler.__wrapped__ is count_users.fn  # type: ignore[attr-defined]
         app.enqueue(f"{kind}.orm", {})
         assert testing.drain(app, kinds=f"{kind}.orm", raise_errors=True).completed == 1
         assert testing.perform(app, f"{kind}.orm").outcome == "completed"

@@ -4,7 +4,6 @@ supports. ``test_every_example_is_run`` keeps this list and the page in step."""
 from __future__ import annotations
 
 import functools
-import re
 import shlex
 import textwrap
 import types
@@ -16,23 +15,24 @@ import sqlalchemy as sa
 
 import kiln
 import kiln.sqlalchemy
-from kiln._job import JobFilter
+from kiln._model._job import JobFilter
 from kiln.cli import run
 from kiln.stores import Store, _migrations
 from tests.frameworks.asgi import served
-from tests.frameworks.test_django import job_count
-from tests.frameworks.test_sqlalchemy_conn import ASYNC_DRIVER, SYNC_DRIVER, sa_url
+from tests.support.docblocks import blocks
+from tests.support.frameworks import ASYNC_DRIVER, SYNC_DRIVER, job_count, sa_url
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
-EXAMPLE = re.compile(r"<!-- example: ([a-z-]+) -->\n```([a-z]+)\n(.*?)```", re.S)
 RUN = {"session", "async-session", "alembic", "cli", "django-settings", "django-mysql",
        "django-jobs",
-       "django-test", "django-commands", "django-urls", "fastapi", "fastapi-test",
+       "django-test", "django-commands", "django-urls", "django-tasks-settings",
+       "django-tasks", "fastapi", "fastapi-test",
        "starlette"}
 
 
 def examples() -> dict[str, str]:
-    return {name: code for name, _, code in EXAMPLE.findall(DOC.read_text())}
+    return {b.marker.removeprefix("example: "): b.code for b in blocks(DOC)
+            if b.marker is not None and b.marker.startswith("example: ")}
 
 
 def test_every_example_is_run() -> None:
@@ -105,9 +105,9 @@ def test_alembic(store_url: str, backend: str) -> None:
         engine.dispose()
 
 
-def test_cli(store_url: str, monkeypatch: pytest.MonkeyPatch,
+def test_cli(empty_store_url: str, monkeypatch: pytest.MonkeyPatch,
              capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("KILN_DATABASE_URL", store_url)
+    monkeypatch.setenv("KILN_DATABASE_URL", empty_store_url)
     for line in examples()["cli"].strip().splitlines():
         argv = shlex.split(line)
         assert argv[0] == "kiln" and run(argv[1:]) == 0, line
@@ -221,6 +221,56 @@ def test_django_urls(site: dict[str, str]) -> None:
     match = resolve("/admin/kiln/jobs/7", urlconf=urlconf)
     assert match.kwargs == {"path": "jobs/7"}
 
+
+def test_django_tasks_settings(site: dict[str, str]) -> None:
+    from kiln.contrib.django.tasks import KilnBackend
+
+    namespace: dict[str, Any] = {}
+    exec(examples()["django-tasks-settings"], namespace)
+    params = namespace["TASKS"]["default"]
+    backend = KilnBackend("default", params)  # every option known
+    assert backend.max_attempts == 3 and backend.queues == {"default", "mail"}
+
+
+def test_django_tasks(alias: str, site: dict[str, str],
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's task and views on each store: the task commits with the view's
+    block, a worker's run of it comes back through the status view."""
+    import json
+    import sys
+
+    from django.contrib.auth.models import User
+    from django.db import transaction
+    from django.test import RequestFactory, override_settings
+
+    from kiln import testing
+    from kiln.contrib.django.tasks import kiln_app
+
+    class Customer:  # the page's model: a User stands in for it
+        class objects:
+            @staticmethod
+            def create(email: str) -> User:
+                return User.objects.db_manager(alias).create(username=email, email=email)
+
+    shop = types.ModuleType("shop.tasks")  # the page's module, as Django would import it
+    shop.__dict__["Customer"] = Customer
+    monkeypatch.setitem(sys.modules, "shop.tasks", shop)
+    tasks = {"default": {"BACKEND": "kiln.contrib.django.tasks.KilnBackend",
+                         "QUEUES": ["default", "mail"], "OPTIONS": {"database": alias}}}
+    with override_settings(TASKS=tasks):
+        exec(examples()["django-tasks"], shop.__dict__)
+        shop.__dict__["transaction"] = types.SimpleNamespace(  # the alias's atomic()
+            atomic=functools.partial(transaction.atomic, using=alias))
+        email = f"{alias}-tasks-doc-{id(shop)}@example.com"
+        response = shop.signup(RequestFactory().post("/signup/", {"email": email}))
+        task_id = json.loads(response.content)["task"]
+        waiting = json.loads(shop.welcome_status(None, task_id).content)
+        assert waiting == {"status": "READY", "attempts": 0, "value": None}
+        testing.drain(kiln_app(alias), kinds="shop.tasks.send_welcome")
+        done = json.loads(shop.welcome_status(None, task_id).content)
+    customer = User.objects.db_manager(alias).get(username=email)
+    assert done == {"status": "SUCCESSFUL", "attempts": 1,
+                    "value": f"welcome sent to {customer.pk}"}
 
 async def test_fastapi(store: Store, store_url: str) -> None:
     namespace: dict[str, Any] = {"DATABASE_URL": store_url,

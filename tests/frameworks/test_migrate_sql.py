@@ -18,8 +18,8 @@ import sqlalchemy as sa
 import kiln.sqlalchemy
 from kiln.cli import run
 from kiln.stores import _migrations, _script, store_from_url
-from tests.frameworks.test_sqlalchemy_conn import SYNC_DRIVER, sa_url
 from tests.plugins.databases import mysql_connect
+from tests.support.frameworks import SYNC_DRIVER, sa_url
 
 LATEST = _migrations.latest("kiln.stores.sqlite")
 
@@ -65,29 +65,29 @@ def run_script(url: str, script: str) -> None:
 
 
 def test_status_lists_applied_and_pending(
-    store_url: str, capsys: pytest.CaptureFixture[str]
+    empty_store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = cli(capsys, "migrate", "--status", "--database-url", store_url)
+    code, out, _ = cli(capsys, "migrate", "--status", "--database-url", empty_store_url)
     assert code == 0 and f"schema 0, {LATEST} pending" in out
     assert "pending  0001 0001_init.sql" in out
-    assert cli(capsys, "migrate", "--database-url", store_url)[0] == 0
-    code, out, _ = cli(capsys, "migrate", "--status", "--database-url", store_url)
+    assert cli(capsys, "migrate", "--database-url", empty_store_url)[0] == 0
+    code, out, _ = cli(capsys, "migrate", "--status", "--database-url", empty_store_url)
     assert code == 0 and f"schema {LATEST}, 0 pending" in out and "pending " not in out
     assert out.count("applied ") == LATEST
 
 
 def test_sql_prints_what_migrate_would_run(
-    store_url: str, capsys: pytest.CaptureFixture[str]
+    empty_store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, script, _ = cli(capsys, "migrate", "--sql", "--database-url", store_url)
+    code, script, _ = cli(capsys, "migrate", "--sql", "--database-url", empty_store_url)
     assert code == 0 and "INSERT INTO kiln_migrations (version" in script
-    code, out, _ = cli(capsys, "migrate", "--status", "--database-url", store_url)
+    code, out, _ = cli(capsys, "migrate", "--status", "--database-url", empty_store_url)
     assert f"{LATEST} pending" in out  # --sql wrote nothing
-    run_script(store_url, script)
-    schema_is_current(store_url)
-    code, out, _ = cli(capsys, "migrate", "--database-url", store_url)
+    run_script(empty_store_url, script)
+    schema_is_current(empty_store_url)
+    code, out, _ = cli(capsys, "migrate", "--database-url", empty_store_url)
     assert code == 0 and "up to date" in out
-    code, script, err = cli(capsys, "migrate", "--sql", "--database-url", store_url)
+    code, script, err = cli(capsys, "migrate", "--sql", "--database-url", empty_store_url)
     assert code == 0 and script == "" and f"schema is at version {LATEST}" in err
 
 
@@ -109,16 +109,16 @@ def test_sql_flags_are_checked(capsys: pytest.CaptureFixture[str], tmp_path: Any
     assert not (tmp_path / "k.db").exists()  # nothing written
 
 
-def test_alembic_helper_applies_kiln_migrations(store_url: str, backend: str) -> None:
+def test_alembic_helper_applies_kiln_migrations(empty_store_url: str, backend: str) -> None:
     from alembic.migration import MigrationContext
     from alembic.operations import Operations
 
-    engine = sa.create_engine(sa_url(store_url, SYNC_DRIVER[backend]))
+    engine = sa.create_engine(sa_url(empty_store_url, SYNC_DRIVER[backend]))
     try:
         with engine.begin() as conn:
             op = Operations(MigrationContext.configure(conn))
             assert kiln.sqlalchemy.upgrade(op) == list(range(1, LATEST + 1))
-        schema_is_current(store_url)
+        schema_is_current(empty_store_url)
         with engine.begin() as conn:
             assert kiln.sqlalchemy.upgrade(conn) == []
             assert kiln.sqlalchemy.schema_version(conn) == LATEST

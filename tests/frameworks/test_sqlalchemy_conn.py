@@ -15,17 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from sqlalchemy.orm import Session
 
 import kiln
-from kiln._job import JobFilter
+from kiln._model._job import JobFilter
 from kiln.stores import Store
+from tests.support.frameworks import ASYNC_DRIVER, SYNC_DRIVER, sa_url
 
 pytestmark = pytest.mark.timeout(60)
-
-SYNC_DRIVER = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
-ASYNC_DRIVER = {"postgresql": "postgresql+psycopg", "mysql": "mysql+asyncmy"}
-
-
-def sa_url(store_url: str, driver: str) -> str:
-    return driver + store_url[store_url.index(":"):]
 
 
 @pytest.fixture

@@ -10,21 +10,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import kiln
+import kiln.events
 from kiln.stores import Store, store_from_url
+from tests.support.config import fast, fast_config
+from tests.support.waits import wait_for
 
 T = TypeVar("T")
-# keeps dead_after > 3*heartbeat_interval + kill_grace + 5s (6 > 5.8)
-FAST: dict[str, Any] = dict(
-    poll_interval=0.05, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6.0,
-    leader_ttl=1.0, shutdown_timeout=0.3,
-)
+# an in-process server polls faster and shuts down sooner than tests.support.config's
+FAST = fast(poll_interval=0.05, shutdown_timeout=0.3)
 
 
 def config(**overrides: Any) -> kiln.ServerConfig:
-    return kiln.ServerConfig(**{**FAST, **overrides})
+    return fast_config(**{"poll_interval": 0.05, "shutdown_timeout": 0.3, **overrides})
 
 
 class Running:
@@ -32,7 +32,7 @@ class Running:
 
     def __init__(self, server: kiln.Server) -> None:
         self.server = server
-        self.events: list[kiln.Event] = []
+        self.events: list[kiln.events.Event] = []
         server.events.subscribe(self.events.append)
         self.task: asyncio.Task[None] = asyncio.get_running_loop().create_task(server.run())
 
@@ -45,8 +45,8 @@ class Running:
         await wait_for(running, 10, "the server to run")
         return self
 
-    def finished(self, job_id: int | None = None) -> list[kiln.JobFinished]:
-        return [e for e in self.events if isinstance(e, kiln.JobFinished)
+    def finished(self, job_id: int | None = None) -> list[kiln.events.JobFinished]:
+        return [e for e in self.events if isinstance(e, kiln.events.JobFinished)
                 and (job_id is None or e.job.id == job_id)]
 
     def of(self, cls: type[T]) -> list[T]:
@@ -66,25 +66,6 @@ async def open_store(url: str) -> Store:
     await store.open()
     await store.migrate()
     return store
-
-
-@overload
-async def wait_for(
-    condition: Callable[[], Awaitable[T | None]], timeout: float, what: str
-) -> T: ...
-@overload
-async def wait_for(condition: Callable[[], T | None], timeout: float, what: str) -> T: ...
-async def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def all_completed(get: Callable[[int], Awaitable[kiln.JobRow | None]],

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import kiln
-from tests.integration.inprocess import Running, config, job_of, open_store, wait_for
+from tests.integration.inprocess import Running, config, job_of, open_store
+from tests.support.waits import wait_for
 
 RUNS: list[int] = []
 

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 import kiln
-from tests.integration.inprocess import FAST, Running, config, job_of, open_store, wait_for
+import kiln.events
+from tests.integration.inprocess import FAST, Running, config, job_of, open_store
+from tests.support.waits import wait_for
 
 HEARTBEAT = FAST["heartbeat_interval"]
 SLACK = 0.5  # a 2-core machine, the database's commit
@@ -78,7 +80,7 @@ async def test_a_cancel_stops_the_handler_and_the_job_ends_cancelled(
             took = ended[job_id] - asked
             notified = store.capabilities.listen_notify
             assert took < (SLACK if notified else HEARTBEAT + SLACK), took
-            [stopped] = await wait_for(lambda: running.of(kiln.JobCancelled), 5, "the event")
+            [stopped] = await wait_for(lambda: running.of(kiln.events.JobCancelled), 5, "the event")
             assert stopped.job.id == job_id and not stopped.stuck
             assert 0 <= stopped.latency < HEARTBEAT + SLACK
             [finished] = running.finished(job_id)
@@ -116,9 +118,9 @@ async def test_a_def_handler_that_ignores_the_cancel_keeps_its_attempt_running(
             job_id = await client.enqueue("deaf", {})
             await wait_for(began.is_set, 10, "the handler to start")
             await client.cancel(kiln.filter_of(ids=[job_id]))
-            [stopped] = await wait_for(lambda: running.of(kiln.JobCancelled), 5, "the event")
+            [stopped] = await wait_for(lambda: running.of(kiln.events.JobCancelled), 5, "the event")
             assert stopped.stuck  # kiln gave up after kill_grace
-            [stuck] = running.of(kiln.HandlerStuck)
+            [stuck] = running.of(kiln.events.HandlerStuck)
             assert stuck.reason == "cancelled"
             assert running.server.stats().handlers_stuck == 1
             # its thread may still do anything: the job must not run again meanwhile
@@ -168,7 +170,8 @@ async def test_the_canceller_keeps_the_lifecycle_contract_and_costs_nothing_idle
     store = await open_store(store_url)
     try:
         executor: Any = None  # never asked: no pool runs anything
-        canceller = Canceller(store, kiln.EventHub(), executor, lambda: [], interval=0.01)
+        canceller = Canceller(store=store, events=kiln.events.EventHub(), executor=executor,
+                              pools=lambda: [], interval=0.01)
         await canceller.stop()  # safe before start
         await canceller.start()
         await canceller.start()  # idempotent

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 import kiln
 from kiln.stores import store_from_url
+from tests.support.config import fast
 
-FAST: dict[str, Any] = {"poll_interval": 0.1, "heartbeat_interval": 0.2, "kill_grace": 0.2,
-                        "dead_after": 6, "leader_ttl": 1}
+FAST = fast(poll_interval=0.1, shutdown_timeout=None)
 
 
 class DownBus(kiln.InProcessBus):

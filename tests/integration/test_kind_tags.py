@@ -13,7 +13,7 @@ import textwrap
 import kiln
 from tests.integration.inprocess import job_of
 from tests.plugins.workers import ROOT
-from tests.test_cli import cli_env, ok
+from tests.support.cli import cli_env, ok
 
 PRODUCER = textwrap.dedent("""
     import json, os

@@ -13,16 +13,17 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import kiln
 from kiln import JobRow
-from tests.plugins.workers import FAST, ROOT, Admin, StartWorker, wait_for, worker_starter
-from tests.test_cli import cli_env, ok, run_cli
+from tests.plugins.workers import ROOT, Admin, StartWorker, worker_starter
+from tests.support.cli import cli_env, ok, run_cli
+from tests.support.config import FAST
+from tests.support.waits import wait_for, wait_for_sync
 
 APP = "tests.integration.kinds_app:app"
 
@@ -40,7 +41,7 @@ def admin(store_url: str) -> Iterator[Admin]:
 
 
 def settled(admin: Admin, job_id: int, state: str, timeout: float = 20) -> JobRow:
-    wait_for(lambda: admin.job(job_id).state.value == state, timeout, f"job {job_id} {state}")
+    wait_for_sync(lambda: admin.job(job_id).state.value == state, timeout, f"job {job_id} {state}")
     return admin.job(job_id)
 
 
@@ -121,7 +122,7 @@ def test_handler_less_client_in_another_process(
     settled(admin, send, "completed")
     settled(admin, boom, "failed")
     # one admission an hour: exactly one of the three rate-limited jobs ran
-    wait_for(lambda: admin.states([first, second, third]).get("completed") == 1, 20,
+    wait_for_sync(lambda: admin.states([first, second, third]).get("completed") == 1, 20,
              "one rate-limited job admitted")
     assert admin.states([first, second, third]) == {"completed": 1, "pending": 2}
 
@@ -130,44 +131,29 @@ async def test_a_server_that_rejoins_publishes_again(store_url: str) -> None:
     app = kiln.App(store_url)
     app.register("k", lambda job: None, queue="mail")
     app.migrate()
-    server = app.server({"mail": 1}, kiln.ServerConfig(**FAST))  # type: ignore[arg-type]
+    server = app.server({"mail": 1}, kiln.ServerConfig(**FAST))
     task = asyncio.create_task(server.run())
     store: Any = server._store
     try:
-        await until(lambda: server.stats().state == "running", "running")
+        await wait_for(lambda: server.stats().state == "running", 15, "running")
         first = server.id
 
-        async def unreachable(server_id: str) -> bool:
+        async def unreachable(server_id: str, connections: int | None = None) -> bool:
             raise kiln.StoreError("server_heartbeat", "injected: database away")
 
         store.server_heartbeat = unreachable  # fails until the server fences itself
-        await until(lambda: server.stats().fenced > 0, "fenced")
+        await wait_for(lambda: server.stats().fenced > 0, 15, "fenced")
         del store.server_heartbeat
-        await until(lambda: server.healthy().ok and server.id != first, "rejoined")
+        await wait_for(lambda: server.healthy().ok and server.id != first, 15, "rejoined")
 
         async def republished() -> bool:
             return any(r.server_id == server.id and r.live for r in await store.kinds_list())
 
-        await until_async(republished, "published under the new id")
+        await wait_for(republished, 15, "published under the new id")
     finally:
         server.stop()
         await asyncio.wait_for(task, 20)
         app.close()
-
-
-async def until(check: Callable[[], object], what: str, timeout: float = 15) -> None:
-    async def wrapped() -> bool:
-        return bool(check())
-
-    await until_async(wrapped, what, timeout)
-
-
-async def until_async(check: Callable[[], Awaitable[bool]], what: str,
-                      timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def test_kiln_kinds_lists_declarations_servers_and_conflicts(

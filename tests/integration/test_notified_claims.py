@@ -18,8 +18,10 @@ import psycopg
 import pytest
 
 import kiln
-from kiln._job import JobRow
+import kiln.events
+from kiln._model._job import JobRow
 from tests.plugins.databases import postgres_schema_url
+from tests.support.config import fast_config
 
 JOBS = 40
 
@@ -55,14 +57,13 @@ async def run(pg_url: str) -> AsyncIterator[Run]:
         job.set_param_sync("cursor", 1)
 
     await app.amigrate()
-    config = kiln.ServerConfig(poll_interval=30, heartbeat_interval=0.2, kill_grace=0.2,
-                               dead_after=6, leader_ttl=1)
-    events = kiln.EventHub()
+    config = fast_config(poll_interval=30, shutdown_timeout=None)
+    events = kiln.events.EventHub()
     server = app.server({"ticks": 4}, config, events=events)
     run = Run(server, app.client())
     holder.append(run)
-    events.subscribe(lambda e: run.notifier.append(e.up) if isinstance(e, kiln.NotifierChanged)
-                     else None)
+    events.subscribe(lambda e: run.notifier.append(e.up)
+                     if isinstance(e, kiln.events.NotifierChanged) else None)
     claim = server._store.job_claim
 
     async def counted(

@@ -5,31 +5,15 @@ next attempt resumes from the checkpoint and completes."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from typing import Any
-
 import kiln
-from tests.integration.inprocess import Running, config, job_of, open_store, wait_for
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "operating.md"
-EXAMPLE = re.compile(r"<!-- cooperative-sync-handler -->\n```python\n(.*?)```", re.S)
-
-
-def _example_app(url: str) -> kiln.App:
-    match = EXAMPLE.search(DOC.read_text())
-    assert match, "docs/operating.md lost its cooperative handler example"
-    code = match.group(1)
-    assert 'kiln.App("sqlite:///kiln.db")' in code
-    namespace: dict[str, Any] = {"__name__": "operating_example"}
-    exec(compile(code.replace("sqlite:///kiln.db", url), str(DOC), "exec"), namespace)
-    app = namespace["app"]
-    assert isinstance(app, kiln.App)
-    return app
+import kiln.events
+from tests.integration.inprocess import Running, config, job_of, open_store
+from tests.support.docblocks import example_app
+from tests.support.waits import wait_for
 
 
 async def test_the_cooperative_handler_stops_in_time_and_resumes(store_url: str) -> None:
-    app = _example_app(store_url)
+    app = example_app("operating.md", "cooperative-sync-handler", store_url)
     store = await open_store(store_url)
     try:
         job_id = await kiln.Client(store, app.kinds).enqueue("report.build", {})
@@ -58,7 +42,7 @@ async def test_the_cooperative_handler_stops_in_time_and_resumes(store_url: str)
         finally:
             await second.stop()
         assert row.attempt == 1 and row.params["done"] == 20
-        starts = [e for e in second.of(kiln.JobStarted) if e.job.id == job_id]
+        starts = [e for e in second.of(kiln.events.JobStarted) if e.job.id == job_id]
         assert starts and starts[0].job.params["done"] == stopped_at  # resumed, not restarted
     finally:
         await store.close()

@@ -5,18 +5,19 @@ example of docs/operating.md ("In an incident") does what the page says."""
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kiln
-from kiln._controls import FLEET
-from tests.integration.inprocess import Running, config, open_store, wait_for
+import kiln.events
+from kiln._model._controls import FLEET
+from tests.integration.inprocess import Running, config, open_store
+from tests.support.docblocks import marked_block
+from tests.support.waits import wait_for
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operating.md"
-EXAMPLE = re.compile(r"<!-- queue-controls -->\n```python\n(.*?)```", re.S)
 SLOW_POLL = 30.0  # seconds: anything the server does sooner came from a notification
 
 
@@ -84,7 +85,7 @@ async def test_a_new_server_obeys_the_controls_from_its_first_claim(store_url: s
         assert running.server.stats().queues["payments"].concurrency == 2
         assert running.server.stats().queues["reports"].paused
         await asyncio.sleep(0.3)  # several poll intervals: nothing is claimed
-        assert not [e for e in running.of(kiln.JobClaimed) if e.job.queue == "reports"]
+        assert not [e for e in running.of(kiln.events.JobClaimed) if e.job.queue == "reports"]
     finally:
         await running.stop()
         await store.close()
@@ -115,10 +116,8 @@ async def test_unknown_queues_and_bad_values_write_nothing(store_url: str) -> No
 
 
 async def test_the_operating_docs_example(store_url: str, capsys: Any) -> None:
-    match = EXAMPLE.search(DOC.read_text())
-    assert match, "docs/operating.md lost its queue controls example"
     namespace: dict[str, Any] = {}
-    exec(compile(match.group(1), str(DOC), "exec"), namespace)
+    exec(compile(marked_block(DOC, "queue-controls"), str(DOC), "exec"), namespace)
     store = await open_store(store_url)
     client = kiln.Client(store)
     await client.enqueue("pay", {}, queue="payments")

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
 
 import kiln
+import kiln.events
 from kiln.stores import store_from_url
+from tests.support.config import fast
+from tests.support.waits import wait_for
 
-FAST: dict[str, Any] = {"poll_interval": 0.1, "heartbeat_interval": 0.2, "kill_grace": 0.2,
-                        "dead_after": 6, "leader_ttl": 1}
-
-
-async def _until(check: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+FAST = fast(poll_interval=0.1, shutdown_timeout=None)
 
 
 async def test_error_records_name_the_id_the_server_rejoined_under(store_url: str) -> None:
@@ -34,10 +27,10 @@ async def test_error_records_name_the_id_the_server_rejoined_under(store_url: st
     other = store_from_url(store_url)
     await other.open()
     try:
-        await _until(lambda: server.stats().state == "running", 10, "the server to start")
+        await wait_for(lambda: server.stats().state == "running", 10, "the server to start")
         first = server.id
         await other.server_deregister(first)  # swept while away: it fences, then rejoins
-        await _until(lambda: server.id != first and server.healthy().ok, 10, "a rejoin")
+        await wait_for(lambda: server.id != first and server.healthy().ok, 10, "a rejoin")
         job_id = await app.aenqueue("boom", {})
         row: kiln.JobRow | None = None
         deadline = time.monotonic() + 10
@@ -66,21 +59,21 @@ async def test_every_part_of_a_server_names_the_id_it_rejoined_under(store_url: 
     await app.amigrate()
     server = app.server({"default": 1, "other": 1}, kiln.ServerConfig(**FAST))
     beats: list[str] = []
-    server.events.subscribe(lambda e: beats.append(e.server_id), types=(kiln.Heartbeat,))
+    server.events.subscribe(lambda e: beats.append(e.server_id), types=(kiln.events.Heartbeat,))
     task = asyncio.create_task(server.run())
     other = store_from_url(store_url)
     await other.open()
     try:
-        await _until(lambda: server.stats().state == "running", 10, "the server to start")
+        await wait_for(lambda: server.stats().state == "running", 10, "the server to start")
         first = server.id
         await other.server_deregister(first)
-        await _until(lambda: server.id != first and server.healthy().ok, 10, "a rejoin")
+        await wait_for(lambda: server.id != first and server.healthy().ok, 10, "a rejoin")
         new = server.id
         assert server.info.id == new  # the registration it reports
         assert server.stats().server_id == new
         assert [s.id for s in await other.server_list()] == [new]
         job_id = await app.aenqueue("noop", {})
-        await _until(lambda: beats and beats[-1] == new, 5, "a heartbeat under the new id")
+        await wait_for(lambda: beats and beats[-1] == new, 5, "a heartbeat under the new id")
         row = await other.job_get(job_id)
         deadline = time.monotonic() + 10
         while row is None or row.state is not kiln.JobState.COMPLETED:
@@ -98,7 +91,7 @@ async def test_every_part_of_a_server_names_the_id_it_rejoined_under(store_url: 
             "elector": server._elector._identity if server._elector else None,
             "governor": server._governor._identity if server._governor else None,
             "reconciler": reconciler._identity,
-            "context": server.context().identity,
+            "context": server._context().identity,
             **{f"pool {q}": p._identity for q, p in server._pools.items()},
         }
         assert {part: h and h.id for part, h in holders.items()} == dict.fromkeys(holders, new)

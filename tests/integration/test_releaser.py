@@ -6,6 +6,8 @@ import asyncio
 import time
 
 import kiln
+import kiln.events
+from tests.support.config import fast_config
 
 
 async def test_retry_is_not_held_back_by_a_later_delayed_job(store_url: str) -> None:
@@ -22,8 +24,7 @@ async def test_retry_is_not_held_back_by_a_later_delayed_job(store_url: str) -> 
     await app.amigrate()
     await app.aenqueue("later", {}, delay=30)
     failing_id = await app.aenqueue("failing", {})
-    config = kiln.ServerConfig(poll_interval=5, heartbeat_interval=0.2, kill_grace=0.2,
-                               dead_after=6, leader_ttl=1)
+    config = fast_config(poll_interval=5, shutdown_timeout=None)
     server = app.server({"default": 2}, config)
     task = asyncio.create_task(server.run())
     began = time.monotonic()
@@ -45,7 +46,7 @@ async def test_retry_is_not_held_back_by_a_later_delayed_job(store_url: str) -> 
 
 
 def test_an_object_with_an_async_call_is_an_async_handler() -> None:
-    from kiln._kinds import make_kind
+    from kiln._model._kinds import make_kind
 
     class AsyncHandler:
         async def __call__(self, job: kiln.Job) -> None:
@@ -62,7 +63,8 @@ def test_an_object_with_an_async_call_is_an_async_handler() -> None:
 async def test_each_release_is_said_once_with_its_reason(store_url: str) -> None:
     """A scheduled job's release is one JobsReleased "scheduled", a chain's next step
     one "dependencies"; the server's wake-up says nothing twice."""
-    from tests.integration.inprocess import Running, all_completed, config, wait_for
+    from tests.integration.inprocess import Running, all_completed, config
+    from tests.support.waits import wait_for
 
     app = kiln.App(store_url, bus=kiln.InProcessBus())
 
@@ -84,5 +86,5 @@ async def test_each_release_is_said_once_with_its_reason(store_url: str) -> None
     finally:
         await running.stop()
         await app.aclose()
-    said = sorted((e.queue, e.reason, e.count) for e in running.of(kiln.JobsReleased))
+    said = sorted((e.queue, e.reason, e.count) for e in running.of(kiln.events.JobsReleased))
     assert said == [("later", "scheduled", 1), ("steps", "dependencies", 1)]

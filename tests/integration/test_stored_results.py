@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kiln
-from tests.integration.inprocess import Running, config, job_of, open_store, wait_for
+from tests.integration.inprocess import Running, config, job_of, open_store
+from tests.support.waits import wait_for
 
 
 def results_app(url: str) -> kiln.App:
@@ -58,7 +59,7 @@ def results_app(url: str) -> kiln.App:
 
 
 async def _settle(url: str, enqueue: Callable[[kiln.Client], Awaitable[list[int]]],
-                  states: frozenset[kiln.JobState] = kiln._job.FINISHED_STATES,
+                  states: frozenset[kiln.JobState] = kiln._model._job.FINISHED_STATES,
                   ) -> tuple[list[kiln.JobRow], Running]:
     app = results_app(url)
     store = await open_store(url)

@@ -17,7 +17,9 @@ import threading
 import time
 
 import kiln
-from tests.integration.inprocess import Running, config, job_of, open_store, wait_for
+import kiln.events
+from tests.integration.inprocess import Running, config, job_of, open_store
+from tests.support.waits import wait_for
 
 STILL_RUNNING = "may have gone on running"
 
@@ -81,8 +83,8 @@ async def test_hung_sync_handlers_keep_their_slots_and_fail_health_until_they_re
         assert any("queue default: all 2 slots held" in r for r in health.reasons), health
         stats = server.stats()
         assert stats.threads_stuck == 2 and stats.queues["default"].stuck == 2
-        assert len(running.of(kiln.HandlerStuck)) == 2
-        assert {e.reason for e in running.of(kiln.HandlerStuck)} == {"timeout"}
+        assert len(running.of(kiln.events.HandlerStuck)) == 2
+        assert {e.reason for e in running.of(kiln.events.HandlerStuck)} == {"timeout"}
         async def written() -> bool:  # results are written in batches, a moment later
             rows = [await job_of(store, i) for i in hung]
             return all(r.state is kiln.JobState.SCHEDULED for r in rows)
@@ -165,7 +167,7 @@ async def test_shutdown_waits_kill_grace_for_a_sync_handler_then_says_it_may_sti
         row = await job_of(store, job_id)
         assert row.state is kiln.JobState.AVAILABLE and row.attempt == 0
         assert STILL_RUNNING in row.errors[-1].error, row.errors
-        assert [e.reason for e in running.of(kiln.HandlerStuck)] == ["shutdown"]
+        assert [e.reason for e in running.of(kiln.events.HandlerStuck)] == ["shutdown"]
     finally:
         release.set()
         await store.close()
@@ -198,7 +200,7 @@ async def test_a_sync_handler_stuck_at_a_fence_keeps_its_slot_after_the_rejoin(
             began = time.monotonic()
             await server._fence("test")
             assert time.monotonic() - began >= 0.2  # kill_grace, waited for the thread
-            assert [(e.reason, e.thread) for e in running.of(kiln.HandlerStuck)] == [
+            assert [(e.reason, e.thread) for e in running.of(kiln.events.HandlerStuck)] == [
                 ("fenced", True)]
             await asyncio.sleep(0.5)
             assert started == [first], "a job started beside the stuck thread"

@@ -10,7 +10,6 @@ API. Storage lives in the test's tmp_path; the process is killed on close.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,11 +21,7 @@ from typing import Any
 
 import yaml
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.net import free_port
 
 
 class Prometheus:

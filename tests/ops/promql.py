@@ -25,7 +25,11 @@ from kilnotel import _names as names
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
 RULE_FILES = (ALERTS / "kiln.recording.yml", ALERTS / "kiln.rules.yml")
-DEPLOYMENT_LABELS = ("namespace", "job")  # mixin.config.DEFAULT's
+DEPLOYMENT_LABELS = ("kiln_installation",)  # mixin.config.DEFAULT's
+# one scrape target: a matching or an aggregation on all of these stays within one target
+# (the join of kiln_build_info's installation onto a target's series), so within one
+# deployment
+TARGET_LABELS = ("job", "instance")
 # The one selector without a metric name: any kiln series folded into the SDK's overflow.
 OVERFLOW_MATCHER = ("otel_metric_overflow", "true")
 ALERT_TESTS = sorted((ALERTS / "tests").glob("*.yml"))
@@ -50,6 +54,8 @@ GRAFANA_VARIABLES = {
     "$kind": ".*",
     "$namespace": ".*",
     "$job": ".*",
+    "$kiln_installation": ".*",
+    "$instance": ".*",
 }
 
 
@@ -178,18 +184,21 @@ def metric_names(expr: str) -> set[str]:
 
 def _drops_deployment(node: Any) -> str | None:
     deployment = set(DEPLOYMENT_LABELS)
+    target = set(TARGET_LABELS)
     if isinstance(node, pp.AggregateExpr):
         modifier = node.modifier
         labels = set(modifier.labels) if modifier is not None else set()
         if modifier is not None and "without" in str(modifier).lower():
             return None if not labels & deployment else f"{node.op} {modifier}"
-        return None if deployment <= labels else f"{node.op} {modifier or '(no by)'}"
+        if deployment <= labels or target <= labels:
+            return None
+        return f"{node.op} {modifier or '(no by)'}"
     if isinstance(node, pp.Call) and node.func.name in ("absent", "absent_over_time"):
         return f"{node.func.name}()"
     if isinstance(node, pp.BinaryExpr) and node.modifier is not None:
         matching = node.modifier.matching
         if matching is not None and str(matching).lower().startswith("on") and not (
-                deployment <= set(matching.labels)):
+                deployment <= set(matching.labels) or target <= set(matching.labels)):
             return str(matching)
     return None
 

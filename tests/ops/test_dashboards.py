@@ -19,8 +19,11 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 QUERIES = promql.panel_queries()
 # label -> the Grafana variable that must filter it wherever a metric carries it
 FILTERS = {"queue": "$queue", "kiln_job_kind": "$kind"}
-# every series carries the deployment labels, each filtered by its own variable
+# every recorded series carries the deployment labels, each filtered by its own variable;
+# a raw series does not carry the installation (only kiln_build_info does): it is
+# filtered by $instance, the installation's targets (a variable chained to it)
 DEPLOYMENT = {label: f"${label}" for label in promql.DEPLOYMENT_LABELS}
+RAW_SCOPE = {"instance": "$instance"}
 NOT_PANELS = {"A worker's own view", "The dashboard", "The web dashboard", "Worker logs",
               "critical", "warning", "info"}
 
@@ -54,13 +57,17 @@ def test_dashboard_model(board: dict[str, Any]) -> None:
     for name in promql.DEPLOYMENT_LABELS:  # one deployment at a time, "All" allowed
         var = variables[name]
         assert var["type"] == "query" and not var["multi"] and var["allValue"] == ".*"
+    # its targets: "All" is every target of the chosen installation, never every target
+    instance = variables["instance"]
+    assert instance["multi"] and instance["includeAll"] and "allValue" not in instance
+    assert "$kiln_installation" in instance["query"]
 
 
 def test_variable_queries_use_kilnotel_names(board: dict[str, Any]) -> None:
     for name, selector, label in promql.variable_queries(board):
         (metric,) = promql.metric_names(selector)
         assert metric in promql.known_names(), name
-        if label not in DEPLOYMENT:  # target labels: every series has them
+        if label not in DEPLOYMENT and label not in RAW_SCOPE:  # target labels: all have them
             assert label in _labels_of(metric), f"{name}: {metric} has no label {label}"
 
 
@@ -112,7 +119,8 @@ def test_panel_query(query: promql.PanelQuery) -> None:
     assert promql.unscoped_aggregations(query.expr) == []
     for selector in promql.selectors(query.expr, keep_template_variables=True):
         matchers = {(m.name, m.value) for m in selector.matchers.matchers}
-        for label, variable in DEPLOYMENT.items():
+        recorded = ":" in (selector.name or "")
+        for label, variable in (DEPLOYMENT if recorded else RAW_SCOPE).items():
             assert (label, variable) in matchers, f"{selector.name}: no {label}=~{variable}"
         labels = _labels_of(selector.name or "")
         matchers = {(m.name, m.value) for m in selector.matchers.matchers}
@@ -136,9 +144,13 @@ def test_every_metric_family_is_on_the_dashboard() -> None:
         "kiln_events_dropped_total": "alert KilnEventsDropped only",
         names.JOBS_STRANDED.prometheus_name: "alert KilnJobsStranded only",
         names.RATE_KEYS_UNDECLARED.prometheus_name: "alert KilnRateKeysUndeclared only",
+        names.JOBS_UNHANDLED.prometheus_name: "alert KilnJobsUnhandled only",
         **{names.JOBS_BY_STATE[s].prometheus_name: "through queue_state:kiln_jobs:max"
            for s in names.STATES},
         names.QUEUE_OLDEST_AVAILABLE_AGE.prometheus_name: "through its recorded max",
+        names.QUEUE_SCHEDULED_DUE.prometheus_name: "kiln exporter's: through "
+                                                   "queue:kiln_jobs_waiting:max, alerts only",
+        names.QUEUE_SERVERS.prometheus_name: "kiln exporter's: KilnNoServerAlive only",
         names.TABLE_FREE_BYTES.prometheus_name: "MariaDB and SQLite only: absent on "
                                                 "PostgreSQL, where the live board check runs",
     }

@@ -2,9 +2,9 @@
 
 Two kiln deployments share the Prometheus, as staging and production would: namespace
 ``prod`` (servers A and B, on a PostgreSQL test schema) and namespace ``staging`` (server
-C on a schema of its own, with 40 kinds over 10 queues, plus a target that nothing
-serves: a dead worker). Each server is observed by kilnotel on its own registry and
-served on 127.0.0.1 (one scrape target each, as worker processes would be):
+C on a schema of its own, with 40 kinds over 10 queues, plus worker D, whose endpoint is
+scraped and then closed: a worker that died). Each server is observed by kilnotel on its
+own registry and served on 127.0.0.1 (one scrape target each, as worker processes would be):
 
 - B serves queue ``handback``, takes a long job and is stopped: the job is handed back.
   Its endpoint stays up, as the last scrape of a stopped worker would.
@@ -24,10 +24,12 @@ Grafana's variables substituted ($queue and $kind by ``.*``, $__rate_interval by
 succeeds with a non-empty result holding a finite value, and shows the workload's
 activity at some point of the run; that every template variable lists values; that
 every rule evaluates without error; and that KilnJobsFailed fires, with the other
-alerts the workload provokes (KilnJobsRescued, KilnQueueStalled for the queue nobody
-serves, KilnWorkerDown for staging's dead target), each in its own deployment, and not
+alerts the workload provokes (KilnJobsRescued; KilnQueueStalled, KilnNoServerAlive and
+KilnJobsUnhandled for the queue nobody serves any more; KilnWorkerDown for staging's
+dead target), each in its own deployment, and not
 KilnQueueStalled where jobs complete, KilnSeveralLeaders for the two deployments' two
-leaders, KilnNoServerAlive or KilnMetricsOverflow anywhere.
+leaders, KilnNoServerAlive or KilnJobsUnhandled for a served queue, or KilnMetricsOverflow
+anywhere.
 
 The alert rules are used as shipped except for ``for:``, which this test sets to 0s in
 its temporary copy: the shipped durations (5 minutes for KilnJobsFailed) would outlast
@@ -50,8 +52,7 @@ import yaml
 import kiln
 import kilnotel
 from tests.ops import promql
-from tests.ops.conftest import binary
-from tests.ops.prometheus import Prometheus, free_port
+from tests.ops.prometheus import Prometheus
 from tests.ops.workload import (
     DEAD_SERVER,
     FAST,
@@ -67,9 +68,10 @@ from tests.ops.workload import (
     run_every_staging_kind,
     run_server,
     stop_server,
-    wait_until,
 )
 from tests.plugins.databases import postgres_schema_url
+from tests.support.binaries import binary
+from tests.support.waits import wait_for
 
 CHECK_TIMEOUT = 45.0  # for every panel query together, once the workload has run
 # Panel queries whose every value may be 0 during the run: results are written within
@@ -199,10 +201,21 @@ async def check_rules_healthy(prom: Prometheus) -> None:
     assert broken == []
 
 
+async def installations(prom: Prometheus) -> dict[str, str]:
+    """installation -> the namespace of the targets that export it."""
+    info = await asyncio.to_thread(prom.query, 'kiln_build_info{kiln_installation!=""}')
+    return {s["metric"]["kiln_installation"]: s["metric"]["namespace"] for s in info}
+
+
 async def firing_alerts(prom: Prometheus) -> set[tuple[str, str, str]]:
-    """(alertname, namespace, queue or instance or "") of every firing alert."""
+    """(alertname, namespace, queue or instance or "") of every firing alert. Alerts
+    about a deployment's jobs carry its installation, not the namespace of one of its
+    targets: the namespace is read from the targets that export that installation."""
+    namespaces = await installations(prom)
     data = await asyncio.to_thread(prom.api, "alerts")
-    return {(a["labels"]["alertname"], a["labels"].get("namespace", ""),
+    return {(a["labels"]["alertname"],
+             a["labels"].get("namespace")
+             or namespaces.get(a["labels"].get("kiln_installation", ""), ""),
              a["labels"].get("queue") or a["labels"].get("instance") or "")
             for a in data["alerts"] if a["state"] == "firing"}
 
@@ -213,6 +226,8 @@ async def check_alerts(prom: Prometheus, dead_target: str) -> None:
         ("KilnJobsFailed", "prod", "default"),  # flaky jobs out of attempts
         ("KilnFailedJobsPresent", "prod", "default"),
         ("KilnQueueStalled", "prod", "handback"),  # its handed-back job waits, unserved
+        ("KilnNoServerAlive", "prod", "handback"),  # ... and no live server serves it
+        ("KilnJobsUnhandled", "prod", "handback"),  # ... nor handles its kind
         ("KilnJobsRescued", "prod", "default"),
         ("KilnWorkerDown", "staging", dead_target),
     }
@@ -222,15 +237,18 @@ async def check_alerts(prom: Prometheus, dead_target: str) -> None:
         firing.update(await firing_alerts(prom))
         return expected <= firing
 
-    assert await poll(fired, time.monotonic() + 15), expected - firing
+    assert await poll(fired, time.monotonic() + 15), (expected - firing, firing)
     assert ("KilnQueueStalled", "prod", "default") not in firing  # jobs complete there
     assert ("KilnQueueStalled", "prod", "limited") not in firing
-    never = {"KilnNoServerAlive", "KilnSeveralLeaders", "KilnMetricsOverflow"}
-    assert [f for f in firing if f[0] in never or (f[1] == "staging" and f[0] != "KilnWorkerDown")
-            ] == []
+    never = {"KilnNoServerAlive", "KilnJobsUnhandled", "KilnSeveralLeaders",
+             "KilnMetricsOverflow"}
+    assert [f for f in firing - expected
+            if f[0] in never or (f[1] == "staging" and f[0] != "KilnWorkerDown")] == []
     data = await asyncio.to_thread(prom.api, "alerts")
+    namespaces = await installations(prom)
     failed = [a for a in data["alerts"] if a["labels"]["alertname"] == "KilnJobsFailed"
-              and a["labels"]["queue"] == "default" and a["labels"]["namespace"] == "prod"]
+              and a["labels"]["queue"] == "default"
+              and namespaces.get(a["labels"].get("kiln_installation", "")) == "prod"]
     assert failed and failed[0]["labels"]["severity"] == "warning"
     assert float(failed[0]["value"]) >= 1
     assert failed[0]["annotations"]["runbook_url"] == "docs/runbooks.md#kilnjobsfailed"
@@ -238,27 +256,44 @@ async def check_alerts(prom: Prometheus, dead_target: str) -> None:
 
 # ---------------------------------------------------------------------------- test
 @contextlib.asynccontextmanager
-async def workers(app: kiln.App, staging: kiln.App
-                  ) -> AsyncIterator[tuple[list[kiln.Server], dict[str, list[str]]]]:
-    """Servers A (observed with the app's enqueues) and B of prod, C of staging, each
-    with its /metrics; staging also lists a target nobody serves."""
+async def workers(
+    app: kiln.App, staging: kiln.App
+) -> AsyncIterator[tuple[list[kiln.Server], dict[str, list[str]], kilnotel.MetricsServer]]:
+    """Servers A (observed with the app's enqueues) and B of prod, C and D of staging,
+    each with its /metrics, and D's endpoint. D never runs: the test closes its
+    endpoint once scraped, so its target is a kiln worker that died."""
     provider_a, _registry = kilnotel.prometheus_provider()
     kilnotel.observe_app(app, provider_a, traces=False)
     a = app.server({"default": 4, "limited": 2}, kiln.ServerConfig(**FAST))
     b = app.server({"handback": 1}, kiln.ServerConfig(**FAST))
     c = staging.server(STAGING_QUEUES, kiln.ServerConfig(**FAST))
-    providers = [provider_a, kilnotel.prometheus_provider()[0],
-                 kilnotel.prometheus_provider()[0]]
+    d = staging.server({"q0": 1}, kiln.ServerConfig(**FAST))  # runs before C, then dies
+    providers = [provider_a, *(kilnotel.prometheus_provider()[0] for _ in range(3))]
     endpoints = [kilnotel.serve(kilnotel.observe(s, p, counts_ttl=1.0, sizes_ttl=1.0,
                                                  traces=False), port=0)
-                 for s, p in zip((a, b, c), providers, strict=True)]
+                 for s, p in zip((a, b, c, d), providers, strict=True)]
     targets = [f"127.0.0.1:{e.port}" for e in endpoints]
     try:
-        yield [a, b, c], {"prod": targets[:2],
-                          "staging": [targets[2], f"127.0.0.1:{free_port()}"]}
+        yield [a, b, c, d], {"prod": targets[:2], "staging": targets[2:]}, endpoints[3]
     finally:
         for endpoint in endpoints:
             endpoint.close()
+
+
+async def worker_dies(prom: Prometheus, server: kiln.Server, endpoint: kilnotel.MetricsServer,
+                      target: str) -> None:
+    """``server`` runs until Prometheus has scraped its installation (the label its
+    kiln_build_info carries once a heartbeat confirmed it), then stops and its endpoint
+    closes: the target of a kiln worker that died."""
+    task = await run_server(server)
+    known = f'kiln_build_info{{instance="{target}", kiln_installation!=""}}'
+
+    async def seen() -> bool:
+        return bool(await asyncio.to_thread(prom.query, known))
+
+    assert await poll(seen, time.monotonic() + 15), "the dying worker's installation"
+    await stop_server(server, task)
+    endpoint.close()
 
 
 async def scraped(prom: Prometheus, targets: int) -> bool:
@@ -287,7 +322,7 @@ async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server
     task_a = await run_server(a)
     load = asyncio.create_task(enqueue_steadily(app, stop))
     # the leader waits dead_after + heartbeat_interval before its first rescue
-    await wait_until(lambda: a.stats().rescued >= 1, 25, "the dead server's job rescued")
+    await wait_for(lambda: a.stats().rescued >= 1, 25, "the dead server's job rescued")
     row = await admin.job_get(rescued_job)
     assert row is not None and row.server_id != DEAD_SERVER
     await pause_briefly(admin, a)
@@ -295,7 +330,7 @@ async def run_workload(app: kiln.App, admin: Any, a: kiln.Server, b: kiln.Server
     await asyncio.sleep(2.5)  # two scrapes, so the second fence shows as an increase
     await fence_once(a)
     # the job cancelled by the first fence ran under a registration now silent
-    await wait_until(lambda: a.stats().rescued >= 2, 30, "the fenced job rescued")
+    await wait_for(lambda: a.stats().rescued >= 2, 30, "the fenced job rescued")
     row = await admin.job_get(fenced_job)
     assert row is not None and row.rescues >= 1, row
     return task_a, load
@@ -316,21 +351,23 @@ async def staging_app() -> AsyncIterator[kiln.App]:
 async def test_panels_and_failed_jobs_alert_against_real_prometheus(
     store_url: str, tmp_path: Path
 ) -> None:
-    prometheus_binary = binary("prometheus")
+    prometheus_binary = binary("prometheus", "apt-get install prometheus")
     app = make_app(store_url)
     await app.amigrate()
     admin = app.new_store()
     await admin.open()
     stop = asyncio.Event()
-    async with staging_app() as staging, workers(app, staging) as ([a, b, c], targets):
+    async with staging_app() as staging, workers(app, staging) as ([a, b, c, d], targets, dying):
         prom = Prometheus(prometheus_binary, tmp_path, targets, live_rules(tmp_path))
         tasks: tuple[asyncio.Task[None], asyncio.Task[int]] | None = None
         task_c: asyncio.Task[None] | None = None
         try:
             await asyncio.to_thread(prom.wait_ready)
             since = time.time()
-            live = sum(map(len, targets.values())) - 1  # staging's dead target
-            assert await poll(lambda: scraped(prom, live), time.monotonic() + 10)
+            every = sum(map(len, targets.values()))
+            assert await poll(lambda: scraped(prom, every), time.monotonic() + 10)
+            await worker_dies(prom, d, dying, targets["staging"][1])
+            assert await poll(lambda: scraped(prom, every - 1), time.monotonic() + 10)
             task_c = await run_server(c)
             await run_every_staging_kind(staging)
             tasks = await run_workload(app, admin, a, b, stop)

@@ -12,20 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import kiln
-from kiln._job import ServerInfo
+from kiln._model._job import ServerInfo
 from kiln.stores import Store
+from tests.support.config import fast
+from tests.support.waits import wait_for
 
-FAST: dict[str, Any] = dict(
-    # heartbeat 0.5 s: a worker starved of CPU for ~0.6 s on a loaded 2-core machine
-    # would otherwise fence itself and fire alerts the test says must stay quiet
-    poll_interval=0.2, heartbeat_interval=0.5, kill_grace=0.2, dead_after=7.0,
-    leader_ttl=1.0, shutdown_timeout=0.3,
-)
+# heartbeat 0.5 s: a worker starved of CPU for ~0.6 s on a loaded 2-core machine
+# would otherwise fence itself and fire alerts the test says must stay quiet
+FAST = fast(heartbeat_interval=0.5, dead_after=7.0, shutdown_timeout=0.3)
 DEAD_SERVER = "ops-test-dead-server"
 
 
@@ -57,17 +55,9 @@ def make_app(url: str) -> kiln.App:
     return app
 
 
-async def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def run_server(server: kiln.Server) -> asyncio.Task[None]:
     task = asyncio.create_task(server.run())
-    await wait_until(lambda: task.done() or server.stats().state == "running", 15,
+    await wait_for(lambda: task.done() or server.stats().state == "running", 15,
                      "server running")
     if task.done():
         await task
@@ -84,7 +74,7 @@ async def hand_back_one_job(app: kiln.App, server: kiln.Server) -> None:
     """Run ``server`` until it holds a long job, then stop it: the job is handed back."""
     task = await run_server(server)
     await app.aenqueue("long", {})
-    await wait_until(lambda: server.running_jobs == 1, 15, "the long job running")
+    await wait_for(lambda: server.running_jobs == 1, 15, "the long job running")
     server.stop()
     await asyncio.wait_for(task, 15)
     assert server.stats().handed_back == 1
@@ -105,10 +95,10 @@ async def pause_briefly(store: Store, server: kiln.Server, queue: str = "limited
     """Pause ``queue`` for two scrapes, then resume it (the Paused queues panel)."""
     client = kiln.Client(store)
     await client.pause_queue(queue, actor="ops-test")
-    await wait_until(lambda: server.stats().queues[queue].paused, 5, "the pause applied")
+    await wait_for(lambda: server.stats().queues[queue].paused, 5, "the pause applied")
     await asyncio.sleep(2.5)
     await client.resume_queue(queue, actor="ops-test")
-    await wait_until(lambda: not server.stats().queues[queue].paused, 5, "the resume applied")
+    await wait_for(lambda: not server.stats().queues[queue].paused, 5, "the resume applied")
 
 
 async def enqueue_steadily(app: kiln.App, stop: asyncio.Event) -> int:
@@ -140,15 +130,15 @@ async def fence_once(server: kiln.Server) -> None:
     store: Any = server._store
     fenced = server.stats().fenced
 
-    async def unreachable(server_id: str) -> bool:
+    async def unreachable(server_id: str, connections: int | None = None) -> bool:
         raise kiln.StoreError("server_heartbeat", "injected by the ops test: database away")
 
     store.server_heartbeat = unreachable
     try:
-        await wait_until(lambda: server.stats().fenced > fenced, 10, "the server fencing")
+        await wait_for(lambda: server.stats().fenced > fenced, 10, "the server fencing")
     finally:
         del store.server_heartbeat  # the store's own method again
-    await wait_until(lambda: bool(server.healthy()), 10, "the server rejoining")
+    await wait_for(lambda: bool(server.healthy()), 10, "the server rejoining")
 
 
 async def fence_while_running(app: kiln.App, store: Store, server: kiln.Server) -> int:

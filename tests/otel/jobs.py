@@ -7,11 +7,6 @@ import time
 
 import kiln
 
-FAST = dict(
-    poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6.0, leader_ttl=1.0,
-    shutdown_timeout=0.3,
-)
-
 
 def make_app(url: str) -> kiln.App:
     app = kiln.App(url)

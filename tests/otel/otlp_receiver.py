@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -102,14 +101,6 @@ class Receiver:
 def _includes(have: dict[str, Any], want: dict[str, Any]) -> bool:
     flat = {k.replace(".", "_"): v for k, v in have.items()}
     return all(flat.get(k) == v for k, v in want.items())
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def receiver() -> Iterator[Receiver]:

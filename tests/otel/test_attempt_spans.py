@@ -25,8 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 
 import kiln
-from kiln._handle import Job
-from kiln._job import JobRow, JobState
+import kiln.events
+from kiln._model._job import JobRow, JobState
+from kiln._server._handle import Job
 from kilnotel import TraceContextFilter
 from kilnotel._attempt_spans import AttemptSpan, SpanFactory
 from kilnotel._tracing import Tracing
@@ -121,10 +122,10 @@ async def _run(cheap: bool, trace_parent: str, provider_args: dict[str, Any] | N
         try:
             await tracing.middleware(Job(row, _writer, loop), handler)
         finally:
-            tracing._finish(kiln.JobFinished(job=row, outcome=outcome, duration=0.01,
+            tracing._finish(kiln.events.JobFinished(job=row, outcome=outcome, duration=0.01,
                                              error=error, retry_in=retry_in))
     await tracing.middleware(Job(_row(11), _writer, loop), _nothing)
-    tracing._fenced(kiln.Fenced(server_id="s", reason="lease lost"))
+    tracing._fenced(kiln.events.Fenced(server_id="s", reason="lease lost"))
     provider.shutdown()
     return exporter.get_finished_spans(), logged, tracing
 
@@ -195,7 +196,7 @@ async def test_an_untouched_completed_attempt_never_becomes_an_sdk_span() -> Non
     await tracing.middleware(Job(row, _writer, asyncio.get_running_loop()), handler)
     (span,) = seen
     assert type(span) is AttemptSpan and span.is_recording()
-    tracing._finish(kiln.JobFinished(job=row, outcome=kiln.Outcome.COMPLETED, duration=0.0))
+    tracing._finish(kiln.events.JobFinished(job=row, outcome=kiln.Outcome.COMPLETED, duration=0.0))
     assert span.sdk() is None and not span.is_recording()
     span.set_attribute("late", 1)  # a stuck handler after the end: ignored, as the SDK does
     (exported,) = exporter.get_finished_spans()

@@ -9,7 +9,8 @@ import kiln
 import kilnotel
 from kiln.stores import store_from_url
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, fast_config
+from tests.support.waits import wait_for
 
 
 async def test_a_cancelled_running_job_records_its_cancel_latency(
@@ -39,7 +40,7 @@ async def test_a_cancelled_running_job_records_its_cancel_latency(
         async def recorded() -> bool:
             return any(p.count for p in telemetry.points(n.CANCEL_LATENCY.name))
 
-        await wait_until(recorded, 10, "the cancel latency to be recorded")
+        await wait_for(recorded, 10, "the cancel latency to be recorded")
         point = telemetry.histogram(n.CANCEL_LATENCY.name, queue="reports",
                                     kiln_job_kind="long")
         assert point.count == 1 and 0 <= point.sum < 5.0

@@ -11,9 +11,11 @@ from pathlib import Path
 from opentelemetry.trace import SpanKind
 
 import kiln
+import kiln.events
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, count, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, count, fast_config
+from tests.support.waits import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,12 +32,12 @@ async def test_admission_delay_of_rate_limited_jobs(
     async def completed() -> bool:
         return await count(client, "completed", ids) == 10
 
-    await wait_until(completed, 30, "rate-limited jobs completed")
+    await wait_for(completed, 30, "rate-limited jobs completed")
 
     async def leader() -> bool:  # the leader publishes the database-wide gauges
         return server.is_leader
 
-    await wait_until(leader, 10, "leadership")
+    await wait_for(leader, 10, "leadership")
     await observer.refresh_counts()
     point = telemetry.histogram(n.ADMISSION_DELAY.name, queue="limited", kiln_job_kind="limited")
     assert point.count == 10
@@ -64,7 +66,7 @@ async def test_a_rescued_job_is_counted_and_its_next_attempt_says_so(
             row = await client.get(job_id)
             return row is not None and row.state is kiln.JobState.RUNNING
 
-        await wait_until(running_there, 20, "the job running in the doomed worker")
+        await wait_for(running_there, 20, "the job running in the doomed worker")
     finally:
         doomed.kill()
         doomed.wait(10)
@@ -73,9 +75,9 @@ async def test_a_rescued_job_is_counted_and_its_next_attempt_says_so(
 
     rescuer = app.server({"long": 1}, fast_config())
     kilnotel.observe(rescuer, telemetry.meter_provider, telemetry.tracer_provider)
-    started: list[kiln.JobStarted] = []
+    started: list[kiln.events.JobStarted] = []
     rescuer.events.subscribe(
-        lambda e: started.append(e) if isinstance(e, kiln.JobStarted) else None)
+        lambda e: started.append(e) if isinstance(e, kiln.events.JobStarted) else None)
     running = Running(rescuer)
     await running.started()
 
@@ -84,7 +86,7 @@ async def test_a_rescued_job_is_counted_and_its_next_attempt_says_so(
         # handed back at the stop below never starts, and has no consumer span
         return any(e.job.id == job_id and e.job.attempt == 2 for e in started)
 
-    await wait_until(rescued_and_rerun, 40, "the job rescued and running again")
+    await wait_for(rescued_and_rerun, 40, "the job rescued and running again")
     t = telemetry
     assert t.value(n.JOBS_RESCUED.name, queue="long", kiln_job_kind="long", outcome="retry") == 1
     await running.stop()

@@ -7,7 +7,7 @@ import asyncio
 import kiln
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, fast_config
+from tests.support.otel import Running, Telemetry, fast_config
 
 
 async def test_running_limited_jobs_by_key_group(store_url: str, telemetry: Telemetry) -> None:

@@ -10,7 +10,7 @@ from opentelemetry.trace import SpanKind
 import kiln
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Telemetry
+from tests.support.otel import Telemetry
 
 
 @pytest.fixture

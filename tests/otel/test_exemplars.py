@@ -15,7 +15,8 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 import kiln
 import kilnotel
 from kilnotel._exemplars import producer_of
-from tests.otel.conftest import Running, count, fast_config, wait_until
+from tests.support.otel import Running, count, fast_config
+from tests.support.waits import wait_for
 
 EXEMPLAR = re.compile(r'^(\w+)_bucket\{(.*)\} \S+ # \{span_id="(\w+)",trace_id="(\w+)"\}', re.M)
 
@@ -33,7 +34,7 @@ async def test_duration_and_claim_latency_buckets_link_to_traces(
     running = Running(server)
     await running.started()
     job_id = await client.enqueue("ok", {})
-    await wait_until(lambda: _done(client, job_id), 20, "the job completed")
+    await wait_for(lambda: _done(client, job_id), 20, "the job completed")
     await running.stop()
     spans = exporter.get_finished_spans()
     (send,) = [s for s in spans if s.kind is SpanKind.PRODUCER]

@@ -10,23 +10,25 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 import kiln
+import kiln.events
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, count, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, count, fast_config
+from tests.support.waits import wait_for
 
 
 async def test_failing_and_slow_subscribers_do_not_stop_jobs(
     app: kiln.App, client: kiln.Client, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    hub = kiln.EventHub(queue_size=3)
+    hub = kiln.events.EventHub(queue_size=3)
     server = app.server({"default": 4}, fast_config(), events=hub)
     kilnotel.observe(server, telemetry.meter_provider, telemetry.tracer_provider)
-    seen: list[kiln.Event] = []
+    seen: list[kiln.events.Event] = []
 
-    def broken(event: kiln.Event) -> None:
+    def broken(event: kiln.events.Event) -> None:
         raise RuntimeError("a subscriber with a bug")
 
-    async def slow(event: kiln.Event) -> None:
+    async def slow(event: kiln.events.Event) -> None:
         seen.append(event)
         await asyncio.sleep(5)
 
@@ -40,7 +42,7 @@ async def test_failing_and_slow_subscribers_do_not_stop_jobs(
         async def completed() -> bool:
             return await count(client, "completed", ids) == 40
 
-        await wait_until(completed, 30, "every job completed")
+        await wait_for(completed, 30, "every job completed")
     assert telemetry.value(n.JOBS_FINISHED.name, outcome="completed") == 40
     assert hub.errors >= 40 and hub.dropped > 0
     assert len(seen) <= 2  # the slow subscriber saw one or two events, then fell behind
@@ -72,7 +74,7 @@ async def test_a_broken_tracer_neither_fails_enqueues_nor_jobs(
     async def completed() -> bool:
         return await count(client, "completed", ids) == 5
 
-    await wait_until(completed, 20, "jobs completed despite the broken tracer")
+    await wait_for(completed, 20, "jobs completed despite the broken tracer")
     await running.stop()
     assert telemetry.value(n.JOBS_FINISHED.name, outcome="completed") == 5
     rows = [await client.get(i) for i in ids]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import kiln
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, fast_config
+from tests.support.otel import Running, Telemetry, fast_config
 
 
 async def test_two_services_declaring_one_kind_differently(
@@ -32,3 +32,5 @@ async def test_two_services_declaring_one_kind_differently(
     await observer.refresh_counts()  # the other service is gone: no conflict left
     assert telemetry.value(n.KIND_CONFLICTS.name) == 0
     await running.stop()
+    # a stopped server withdraws it with the counts, rather than freeze it (L-1)
+    assert telemetry.points(n.KIND_CONFLICTS.name) == []

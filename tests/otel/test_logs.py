@@ -18,9 +18,11 @@ import pytest
 
 import kiln
 import kilnotel
-from kiln._logs import JobContextFilter, JsonFormatter, TextFormatter
-from tests.otel.conftest import Running, Telemetry, count, fast_config, wait_until
-from tests.test_cli import cli_env, ok, run_cli
+from kiln.logging import JobContextFilter, JsonFormatter, TextFormatter, TraceContextFilter
+from tests.support.cli import cli_env, ok, run_cli
+from tests.support.config import fast_env
+from tests.support.otel import Running, Telemetry, count, fast_config
+from tests.support.waits import wait_for
 
 APP = '''
 import logging
@@ -33,8 +35,7 @@ log = logging.getLogger("jobsapp")
 async def chatty(job):
     log.warning("hello from job %s", job.id)
 '''
-FAST = {"KILN_POLL_INTERVAL": "0.2", "KILN_HEARTBEAT_INTERVAL": "0.2", "KILN_LEADER_TTL": "1",
-        "KILN_DEAD_AFTER": "6", "KILN_KILL_GRACE": "0.2"}
+FAST = fast_env(shutdown_timeout=None)
 
 
 class Lines(logging.Handler):
@@ -83,7 +84,7 @@ async def test_lines_logged_by_handlers_carry_the_job_and_its_trace(
     async def done() -> bool:
         return await count(client, "completed", ids) == 2
 
-    await wait_until(done, 20, "both jobs completed")
+    await wait_for(done, 20, "both jobs completed")
     await running.stop()
     log.info("outside any job")
     spans = {str(dict(s.attributes or {})["messaging.message.id"]): s
@@ -137,8 +138,32 @@ def test_kiln_worker_writes_json_lines_naming_the_job(store_url: str, tmp_path: 
 
 
 def test_unknown_log_format_is_refused() -> None:
-    from kiln._logs import formatter
+    from kiln._server._logs import formatter
 
     with pytest.raises(ValueError, match="'text' or 'json'"):
         formatter("xml")
     asyncio.run(asyncio.sleep(0))  # nothing left running
+
+
+def test_the_json_formatter_keeps_extra_fields_and_says_whether_the_trace_is_sampled(
+    telemetry: Telemetry,
+) -> None:
+    """L-9: users' extra= fields were dropped, and nothing said whether the trace of a
+    line was exported at all."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "sent %s", ("x",), None)
+    record.tenant = "acme"  # as logging does for extra={"tenant": "acme"}
+    record.server_id = "vm-1"
+    tracer = telemetry.tracer_provider.get_tracer("t")
+    with tracer.start_as_current_span("request"):
+        assert TraceContextFilter().filter(record)  # kiln.logging's, fed by kilnotel
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "sent x" and line["tenant"] == "acme"
+    assert line["server_id"] == "vm-1" and line["trace_sampled"] is True
+    assert len(line["trace_id"]) == 32 and len(line["span_id"]) == 16
+    unsampled = logging.LogRecord("app", logging.INFO, __file__, 1, "m", (), None)
+    with TracerProvider(sampler=ALWAYS_OFF).get_tracer("t").start_as_current_span("r"):
+        kilnotel.TraceContextFilter().filter(unsampled)
+    assert json.loads(JsonFormatter().format(unsampled))["trace_sampled"] is False

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 import kiln
 import kilnotel
-from kiln._job import StateCount
+from kiln._model._job import StateCount
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, count, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, count, fast_config
+from tests.support.waits import wait_for
 
 QUEUES = {"default": 4, "long": 1, "idle": 1}
 WORK = (("ok", 5), ("sync_ok", 3), ("slow", 2), ("flaky", 1), ("doomed", 2))
@@ -27,7 +29,7 @@ async def _all_finished(client: kiln.Client, ids: list[int]) -> None:
         done = await count(client, "completed", ids) + await count(client, "failed", ids)
         return done == len(ids)
 
-    await wait_until(finished, 30, "every job completed or failed")
+    await wait_for(finished, 30, "every job completed or failed")
 
 
 async def test_counters_and_histograms_after_real_jobs(
@@ -96,7 +98,7 @@ async def test_state_gauges_equal_the_database_and_are_zero_filled(
     await client.enqueue("ok", {}, queue="elsewhere")  # a queue this server does not run
     await client.enqueue("ok", {}, delay=3600)  # scheduled
     await _all_finished(client, ids)
-    await wait_until(lambda: _async(server.is_leader), 10, "leadership")  # it publishes
+    await wait_for(lambda: _async(server.is_leader), 10, "leadership")  # it publishes
     await observer.refresh_counts()
     points = telemetry.collect()
 
@@ -140,13 +142,13 @@ async def test_running_gauge_and_hand_back_at_shutdown(
     running = Running(server)
     await running.started()
     job_id = await client.enqueue("long", {"seconds": 30}, queue="long")
-    await wait_until(lambda: _is(client, job_id, kiln.JobState.RUNNING), 10, "long job running")
+    await wait_for(lambda: _is(client, job_id, kiln.JobState.RUNNING), 10, "long job running")
 
     async def running_here() -> bool:  # the row says running once the claim commits,
         # a moment before the claim's rows reach the pool (two round trips on MySQL)
         return telemetry.value(n.SERVER_RUNNING.name, queue="long") == 1
 
-    await wait_until(running_here, 5, "the running gauge to count the long job")
+    await wait_for(running_here, 5, "the running gauge to count the long job")
     await running.stop()
     row = await client.get(job_id)
     assert row is not None and row.state is kiln.JobState.AVAILABLE, row
@@ -174,9 +176,9 @@ async def test_counts_refresh_in_the_background_never_per_scrape(
     calls: list[float] = []
     job_counts = server._store.job_counts
 
-    async def counted() -> list[StateCount]:
+    async def counted(states: Sequence[kiln.JobState] | None = None) -> list[StateCount]:
         calls.append(time.monotonic())
-        return await job_counts()
+        return await job_counts(states)
 
     server._store.job_counts = counted  # type: ignore[method-assign]
     running = Running(server)

@@ -19,8 +19,10 @@ import pytest
 import kiln
 import kilnotel
 from kiln.cli.metrics import otlp_requested
-from tests.otel.conftest import Running, count, fast_config, wait_until
-from tests.otel.otlp_receiver import Receiver, attributes, receiver, wait_for
+from tests.otel.otlp_receiver import Receiver, attributes, receiver
+from tests.support.config import fast_env
+from tests.support.otel import Running, count, fast_config
+from tests.support.waits import wait_for, wait_for_sync
 
 CONSUMER = 5  # opentelemetry.proto.trace.v1.Span.SPAN_KIND_CONSUMER
 STATUS_ERROR = 2  # Status.STATUS_CODE_ERROR
@@ -73,8 +75,12 @@ async def test_export_otlp_sends_real_metrics_and_spans(
         return (await count(client, "completed", ok) == 3
                 and await count(client, "failed", [doomed]) == 1)
 
-    await wait_until(done, 20, "jobs done")
-    await wait_until(lambda: _async(len(_process_spans(otlp)) >= 5), 10, "5 spans exported")
+    await wait_for(done, 20, "jobs done")
+    await wait_for(lambda: _async(len(_process_spans(otlp)) >= 5), 10, "5 spans exported")
+    # the server's gauges are read while it runs (a stopped server reports none): wait for
+    # a periodic export to carry one rather than hope one fell inside a short run
+    await wait_for(lambda: _async(bool(otlp.latest("kiln.server.healthy"))), 10,
+                   "the server gauge exported")
     await running.stop()
     await export.aclose()  # exports the last metrics
 
@@ -101,7 +107,7 @@ async def test_export_otlp_sends_real_metrics_and_spans(
     assert _total(otlp, "kiln.jobs.claimed", queue="default") == 5
     durations = otlp.latest("kiln.job.duration", kiln_job_kind="ok", outcome="completed")
     assert durations and max(p.count for p in durations) == 3
-    assert otlp.latest("kiln.server.healthy"), "no server gauge exported"
+    assert max(_number(p) for p in otlp.latest("kiln.server.healthy")) == 1
 
 
 async def _async(value: bool) -> bool:
@@ -124,7 +130,7 @@ async def test_the_standard_environment_variables_apply(
     running = Running(server)
     await running.started()
     job = await client.enqueue("ok", {})
-    await wait_until(lambda: _async(len(_process_spans(otlp)) == 1), 20, "the span")
+    await wait_for(lambda: _async(len(_process_spans(otlp)) == 1), 20, "the span")
     await running.stop()
     await export.aclose()
 
@@ -174,8 +180,7 @@ def ok(job):
     with trace.get_tracer("otlpapp").start_as_current_span("send the mail"):
         return None
 '''
-FAST_ENV = {"KILN_POLL_INTERVAL": "0.2", "KILN_HEARTBEAT_INTERVAL": "0.2", "KILN_LEADER_TTL": "1",
-            "KILN_DEAD_AFTER": "6", "KILN_KILL_GRACE": "0.2", "KILN_SHUTDOWN_TIMEOUT": "0.5",
+FAST_ENV = {**fast_env(shutdown_timeout=0.5),
             "OTEL_METRIC_EXPORT_INTERVAL": "200", "OTEL_BSP_SCHEDULE_DELAY": "100"}
 
 
@@ -200,11 +205,12 @@ def test_kiln_worker_exports_over_otlp_and_serves_metrics(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    # every attempt traced (the default is a tenth of those whose request was not)
     worker = _cli(tmp_path, "worker", "otlpapp:app", "--otlp-endpoint", otlp.url,
-                  "--metrics-port", str(port), **env)
+                  "--metrics-port", str(port), "--trace-sample-ratio", "1", **env)
     try:
-        wait_for("the attempt's span", lambda: len(_process_spans(otlp)) == 1, 30)
-        wait_for("the handler's span", lambda: len(otlp.span_list()) == 2, 10)
+        wait_for_sync(lambda: len(_process_spans(otlp)) == 1, 30, "the attempt's span")
+        wait_for_sync(lambda: len(otlp.span_list()) == 2, 10, "the handler's span")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             scraped = r.read().decode()
         assert 'kiln_jobs_finished_total{' in scraped and 'outcome="completed"' in scraped
@@ -247,3 +253,30 @@ def test_kiln_worker_without_kilnotel_says_what_to_install(tmp_path: Path) -> No
     _out, err = worker.communicate(timeout=60)
     assert worker.returncode == 1, err
     assert "OTLP export needs kilnotel" in err and "kiln-jobs[otel]" in err
+
+
+def test_kiln_workers_sample_by_default_and_follow_the_producer() -> None:
+    """kiln worker --otlp-endpoint: ParentBased(ProducerSampler(0.1)) unless
+    OTEL_TRACES_SAMPLER is set; --trace-sample-ratio changes the ratio."""
+    from opentelemetry.sdk.trace.sampling import ParentBased
+
+    from kiln.cli.worker import _ratio
+    from kilnotel import ProducerSampler, otlp_providers
+
+    assert _ratio(None, {}) == 0.1 and _ratio(None, {"KILN_TRACE_SAMPLE_RATIO": "0.5"}) == 0.5
+    assert _ratio(0.2, {"KILN_TRACE_SAMPLE_RATIO": "0.5"}) == 0.2
+    with pytest.raises(kiln.ConfigError, match="between 0 and 1"):
+        _ratio(2.0, {})
+    env = {"OTEL_METRICS_EXPORTER": "none"}
+    meter, tracer = otlp_providers("http://127.0.0.1:9", environ=env, sample_ratio=0.1)
+    assert tracer is not None and isinstance(tracer.sampler, ParentBased)
+    assert "ProducerSampler{0.1}" in str(tracer.sampler.get_description())  # type: ignore[no-untyped-call]
+    tracer.shutdown()
+    meter.shutdown()
+    meter, tracer = otlp_providers("http://127.0.0.1:9", environ={
+        **env, "OTEL_TRACES_SAMPLER": "always_on"}, sample_ratio=0.1)
+    assert tracer is not None
+    assert "ProducerSampler" not in str(tracer.sampler.get_description())
+    tracer.shutdown()
+    meter.shutdown()
+    assert isinstance(ProducerSampler(0.1), ProducerSampler)

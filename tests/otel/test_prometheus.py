@@ -21,7 +21,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 import kiln
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import count, wait_until
+from tests.support.otel import count
+from tests.support.waits import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)", re.M)
@@ -71,7 +72,7 @@ async def test_scrape_finds_failed_jobs_and_claim_latency_buckets(
     async def settled() -> bool:
         return await count(client, "failed", ids) + await count(client, "completed", ids) == 7
 
-    await wait_until(settled, 30, "jobs settled")
+    await wait_for(settled, 30, "jobs settled")
     in_db = await count(client, "failed")
     assert in_db == 3
     text = ""
@@ -141,3 +142,22 @@ def test_serve_refuses_an_observer_without_a_prometheus_reader(app: kiln.App) ->
         kilnotel.serve(observer, port=0)
     with pytest.raises(TypeError):
         kilnotel.serve(CollectorRegistry, port=0)  # type: ignore[arg-type]
+
+
+def test_the_service_is_named_kiln_worker_unless_the_environment_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """target_info said unknown_service:python on the Prometheus path (L-10)."""
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    provider, registry = kilnotel.prometheus_provider()
+    provider.get_meter("t").create_counter("t.c").add(1)
+    text = generate_latest(registry).decode()
+    provider.shutdown()
+    assert 'service_name="kiln-worker"' in text
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "mail-workers")
+    provider, registry = kilnotel.prometheus_provider()
+    provider.get_meter("t").create_counter("t.c").add(1)
+    text = generate_latest(registry).decode()
+    provider.shutdown()
+    assert 'service_name="mail-workers"' in text

@@ -5,10 +5,11 @@ from __future__ import annotations
 import platform
 
 import kiln
+import kiln.events
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, fast_config, wait_until
-from tests.otel.test_counts_freshness import value
+from tests.support.otel import Running, fast_config, value
+from tests.support.waits import wait_for
 
 OLDEST = n.SERVER_OLDEST_RUNNING_AGE.prometheus_name
 ERRORS = n.EVENTS_SUBSCRIBER_ERRORS.prometheus_name
@@ -24,8 +25,8 @@ async def test_oldest_running_build_info_and_subscriber_errors(
     assert value(registry, n.BUILD_INFO.prometheus_name, version=kiln.__version__,
                  python_version=platform.python_version()) == 1
 
-    def broken(event: kiln.Event) -> None:
-        if isinstance(event, kiln.JobClaimed):
+    def broken(event: kiln.events.Event) -> None:
+        if isinstance(event, kiln.events.JobClaimed):
             raise RuntimeError("a subscriber's bug (test)")
 
     server.events.subscribe(broken)
@@ -37,7 +38,7 @@ async def test_oldest_running_build_info_and_subscriber_errors(
     async def running_a_while() -> bool:
         return (value(registry, OLDEST, queue="long") or 0) >= 0.5
 
-    await wait_until(running_a_while, 15, "the long job running half a second")
+    await wait_for(running_a_while, 15, "the long job running half a second")
     assert value(registry, OLDEST, queue="default") == 0
     assert (value(registry, ERRORS) or 0) >= 1
     await running.stop()

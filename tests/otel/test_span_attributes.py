@@ -24,7 +24,8 @@ from opentelemetry.util.types import Attributes
 import kiln
 import kilnotel
 from kilnotel._span_attributes import attributes_after_sampling
-from tests.otel.conftest import Running, count, fast_config, wait_until
+from tests.support.otel import Running, count, fast_config
+from tests.support.waits import wait_for
 
 
 class KindSampler(Sampler):
@@ -72,7 +73,7 @@ async def test_a_sampler_of_your_own_still_sees_every_attribute(
     running = Running(server)
     await running.started()
     ids = [await client.enqueue("ok", {}), await client.enqueue("sync_ok", {})]
-    await wait_until(lambda: _completed(client, ids), 20, "jobs completed")
+    await wait_for(lambda: _completed(client, ids), 20, "jobs completed")
     await running.stop()
     assert sorted(a["kiln.job.kind"] for a in sampler.seen) == ["ok", "sync_ok"]
     assert all(a["messaging.message.id"] in {str(i) for i in ids} for a in sampler.seen)
@@ -91,7 +92,7 @@ async def test_value_length_limits_still_apply(app: kiln.App, client: kiln.Clien
     running = Running(server)
     await running.started()
     job = await client.enqueue("sync_ok", {})
-    await wait_until(lambda: _completed(client, [job]), 20, "job completed")
+    await wait_for(lambda: _completed(client, [job]), 20, "job completed")
     await running.stop()
     (span,) = exporter.get_finished_spans()
     attrs = dict(span.attributes or {})

@@ -11,7 +11,8 @@ import kiln
 import kilnotel
 from kiln.stores import store_from_url
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, fast_config
+from tests.support.waits import wait_for
 
 
 async def test_a_hung_sync_handler_is_counted_exported_and_unhealthy(
@@ -38,7 +39,7 @@ async def test_a_hung_sync_handler_is_counted_exported_and_unhealthy(
         async def stuck() -> bool:
             return telemetry.value(n.SERVER_HANDLERS_STUCK.name, queue="reports") == 1
 
-        await wait_until(stuck, 10, "the stuck handler to be exported")
+        await wait_for(stuck, 10, "the stuck handler to be exported")
         assert telemetry.value(n.JOBS_STUCK.name, queue="reports", kiln_job_kind="hang") == 1
         assert telemetry.value(n.SERVER_HEALTHY.name) == 0
         release.set()
@@ -47,7 +48,7 @@ async def test_a_hung_sync_handler_is_counted_exported_and_unhealthy(
             return (telemetry.value(n.SERVER_HANDLERS_STUCK.name, queue="reports") == 0
                     and telemetry.value(n.SERVER_HEALTHY.name) == 1)
 
-        await wait_until(freed, 10, "the handler to return and health to come back")
+        await wait_for(freed, 10, "the handler to return and health to come back")
     finally:
         release.set()
         await running.stop()

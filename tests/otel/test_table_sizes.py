@@ -18,8 +18,8 @@ from kiln.stores import TableSize, store_from_url
 from kilnotel import names as n
 from kilnotel._counts import CountsCache
 from kilnotel._sizes import SizesCache
-from tests.otel.conftest import Running, fast_config, wait_until
-from tests.otel.test_counts_freshness import leads, value
+from tests.support.otel import Running, fast_config, leads, value
+from tests.support.waits import wait_for
 
 ROWS = n.TABLE_ROWS_ESTIMATE.prometheus_name
 DEAD = n.TABLE_DEAD_ROWS.prometheus_name
@@ -38,7 +38,7 @@ async def test_the_leader_exports_the_jobs_table_size(
     assert value(registry, BYTES, table="kiln_jobs") is None  # nothing read yet
     running = Running(server)
     await running.started()
-    await wait_until(lambda: leads(server), 10, "leadership")
+    await wait_for(lambda: leads(server), 10, "leadership")
     await observer.refresh_sizes()
     postgres = urlsplit(store_url).scheme.startswith("postgres")
     assert (value(registry, BYTES, table="kiln_jobs") or 0) > 0

@@ -11,7 +11,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 import kiln
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, count, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, count, fast_config
+from tests.support.waits import wait_for
 
 
 async def _run_flaky(
@@ -24,7 +25,7 @@ async def _run_flaky(
     running = Running(server)
     await running.started()
     job_id = await client.enqueue("flaky", {})
-    await wait_until(lambda: _done(client, job_id), 20, "flaky job completed")
+    await wait_for(lambda: _done(client, job_id), 20, "flaky job completed")
     await running.stop()
     spans = telemetry.spans()
     (send,) = [s for s in spans if s.kind is SpanKind.PRODUCER]
@@ -120,7 +121,7 @@ async def test_failed_for_good_records_the_exception_and_handler_spans_nest(
         return (await count(client, "failed", [doomed]) == 1
                 and await count(client, "completed", [traced_id]) == 1)
 
-    await wait_until(finished, 20, "jobs finished")
+    await wait_for(finished, 20, "jobs finished")
     await running.stop()
     spans = telemetry.spans()
     sends = [s for s in spans if s.kind is SpanKind.PRODUCER]
@@ -163,8 +164,8 @@ async def test_link_mode_attempts_are_roots_even_when_the_server_runs_in_a_span(
     plain = await client.enqueue("ok", {})  # enqueued without tracing: no producer
     kilnotel.observe_client(client, telemetry.meter_provider, telemetry.tracer_provider)
     traced = await client.enqueue("ok", {})
-    await wait_until(lambda: _done(client, plain), 20, "plain job completed")
-    await wait_until(lambda: _done(client, traced), 20, "traced job completed")
+    await wait_for(lambda: _done(client, plain), 20, "plain job completed")
+    await wait_for(lambda: _done(client, traced), 20, "traced job completed")
     await running.stop()
     ambient = startup.get_span_context().trace_id
     process = [s for s in telemetry.spans() if s.kind is SpanKind.CONSUMER]
@@ -193,9 +194,9 @@ async def test_a_batch_insert_is_one_send_span_linked_from_every_job(
     kilnotel.observe_client(client, telemetry.meter_provider, telemetry.tracer_provider)
     running = Running(server)
     await running.started()
-    ids = await client.insert_many([client.build("ok", {"i": i}) for i in range(3)])
+    ids = await client.enqueue_many([client.build("ok", {"i": i}) for i in range(3)])
     for job_id in ids:
-        await wait_until(functools.partial(_done, client, job_id), 20, "batch completed")
+        await wait_for(functools.partial(_done, client, job_id), 20, "batch completed")
     await running.stop()
     spans = telemetry.spans()
     (send,) = [s for s in spans if s.kind is SpanKind.PRODUCER]

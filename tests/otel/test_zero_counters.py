@@ -8,9 +8,11 @@ from typing import Any
 from prometheus_client import generate_latest
 
 import kiln
+import kiln.events
 import kilnotel
 from kilnotel import names as n
-from tests.otel.conftest import Running, Telemetry, fast_config, wait_until
+from tests.support.otel import Running, Telemetry, fast_config
+from tests.support.waits import wait_for
 
 QUEUES = {"default": 2, "long": 1}
 
@@ -44,9 +46,9 @@ async def test_every_known_label_set_starts_at_zero_and_the_first_event_counts_f
     for metric in (n.CLAIM_LATENCY, n.JOB_DURATION):  # histograms start at their first job
         assert metric.name not in before
 
-    started: list[kiln.Event] = []
+    started: list[kiln.events.Event] = []
     server.events.subscribe(
-        lambda e: started.append(e) if isinstance(e, kiln.JobStarted) else None)
+        lambda e: started.append(e) if isinstance(e, kiln.events.JobStarted) else None)
     running = Running(server)
     await running.started()
     await client.enqueue("long", {"seconds": 30}, queue="long")
@@ -54,7 +56,7 @@ async def test_every_known_label_set_starts_at_zero_and_the_first_event_counts_f
     async def in_handler() -> bool:
         return bool(started)
 
-    await wait_until(in_handler, 10, "the long job started")
+    await wait_for(in_handler, 10, "the long job started")
     await running.stop()  # hands the job back
     after = telemetry.collect()
     handed_back = _series(after, n.JOBS_HANDED_BACK)

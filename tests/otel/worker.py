@@ -10,14 +10,14 @@ import asyncio
 import json
 import sys
 
-import kiln
 import kilnotel
-from tests.otel.jobs import FAST, make_app
+from tests.otel.jobs import make_app
+from tests.support.otel import fast_config
 
 
 async def main(url: str, queues: dict[str, int]) -> None:
     app = make_app(url)
-    server = app.server(queues, kiln.ServerConfig(**FAST))  # type: ignore[arg-type]
+    server = app.server(queues, fast_config())
     metrics = kilnotel.serve(server, port=0, host="127.0.0.1")
     print(f"READY {metrics.port}", flush=True)
     try:

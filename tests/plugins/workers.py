@@ -13,25 +13,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from kiln import App, Client, JobFilter, JobRow
+from tests.support.config import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
-# keeps dead_after > 3*heartbeat_interval + kill_grace + 5s (6 > 5.8)
-FAST: dict[str, float] = {
-    "poll_interval": 0.2,
-    "heartbeat_interval": 0.2,
-    "kill_grace": 0.2,
-    "dead_after": 6.0,
-    "leader_ttl": 1.0,
-    "shutdown_timeout": 1.0,
-}
-
-
 def load_app(spec: str) -> App:
     module, attribute = spec.split(":")
     app: App = getattr(importlib.import_module(module), attribute)
@@ -98,16 +87,6 @@ def worker_starter(store_url: str, app_spec: str) -> Iterator[StartWorker]:
             proc.stdout.close()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``condition`` until true; return the seconds it took."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-    return time.monotonic() - began
-
-
 class Admin:
     """Sync access to the test database from the test process, via one open store.
 
@@ -116,7 +95,7 @@ class Admin:
     """
 
     def __init__(self, url: str, app_spec: str) -> None:
-        from kiln._portal import Portal
+        from kiln._aio._portal import Portal
         from kiln.stores import store_from_url
 
         self.app_spec = app_spec
@@ -134,7 +113,7 @@ class Admin:
     def enqueue_many(self, kind: str, args_list: list[object], **options: Any) -> list[int]:
         client = self.client()
         jobs = [client.build(kind, a, **options) for a in args_list]
-        return [int(i) for i in self.portal.run(client.insert_many(jobs))]
+        return [int(i) for i in self.portal.run(client.enqueue_many(jobs))]
 
     def job(self, job_id: int) -> JobRow:
         row = self.portal.run(self.store.job_get(job_id))

@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 import kiln
-
-FAST = dict(poll_interval=0.05, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6,
-            leader_ttl=1, shutdown_timeout=1)
-Serve = Callable[..., Awaitable[kiln.Server]]
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.02)
-    assert await check(), what
+from tests.support.config import fast_config
+from tests.support.results import Serve
 
 
 @pytest.fixture
@@ -36,7 +27,7 @@ async def serve() -> AsyncIterator[Serve]:
         app: kiln.App, queues: dict[str, int], store: Any = None, **config: Any
     ) -> kiln.Server:
         await app.amigrate()
-        cfg = kiln.ServerConfig(**{**FAST, **config})
+        cfg = fast_config(**{"poll_interval": 0.05, **config})
         server = app.server(queues, cfg) if store is None else kiln.Server(
             store, app.kinds, queues, cfg)
         task = asyncio.create_task(server.run())

@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import kiln
+import kiln.events
 from kiln import JobState, StoreError
-from kiln._job import JobResult
+from kiln._model._job import JobResult
 from kiln.stores import Store, store_from_url
-from tests.results.conftest import Serve, wait_until
+from tests.support.results import Serve
+from tests.support.waits import wait_for
 
 
 class Refusing:
@@ -27,6 +29,7 @@ class Refusing:
         self.refuse: set[int] = set()
         self.refuse_replacements = False  # refuse the failed attempt kiln writes instead
         self.refuse_all = False
+        self.contend = 0  # refuse this many writes as a lock timeout does (contended)
         self.garbage = 0  # return this many non-results (a broken store: the writer crashes)
         self.calls: list[list[int]] = []
 
@@ -40,6 +43,10 @@ class Refusing:
             return None
         if self.refuse_all:
             raise StoreError("job_results_apply", "value too long for the column")
+        if self.contend:
+            self.contend -= 1
+            raise StoreError("job_results_apply", "canceling statement due to statement"
+                             " timeout", contended=True)
         for r in results:
             replacement = r.error is not None and r.error.error.startswith("kiln could not")
             if r.job_id in self.refuse and (self.refuse_replacements or not replacement):
@@ -93,7 +100,7 @@ async def test_a_refused_result_is_written_as_a_failed_attempt_and_the_rest_comp
         s = await states(app, [*goods, bad])
         return all(x is JobState.COMPLETED for x in s[:-1]) and s[-1] is JobState.SCHEDULED
 
-    await wait_until(done, 15, "good jobs completed, the bad one retried")
+    await wait_for(done, 15, "good jobs completed, the bad one retried")
     row = await app.client().get(bad)
     assert row is not None and row.attempt == 1
     assert row.errors[-1].error.startswith("kiln could not write this attempt's result (retry)")
@@ -124,7 +131,7 @@ async def test_a_result_that_cannot_be_written_at_all_is_dropped_not_holding_oth
         more.append(await app.client().enqueue("good", {}))
         return await done()
 
-    await wait_until(good_ones_keep_flowing, 20, "good jobs completed, the bad one dropped")
+    await wait_for(good_ones_keep_flowing, 20, "good jobs completed, the bad one dropped")
     assert (await states(app, [bad])) == [JobState.RUNNING]  # left to reconciliation
     assert server.stats().results_pending <= len(more)
     await app.aclose()
@@ -142,7 +149,7 @@ async def test_a_store_that_refuses_every_result_makes_the_server_unhealthy(
     async def unhealthy() -> bool:
         return not server.healthy()
 
-    await wait_until(unhealthy, 10, "unhealthy while no result can be written")
+    await wait_for(unhealthy, 10, "unhealthy while no result can be written")
     health = server.healthy()
     assert health.results_stuck
     assert any(r.startswith("results not written for") for r in health.reasons), health.reasons
@@ -153,7 +160,7 @@ async def test_a_store_that_refuses_every_result_makes_the_server_unhealthy(
         s = await states(app, goods)
         return all(x is JobState.COMPLETED for x in s) and bool(server.healthy())
 
-    await wait_until(recovered, 15, "written and healthy once the store accepts them")
+    await wait_for(recovered, 15, "written and healthy once the store accepts them")
     await app.aclose()
 
 
@@ -163,15 +170,15 @@ async def test_a_crashed_results_writer_is_reported_at_once_and_restarted(
     app = app_of(store_url)
     store = await refusing(store_url)
     store.garbage = 1  # the next write returns None: the writer task raises
-    crashes: list[kiln.CompleterCrashed] = []
+    crashes: list[kiln.events.CompleterCrashed] = []
     server = await serve(app, {"q": 8}, store=store)
-    server.events.subscribe(crashes.append, types=[kiln.CompleterCrashed])
+    server.events.subscribe(crashes.append, types=[kiln.events.CompleterCrashed])
     goods, _ = await enqueue(app, 3, 0)
 
     async def crashed() -> bool:
         return bool(crashes)
 
-    await wait_until(crashed, 10, "the crash reported")
+    await wait_for(crashed, 10, "the crash reported")
     health = server.healthy()
     assert not health and health.results_stuck
     assert any("results writer" in r for r in health.reasons), health.reasons
@@ -180,6 +187,36 @@ async def test_a_crashed_results_writer_is_reported_at_once_and_restarted(
     async def completed() -> bool:
         return all(x is JobState.COMPLETED for x in await states(app, goods))
 
-    await wait_until(completed, 15, "the restarted writer wrote the results")
+    await wait_for(completed, 15, "the restarted writer wrote the results")
     assert server.stats().results_pending == 0
+    await app.aclose()
+
+
+async def test_a_contended_write_is_written_later_and_a_completion_stays_completed(
+    store_url: str, serve: Serve
+) -> None:
+    # a lock or statement timeout is not a bad result: no replacement, written as it is
+    # once the lock is gone (issue 39 item 2)
+    app = app_of(store_url)
+
+    @app.job("report", queue="q")
+    async def report(job: kiln.Job) -> dict[str, int]:
+        return {"rows": 42}
+
+    goods, _ = await enqueue(app, 3, 0)
+    reports = [await app.client().enqueue("report", {}) for _ in range(2)]
+    store = await refusing(store_url)
+    store.contend = 4
+    server = await serve(app, {"q": 8}, store=store)
+
+    async def completed() -> bool:
+        return all(x is JobState.COMPLETED for x in await states(app, [*goods, *reports]))
+
+    await wait_for(completed, 15, "written once the contention ended")
+    for job_id in reports:
+        row = await app.client().get(job_id)
+        assert row is not None and row.result == {"rows": 42} and row.attempt == 1
+        assert row.errors == []
+    assert server.stats().results_poisoned == 0
+    assert server.healthy(), server.healthy().reasons
     await app.aclose()

@@ -17,11 +17,12 @@ from collections.abc import Iterator
 import pytest
 
 import kiln
+import kiln.events
 from kiln import JobState
 from kiln.stores import store_from_url
 from tests.plugins.databases import postgres_schema_url
-from tests.results.conftest import Serve, wait_until
-from tests.results.test_reconcile import proxied
+from tests.support.results import Serve, proxied
+from tests.support.waits import wait_for
 
 HOLD = 7.0  # longer than Watch.close's 5 s
 
@@ -44,8 +45,8 @@ async def test_results_wait_for_a_slow_commit_of_a_notified_claim(
 
     server = await serve(app, {"ticks": 2}, store=store_from_url(url), poll_interval=30)
     assert server.stats().notifications is True
-    reconciled: list[kiln.JobReconciled] = []
-    server.events.subscribe(reconciled.append, types=[kiln.JobReconciled])
+    reconciled: list[kiln.events.JobReconciled] = []
+    server.events.subscribe(reconciled.append, types=[kiln.events.JobReconciled])
     await asyncio.sleep(0.3)  # idle: the pool's watch is armed on the LISTEN connection
     proxy.hold(lambda data: b"COMMIT" in data, HOLD)
     began = time.monotonic()
@@ -55,7 +56,7 @@ async def test_results_wait_for_a_slow_commit_of_a_notified_claim(
         row = await app.client().get(job_id)
         return row is not None and row.state is JobState.COMPLETED
 
-    await wait_until(done, HOLD + 6, "completed once its claim committed")
+    await wait_for(done, HOLD + 6, "completed once its claim committed")
     assert started[job_id] - began < 2, "a notified job starts before its commit"
     assert time.monotonic() - began >= HOLD - 0.5, "its result waited for the commit"
     row = await app.client().get(job_id)

@@ -16,7 +16,8 @@ import pytest
 
 import kiln
 from kiln import JobState
-from tests.results.conftest import Serve, wait_until
+from tests.support.results import Serve
+from tests.support.waits import wait_for
 
 
 def app_of(url: str) -> kiln.App:
@@ -70,7 +71,7 @@ async def test_a_bad_result_does_not_hold_the_good_ones(
                    for r in rows[:-1]) and rows[-1] is not None and (
             rows[-1].state not in (JobState.RUNNING, JobState.AVAILABLE))
 
-    await wait_until(settled, 15, "every job settled")
+    await wait_for(settled, 15, "every job settled")
     for job_id in ids:
         row = await client.get(job_id)
         assert row is not None and row.state is JobState.COMPLETED

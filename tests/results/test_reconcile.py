@@ -15,16 +15,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 import kiln
+import kiln.events
 from kiln import JobState, UnreachableError
-from kiln._job import JobRow
+from kiln._model._job import JobRow
 from kiln.stores import Store, store_from_url
-from tests.flow.proxy import Proxy
-from tests.results.conftest import Serve, wait_until
+from tests.support.results import Serve, proxied
+from tests.support.waits import wait_for
 
 QUEUE = "reconciled"
 DEAD_AFTER = 6.0
@@ -38,17 +38,6 @@ def app_of(url: str, started: list[int]) -> kiln.App:
         started.append(job.id)
 
     return app
-
-
-async def proxied(url: str) -> tuple[Proxy, str]:
-    parts = urlsplit(url)
-    default = 5432 if parts.scheme.startswith("postgres") else 3306
-    proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or default)
-    await proxy.start()
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"{parts.hostname}:{proxy.port}"
-    return proxy, urlunsplit(parts._replace(
-        netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
 
 
 def claim_request(backend: str) -> bytes:
@@ -78,10 +67,10 @@ async def test_a_claim_whose_reply_is_lost_is_handed_back_under_a_live_server(
         return await real_claim(queue, kinds, limit, server_id, limited, keys)
 
     proxied_store.job_claim = claim  # type: ignore[method-assign]
-    reconciled: list[kiln.JobReconciled] = []
+    reconciled: list[kiln.events.JobReconciled] = []
     server = await serve(app, {QUEUE: 2}, store=proxied_store)
-    server.events.subscribe(reconciled.append, types=[kiln.JobReconciled])
-    await wait_until(lambda: _running(store, ids, server.id), 10, "the claim committed")
+    server.events.subscribe(reconciled.append, types=[kiln.events.JobReconciled])
+    await wait_for(lambda: _running(store, ids, server.id), 10, "the claim committed")
     cut_at = time.monotonic()
     (await asyncio.wait_for(lost[0], 5)).cancel()  # and the reply never arrives
     await _check_reconciled(store, ids, server, cut_at, started, reconciled)
@@ -111,10 +100,10 @@ async def test_a_committed_claim_that_raises_is_handed_back(
         return rows
 
     server_store.job_claim = claim  # type: ignore[method-assign]
-    reconciled: list[kiln.JobReconciled] = []
+    reconciled: list[kiln.events.JobReconciled] = []
     server = await serve(app, {QUEUE: 2}, store=server_store)
-    server.events.subscribe(reconciled.append, types=[kiln.JobReconciled])
-    await wait_until(lambda: _lost(lost), 10, "a claim lost its reply")
+    server.events.subscribe(reconciled.append, types=[kiln.events.JobReconciled])
+    await wait_for(lambda: _lost(lost), 10, "a claim lost its reply")
     cut_at = time.monotonic()
     assert {r.id for r in lost[0]} <= set(ids) and not started
     await _check_reconciled(store, [r.id for r in lost[0]], server, cut_at, started,
@@ -135,13 +124,13 @@ async def _running(store: Store, ids: Sequence[int], server_id: str) -> bool:
 async def _check_reconciled(
     store: Store, ids: Sequence[int], server: kiln.Server, cut_at: float,
     started: Sequence[int],
-    reconciled: list[kiln.JobReconciled],
+    reconciled: list[kiln.events.JobReconciled],
 ) -> None:
     async def completed() -> bool:
         rows = [await store.job_get(i) for i in ids]
         return all(r is not None and r.state is JobState.COMPLETED for r in rows)
 
-    await wait_until(completed, DEAD_AFTER, "completed before dead_after: not stuck running")
+    await wait_for(completed, DEAD_AFTER, "completed before dead_after: not stuck running")
     took = time.monotonic() - cut_at
     assert server.healthy(), server.healthy().reasons
     for job_id in ids:

@@ -37,6 +37,9 @@ def clockable_url(url: str) -> str:
 
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
+    if "options" not in query:  # kiln's schema= setting (KILN_TEST_POSTGRES_VIA)
+        pytest.skip("the test clock's now() needs the schema first on the search_path;"
+                    " kiln's schema= setting qualifies tables and leaves now() alone")
     schema = query["options"].split("=", 1)[1]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {schema}.{TABLE} (ahead float8 NOT NULL)")

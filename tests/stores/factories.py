@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import sqlite3
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 
-from kiln._job import AttemptError, JobResult, JobRow, NewJob, Outcome, ServerInfo
+from kiln._model._job import AttemptError, JobResult, JobRow, NewJob, Outcome, ServerInfo
 from kiln.stores import Store
 from tests.plugins.databases import mysql_connect
 
@@ -37,6 +35,7 @@ def result(row: JobRow, outcome: Outcome = Outcome.COMPLETED, *, server: str | N
         job_id=row.id, server_id=server or row.server_id or "s1", attempt=row.attempt,
         outcome=outcome, run_at_delay=delay, rescued=rescued,
         error=None if error is None else AttemptError(row.attempt, 0.0, error),
+        claimed_at=row.attempted_at,  # as a server's results carry it
     )
 
 
@@ -55,15 +54,6 @@ def server(server_id: str = "s1", queues: dict[str, int] | None = None) -> Serve
 async def state_of(store: Store, job_id: int) -> str | None:
     row = await store.job_get(job_id)
     return None if row is None else row.state.value
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 3.0) -> None:
-    """Wait for ``check`` with a timeout, for what only time can make true."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 def delete_row_only(store_url: str, job_id: int) -> None:

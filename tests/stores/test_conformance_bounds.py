@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kiln._job import JobFilter, JobRow, JobState, Outcome
+from kiln._model._job import JobFilter, JobRow, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result, state_of
 

@@ -1,4 +1,4 @@
-"""Conformance: bulk actions in batches (kiln._bulk) on every store.
+"""Conformance: bulk actions in batches (kiln._client._bulk) on every store.
 
 A run is bound when it begins (the newest matching id; the finish time when it selects
 finished states), walks the matching ids newest first with the keyset listing, and
@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from kiln import Unique
-from kiln._bulk import Bulk, Progress
-from kiln._client import Client, build_job
+from kiln._client._bulk import Bulk, Progress
+from kiln._client._client import Client
 from kiln._errors import StoreError, ValidationError
-from kiln._job import AttemptError, JobFilter, JobResult, JobState, Outcome
+from kiln._model._build import build_job
+from kiln._model._job import AttemptError, JobFilter, JobResult, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result
 

@@ -14,10 +14,11 @@ import asyncio
 
 import pytest
 
-from kiln._job import JobFilter, JobState, Outcome
-from kiln._wakeup import CANCEL_PAYLOAD
+from kiln._model._job import JobFilter, JobState, Outcome
+from kiln._model._wakeup import CANCEL_PAYLOAD
 from kiln.stores import Store
-from tests.stores.factories import claim, eventually, insert, job, result, server, state_of
+from tests.stores.factories import claim, insert, job, result, server, state_of
+from tests.support.waits import wait_for
 
 
 async def test_cancel_records_the_actor_and_the_running_server(store: Store) -> None:
@@ -117,4 +118,4 @@ async def test_cancel_of_a_running_job_notifies(store: Store) -> None:
     async def notified() -> bool:
         return got.count(CANCEL_PAYLOAD) > before
 
-    await eventually(notified, timeout=2.0)
+    await wait_for(notified, 2.0, "notified()")

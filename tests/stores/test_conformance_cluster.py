@@ -7,10 +7,11 @@ Ages and leases wait on the database clock, moved forward by ``clock.advance``
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
-from kiln._job import JobFilter, JobState, Outcome
+from kiln._model._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.clock import Clock, clockable_url
 from tests.stores.factories import claim, complete, insert, job, result, server
@@ -33,6 +34,27 @@ async def test_register_list_heartbeat_deregister(store: Store) -> None:
     await store.server_deregister("a")
     assert not await store.server_heartbeat("a")  # gone: the server must rejoin
     assert [s.id for s in await store.server_list()] == ["b"]
+
+
+async def test_a_heartbeat_says_the_connections_of_its_process(store: Store) -> None:
+    """Migration 17: a heartbeat writes the connections its process holds; one without
+    them (None) leaves the last said; a fresh registration says none yet."""
+    await store.server_register(server("a"))
+    [fresh] = await store.server_list()
+    assert fresh.connections is None
+    assert await store.server_heartbeat("a", 7)
+    assert [s.connections for s in await store.server_list()] == [7]
+    assert await store.server_heartbeat("a")
+    assert [s.connections for s in await store.server_list()] == [7]
+    assert await store.server_heartbeat("a", 2)
+    assert [s.connections for s in await store.server_list()] == [2]
+    assert not await store.server_heartbeat("gone", 3)
+
+
+async def test_a_store_counts_the_connections_it_holds(store: Store) -> None:
+    """From memory: at least one while open and in use (the pool's, or the file's)."""
+    await store.server_list()
+    assert store.connections() >= 1
 
 
 async def test_heartbeat_age_follows_the_database_clock(store: Store, clock: Clock) -> None:
@@ -159,3 +181,25 @@ async def test_jobs_running_on_a_server_past_a_margin(store: Store, clock: Clock
     ]
     assert late.id not in {r.id for r in found} and theirs.id not in {r.id for r in found}
     assert [r.id for r in await store.jobs_running_on("s1", 0.2, 1)] == [mine[1].id]
+
+
+async def test_the_installation_id_is_made_once_by_the_migration(store: Store) -> None:
+    """Migration 12 makes one random id per installation; migrating again keeps it."""
+    first = await store.installation_get()
+    assert first is not None and len(first) == 16 and int(first, 16) >= 0, first
+    await store.migrate()
+    assert await store.installation_get() == first
+
+
+async def test_scheduled_jobs_that_fell_due_per_queue(store: Store, clock: Clock) -> None:
+    """Scheduled jobs whose run_at has come by the database clock, by queue; those not
+    yet due and the other states are not counted."""
+    assert await store.queue_scheduled_due() == {}
+    now = await store.now()
+    await insert(store, job(run_at=now + timedelta(seconds=30)),
+                 job(run_at=now + timedelta(seconds=30), queue="b"),
+                 job(run_at=now + timedelta(seconds=3600), queue="b"),
+                 job(queue="b"))  # available now: not scheduled
+    assert await store.queue_scheduled_due() == {}
+    await clock.advance(31)
+    assert await store.queue_scheduled_due() == {"q": 1, "b": 1}

@@ -1,12 +1,12 @@
-"""Conformance: global concurrency limits (kiln._concurrency) enforced in the claim."""
+"""Conformance: global concurrency limits (kiln._model._concurrency) enforced in the claim."""
 
 from __future__ import annotations
 
 import asyncio
 
-from kiln._job import JobRow, JobState, NewJob, Outcome
+from kiln._model._job import JobRow, JobState, NewJob, Outcome
 from kiln.stores import Store
-from tests.stores.factories import complete, insert, job, result
+from tests.stores.factories import complete, insert, job, result, server
 
 
 def limited(key: str = "kind:k", conc_max: int = 2, **options: object) -> NewJob:
@@ -95,15 +95,54 @@ async def test_every_way_out_of_running_frees_the_slot(store: Store) -> None:
     assert len(await take(store)) == 1
 
 
-async def test_a_cancel_of_a_running_job_frees_the_slot(store: Store) -> None:
+async def test_a_cancelled_attempt_holds_its_slot_until_it_ends(store: Store) -> None:
+    # issue 39 item 4: a cancel does not stop a handler at once (a plain def finishes its
+    # step, an async one cleans up), so the slot stays taken until the attempt's
+    # (fenced-off) result says the handler has ended
+    from kiln._client._filters import filter_of
+
+    await store.server_register(server("s1"))
     await insert(store, *[limited(conc_max=1) for _ in range(2)])
     (row,) = await take(store)
     assert await take(store) == []
-    from kiln._client import filter_of
-
     assert await store.jobs_cancel(filter_of(ids=[row.id]), "alice") == 1
+    assert await take(store) == []  # its handler may still run
+    assert await store.jobs_ending_release(60.0) == 0  # its server is alive
+    assert (await store.job_results_apply([result(row, Outcome.CANCELLED)])).applied == 0
     (other,) = await take(store)
     assert other.id != row.id
+
+
+async def test_a_cancelled_attempt_holds_a_queue_slot_until_it_ends(store: Store) -> None:
+    from kiln._client._filters import filter_of
+
+    await store.server_register(server("s1"))
+    await store.concurrency_declare({"queue:q": 1})
+    await insert(store, job(), job())
+    (row,) = await take(store, keys=False)
+    assert await store.jobs_cancel(filter_of(ids=[row.id]), "alice") == 1
+    assert await take(store, keys=False) == []
+    assert await take(store) == []  # the claim with keys counts it too
+    await store.job_results_apply([result(row, Outcome.CANCELLED)])
+    assert len(await take(store, keys=False)) == 1
+
+
+async def test_a_cancelled_attempt_of_a_dead_server_frees_its_slot(store: Store) -> None:
+    # its handler went with its server: the rescuer ends the attempt (jobs_ending_release)
+    from kiln._client._filters import filter_of
+
+    await store.server_register(server("s1"))
+    await insert(store, *[limited(conc_max=1) for _ in range(2)])
+    (row,) = await take(store)
+    await store.jobs_cancel(filter_of(ids=[row.id]), "alice")
+    assert await take(store) == []
+    await asyncio.sleep(0.05)
+    assert await store.jobs_ending_release(0.01) == 1  # s1 silent for longer than that
+    assert await store.jobs_ending_release(0.01) == 0
+    (other,) = await take(store)
+    assert other.id != row.id
+    gone = await store.job_get(row.id)
+    assert gone is not None and gone.state is JobState.CANCELLED
 
 
 async def test_a_rescue_frees_the_slot(store: Store) -> None:

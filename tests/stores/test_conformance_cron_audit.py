@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from kiln._job import JobFilter
+from kiln._model._job import JobFilter
 from kiln.stores import Store
 from tests.stores.factories import job, state_of
 

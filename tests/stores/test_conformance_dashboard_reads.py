@@ -9,7 +9,7 @@ and leaves out what finished before the span or has not finished.
 
 from __future__ import annotations
 
-from kiln._job import JobState, Outcome
+from kiln._model._job import JobState, Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result
 
@@ -66,7 +66,7 @@ async def test_running_counts_by_queue_and_server(store: Store) -> None:
 async def test_time_range_and_oldest_first_paging(store: Store) -> None:
     from datetime import timedelta
 
-    from kiln._job import JobFilter
+    from kiln._model._job import JobFilter
 
     ids = await insert(store, *[job() for _ in range(5)])
     now = await store.now()

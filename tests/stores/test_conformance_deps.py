@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kiln._job import JobFilter, JobState, Outcome
+from kiln._model._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, complete, insert, job, result, state_of
 

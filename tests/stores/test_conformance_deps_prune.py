@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kiln._job import JobFilter, JobState, Outcome
+from kiln._model._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.clock import Clock, clockable_url
 from tests.stores.factories import (

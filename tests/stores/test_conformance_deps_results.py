@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kiln._job import Outcome
+from kiln._model._job import Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result, state_of
 

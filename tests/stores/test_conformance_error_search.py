@@ -6,7 +6,7 @@ timestamps, tracebacks), case-insensitively, non-ASCII letters included.
 
 from __future__ import annotations
 
-from kiln._job import AttemptError, JobFilter, JobResult, JobState, Outcome
+from kiln._model._job import AttemptError, JobFilter, JobResult, JobState, Outcome
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job
 
@@ -30,8 +30,8 @@ async def _failed(store: Store, *messages: str) -> list[int]:
 
 
 async def _found(store: Store, text: str) -> list[int]:
-    rows = await store.job_list(JobFilter(error_contains=text), limit=50)
-    assert await store.job_count(JobFilter(error_contains=text)) == len(rows)
+    rows = await store.job_list(JobFilter(error=text), limit=50)
+    assert await store.job_count(JobFilter(error=text)) == len(rows)
     return sorted(r.id for r in rows)
 
 
@@ -69,9 +69,40 @@ async def test_error_search_matches_any_attempt_and_special_characters(store: St
 async def test_bulk_actions_use_the_same_error_match(store: Store) -> None:
     smtp, dns = await _failed(store, "SMTP timeout", "DNS failure")
     failed = (JobState.FAILED,)
-    assert await store.jobs_requeue(JobFilter(states=failed, error_contains="server_id")) == 0
-    assert await store.jobs_requeue(JobFilter(states=failed, error_contains="smtp")) == 1
-    assert await store.jobs_cancel(JobFilter(error_contains="at")) == 0  # dns is failed
-    assert await store.jobs_delete(JobFilter(states=failed, error_contains="attempt")) == 0
-    assert await store.jobs_delete(JobFilter(states=failed, error_contains="dns")) == 1
+    assert await store.jobs_requeue(JobFilter(states=failed, error="server_id")) == 0
+    assert await store.jobs_requeue(JobFilter(states=failed, error="smtp")) == 1
+    assert await store.jobs_cancel(JobFilter(error="at")) == 0  # dns is failed
+    assert await store.jobs_delete(JobFilter(states=failed, error="attempt")) == 0
+    assert await store.jobs_delete(JobFilter(states=failed, error="dns")) == 1
     assert (await store.job_get(smtp)) is not None and (await store.job_get(dns)) is None
+
+
+async def test_error_groups_by_last_error_exactly_and_bounded(store: Store) -> None:
+    """Failed jobs grouped by their last attempt's error message, the most common first,
+    over the newest ``scan`` failed jobs only; ``last_error`` selects one group, exactly
+    (special characters and non-ASCII letters included, never a substring)."""
+    odd = 'ZÜRICH "quoted" \\ and\nnewline'
+    ids = await _failed(store, "SMTP timeout", odd, "SMTP timeout", "SMTP timeout x", odd,
+                        "SMTP timeout")
+    groups = await store.job_error_groups(JobFilter(), limit=10)
+    assert groups == [("SMTP timeout", 3, ids[5]), (odd, 2, ids[4]),
+                      ("SMTP timeout x", 1, ids[3])]
+    assert await store.job_error_groups(JobFilter(), limit=1) == [("SMTP timeout", 3, ids[5])]
+    assert sorted(r.id for r in await store.job_list(JobFilter(last_error=odd), 50)) == [
+        ids[1], ids[4]]
+    assert await store.job_count(JobFilter(last_error="SMTP timeout")) == 3
+    assert await store.job_count(JobFilter(last_error="SMTP")) == 0
+    assert await store.job_count(JobFilter(last_error="smtp timeout")) == 0  # exact
+    # bounded: the newest two failed jobs (all six finished at one instant: any two)
+    assert sum(n for _e, n, _m in await store.job_error_groups(JobFilter(), 10, scan=2)) == 2
+    # the filter applies: one group of the given ids
+    assert await store.job_error_groups(JobFilter(ids=(ids[1],)), 10) == [(odd, 1, ids[1])]
+    [retried] = await insert(store, job(max_attempts=2))
+    [row] = await claim(store)
+    await store.job_results_apply([JobResult(
+        job_id=retried, server_id="s1", attempt=row.attempt, outcome=Outcome.RETRY,
+        error=AttemptError(row.attempt, 0.0, "first attempt", "", "s1"), run_at_delay=3600)])
+    # not failed: no group; its last error still selects it for a listing
+    assert "first attempt" not in [e for e, _n, _m in
+                                   await store.job_error_groups(JobFilter(), 10)]
+    assert await store.job_count(JobFilter(last_error="first attempt")) == 1

@@ -6,7 +6,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from kiln._job import JobFilter, JobState, NewJob
+from kiln._model._job import JobFilter, JobState, NewJob
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, state_of
 
@@ -151,7 +151,7 @@ async def test_insert_of_many_jobs(store: Store) -> None:
 
 
 async def test_mixed_batch_keeps_input_order(store: Store) -> None:
-    from kiln._job import RateLimit
+    from kiln._model._job import RateLimit
 
     [dep] = await insert(store, job(kind="dep"))
     batch = [job(args={"i": 0}), job(args={"i": 1}, depends_on=[dep]),

@@ -1,8 +1,9 @@
 """Conformance: published kind declarations (kiln_kinds), on every store.
 
-The newest declaration of a kind wins; rows of servers no longer registered go when
-the kind is published again; two live servers publishing one kind differently are a
-conflict; migration 4 applies on a database already at version 3.
+The newest declaration a live server published wins (else the newest); rows of
+servers no longer registered go when the kind is published again; two live servers
+publishing one kind differently are a conflict; migration 4 applies on a database
+already at version 3.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from kiln._job import JobFilter, KindDeclaration
+from kiln._model._job import JobFilter, KindDeclaration
 from kiln.stores import Store, _migrations, store_from_url
 from tests.plugins.databases import mysql_connect
 from tests.stores.factories import server
@@ -45,6 +46,21 @@ async def test_publish_then_resolve_newest(store: Store) -> None:
     assert newest["a"] == decl("a", "other", 7)
     assert newest["b"] == decl("b")
     assert {d.kind: d for d in store.kind_declarations_sync()} == newest
+
+
+async def test_a_live_server_s_declaration_is_the_one_in_use(store: Store) -> None:
+    """The declaration producers use (and the adopter applies) is the newest a live
+    server published: a newer one whose server stopped gives way; with none live, the
+    newest still resolves."""
+    await publish(store, "v2", decl("a", "q", 3))
+    await asyncio.sleep(0.002)
+    await publish(store, "v1", decl("a", "q", 25), pid=2)  # an old version restarted...
+    assert await store.kind_declarations() == [decl("a", "q", 25)]
+    await store.server_deregister("v1")  # ...and stopped: its row stays, not live
+    assert await store.kind_declarations() == [decl("a", "q", 3)]
+    assert store.kind_declarations_sync() == [decl("a", "q", 3)]
+    await store.server_deregister("v2")
+    assert await store.kind_declarations() == [decl("a", "q", 25)]  # none live: the newest
 
 
 async def test_republish_renews_and_keeps_one_row_per_server(store: Store) -> None:
@@ -87,15 +103,15 @@ async def test_rows_of_a_deregistered_server_are_not_live(store: Store) -> None:
 
 
 async def test_migration_4_on_a_version_3_database(
-    store_url: str, monkeypatch: pytest.MonkeyPatch
+    empty_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     every = _migrations.load
     monkeypatch.setattr(_migrations, "load", lambda package: every(package)[:3])
-    s = store_from_url(store_url)
+    s = store_from_url(empty_store_url)
     await s.open()
     try:
         assert await s.migrate() == [1, 2, 3]
-        version_3_job(store_url)  # as kiln at version 3 wrote it
+        version_3_job(empty_store_url)  # as kiln at version 3 wrote it
         monkeypatch.setattr(_migrations, "load", every)
         assert (await s.migrate())[0] == 4
         await s.schema_check()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kiln._job import JobFilter, JobState, Outcome, RateLimit
+from kiln._model._job import JobFilter, JobState, Outcome, RateLimit
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result, state_of
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kiln._errors import NotMigratedError
-from kiln._job import JobFilter
+from kiln._model._job import JobFilter
 from kiln.stores import Store, _migrations, store_from_url
 
 # numbered the same in every dialect (checked below)
@@ -16,8 +16,8 @@ VERSIONS = [v for v, _sql in _migrations.load("kiln.stores.sqlite")]
 
 
 @pytest.fixture
-async def fresh(store_url: str) -> AsyncIterator[Store]:
-    s = store_from_url(store_url)
+async def fresh(empty_store_url: str) -> AsyncIterator[Store]:
+    s = store_from_url(empty_store_url)
     await s.open()
     try:
         yield s
@@ -40,9 +40,9 @@ async def test_migrate_fresh_then_idempotent(fresh: Store) -> None:
 
 
 async def test_concurrent_migrations_apply_each_version_once(
-    fresh: Store, store_url: str
+    fresh: Store, empty_store_url: str
 ) -> None:
-    others = [store_from_url(store_url) for _ in range(2)]
+    others = [store_from_url(empty_store_url) for _ in range(2)]
     try:
         for s in others:
             await s.open()

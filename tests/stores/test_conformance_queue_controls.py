@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kiln._controls import FLEET
+from kiln._model._controls import FLEET
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job
 

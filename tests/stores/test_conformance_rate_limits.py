@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from kiln._job import JobState, RateLimit
+from kiln._model._job import JobState, RateLimit
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, state_of
 
@@ -37,6 +37,18 @@ async def test_admit_makes_pending_jobs_claimable(store: Store) -> None:
     row = await store.job_get(ids[0])
     assert row is not None and row.admitted_at is not None
     assert len(await claim(store)) == 3
+
+
+async def test_admit_for_no_startable_queue_admits_nothing(store: Store) -> None:
+    """Every queue paused or unserved: the admitter passes an empty list of queues, which
+    admits nothing (SQLite once answered "no query solution": an empty IN list and its
+    INDEXED BY; the user trial's pause repro logged it every round)."""
+    limit = RateLimit(rate=10, per=1.0, burst=3)
+    ids = await insert(store, *(job(rate_key="r", rate_limit=limit) for _ in range(2)))
+    res = await store.jobs_admit("r", 100, [])
+    assert res.admitted == [] and res.declared
+    assert [await state_of(store, i) for i in ids] == ["pending"] * 2
+    assert [a.job_id for a in (await store.jobs_admit("r", 100, ["q"])).admitted] == ids
 
 
 async def test_admit_without_a_declared_limit_or_pending_jobs(store: Store) -> None:

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from kiln._job import JobRow, Outcome, RateLimit
-from kiln.maintenance.rescuer import rescue_result
+from kiln._model._job import JobRow, Outcome, RateLimit
+from kiln._server.maintenance.rescuer import rescue_result
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result, state_of
 

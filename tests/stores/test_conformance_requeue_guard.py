@@ -9,9 +9,10 @@ job cancelled: a requeue would start a second run while the first still runs.
 
 from __future__ import annotations
 
-from kiln._job import JobFilter, JobResult, JobRow, JobState, Outcome
+from kiln._model._job import JobFilter, JobResult, JobRow, JobState, Outcome
 from kiln.stores import Store
-from tests.stores.factories import claim, eventually, insert, job, result, server, state_of
+from tests.stores.factories import claim, insert, job, result, server, state_of
+from tests.support.waits import wait_for
 
 
 async def _cancelled_while_running(store: Store, server_id: str = "s1") -> tuple[int, JobRow]:
@@ -63,7 +64,7 @@ async def test_requeue_after_the_server_is_dead_or_gone(store: Store) -> None:
     async def dead() -> bool:  # s1 stops heartbeating: dead once dead_after has passed
         return await store.jobs_requeue(JobFilter(ids=(silent,)), dead_after=0.2) == 1
 
-    await eventually(dead)
+    await wait_for(dead, 3.0, "dead()")
     assert [await state_of(store, i) for i in (silent, gone, never)] == ["available"] * 3
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kiln._job import JobRow, Outcome
-from kiln.maintenance.rescuer import rescue_result
+from kiln._model._job import JobRow, Outcome
+from kiln._server.maintenance.rescuer import rescue_result
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kiln._job import JobState, Outcome
+from kiln._model._job import JobState, Outcome
 from kiln.stores import Store
 from tests.stores.clock import Clock, clockable_url
-from tests.stores.factories import claim, eventually, insert, job, result
+from tests.stores.factories import claim, insert, job, result
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
@@ -167,7 +168,7 @@ async def test_release_due_makes_delayed_jobs_available_on_time(store: Store) ->
     async def released() -> bool:
         return (await store.jobs_release_due()).released == {"q": 1}
 
-    await eventually(released)
+    await wait_for(released, 3.0, "released()")
     [row] = await claim(store)
     assert row.id == job_id
     empty = await store.jobs_release_due()

@@ -16,8 +16,8 @@ VERSIONS = [v for v, _sql in _migrations.load("kiln.stores.sqlite")]
 
 
 @pytest.fixture
-async def fresh(store_url: str) -> AsyncIterator[Store]:
-    s = store_from_url(store_url)
+async def fresh(empty_store_url: str) -> AsyncIterator[Store]:
+    s = store_from_url(empty_store_url)
     await s.open()
     try:
         yield s
@@ -25,10 +25,10 @@ async def fresh(store_url: str) -> AsyncIterator[Store]:
         await s.close()
 
 
-async def test_schema_version_before_and_after_migrate(fresh: Store, store_url: str) -> None:
+async def test_schema_version_before_and_after_migrate(fresh: Store, empty_store_url: str) -> None:
     assert await fresh.schema_version() == 0
-    if store_url.startswith("sqlite:///"):
-        assert not os.path.exists(store_url[len("sqlite:///"):])  # reading made no file
+    if empty_store_url.startswith("sqlite:///"):
+        assert not os.path.exists(empty_store_url[len("sqlite:///"):])  # reading made no file
     await fresh.migrate()
     assert await fresh.schema_version() == VERSIONS[-1]
 

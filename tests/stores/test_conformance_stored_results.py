@@ -7,8 +7,8 @@ import dataclasses
 import json
 from typing import Any
 
-from kiln._job import JobFilter, JobRow, JobState, Outcome
-from kiln._results import MAX_RESULT_BYTES_LIMIT
+from kiln._model._job import JobFilter, JobRow, JobState, Outcome
+from kiln._model._results import MAX_RESULT_BYTES_LIMIT
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result
 

@@ -13,10 +13,12 @@ import contextlib
 from urllib.parse import urlsplit
 
 import psycopg
+import pytest
 
 from kiln.stores import Store, TableSize
 from tests.plugins.databases import mysql_connect
-from tests.stores.factories import eventually, insert, job
+from tests.stores.factories import insert, job
+from tests.support.waits import wait_for
 
 
 def execute(store_url: str, sql: str) -> None:
@@ -56,6 +58,7 @@ async def test_row_estimate_follows_inserts(store: Store, store_url: str) -> Non
     assert size.bytes >= empty.bytes
 
 
+@pytest.mark.fresh_database  # a pooled table keeps the dead rows of the tests before
 async def test_postgres_counts_dead_tuples(store: Store, store_url: str, backend: str) -> None:
     if not backend.startswith("postgres"):
         return  # only PostgreSQL keeps dead tuples in the table until vacuum
@@ -66,6 +69,6 @@ async def test_postgres_counts_dead_tuples(store: Store, store_url: str, backend
     async def dead() -> bool:
         return (await jobs_size(store)).dead_rows == 25
 
-    await eventually(dead)
+    await wait_for(dead, 3.0, "dead()")
     execute(store_url, "VACUUM kiln_jobs")
     assert (await jobs_size(store)).dead_rows == 0

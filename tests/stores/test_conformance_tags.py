@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from kiln._job import JobFilter, JobState, Outcome
-from kiln._unique import Unique
+from kiln._model._job import JobFilter, JobState, Outcome
+from kiln._model._unique import Unique
 from kiln.stores import Store
 from tests.stores.factories import claim, insert, job, result
 
@@ -135,3 +135,30 @@ async def test_filtered_pages_are_newest_first_and_keyset_paged(store: Store) ->
     ones = sorted((i for n, i in enumerate(ids) if n % 2), reverse=True)
     assert [r.id for r in await store.job_list(JobFilter(metadata={"m": 1}), limit=2)] \
         == ones[:2]
+
+
+async def test_integers_past_two_to_the_53_match_exactly(store: Store) -> None:
+    # 64-bit ids (snowflakes) that a double cannot tell apart: MariaDB's JSON_CONTAINS
+    # compares numbers as doubles, so a bulk cancel for one user hit another's job
+    big = 1234567890123456789
+    alice, bob, small, max_ = await insert(
+        store,
+        job(metadata={"user_id": big}, args={"user_id": big}),
+        job(metadata={"user_id": big + 1}, args={"user_id": big + 1}),
+        job(metadata={"user_id": 42}),
+        job(metadata={"user_id": 2**63 - 1}),
+    )
+    assert await _ids(store, JobFilter(metadata={"user_id": big})) == [alice]
+    assert await _ids(store, JobFilter(args={"user_id": big + 1})) == [bob]
+    assert await _ids(store, JobFilter(metadata={"user_id": -big})) == []
+    assert await _ids(store, JobFilter(metadata={"user_id": 2**63 - 2})) == []
+    assert await _ids(store, JobFilter(metadata={"user_id": 2**63 - 1})) == [max_]
+    assert await _ids(store, JobFilter(metadata={"user_id": 42})) == [small]
+    # at 2**53 itself: the double of 2**53 + 1 is 2**53 (the audit's filter table)
+    edge, above = await insert(store, job(metadata={"n": 2**53}), job(metadata={"n": 2**53 + 1}))
+    assert await _ids(store, JobFilter(metadata={"n": 2**53})) == [edge]
+    assert await _ids(store, JobFilter(metadata={"n": 2**53 + 1})) == [above]
+    assert await store.jobs_cancel(JobFilter(metadata={"user_id": big}, max_id=max_)) == 1
+    states = {i: (await store.job_get(i)) for i in (alice, bob)}
+    assert {i: r.state if r else None for i, r in states.items()} == {
+        alice: JobState.CANCELLED, bob: JobState.AVAILABLE}

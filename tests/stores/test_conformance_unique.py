@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from kiln import EnqueueResult, JobFilter, JobState, KilnError, Outcome, RateLimit, Unique
-from kiln._client import build_job
-from kiln._job import NewJob
+from kiln._model._build import build_job
+from kiln._model._job import NewJob
 from kiln.stores import Store
-from tests.stores.factories import claim, result
+from tests.stores.factories import claim, result, state_of
+from tests.stores.rival import Rival
 
 BY_TENANT = Unique(by=("args.tenant",))
 
@@ -137,6 +138,11 @@ def test_bad_unique_input_is_refused_before_anything_is_written() -> None:
         uniq([1, 2])
     with pytest.raises(KilnError, match="must include every active state"):
         Unique(states=(JobState.AVAILABLE,))
+    # running may be left out (Unique.WAITING), but then no finished state may count
+    assert Unique(states=Unique.WAITING).mask == 1 | 2 | 4 | 8
+    assert Unique.from_json(Unique(states=Unique.WAITING).to_json()).states == Unique.WAITING
+    with pytest.raises(KilnError, match="without running cannot hold finished"):
+        Unique(states=(*Unique.WAITING, JobState.COMPLETED))
     with pytest.raises(KilnError, match=r"unique\.by"):
         Unique(by=("metadata.x",))
     with pytest.raises(KilnError, match=r"unique\.period"):
@@ -179,3 +185,27 @@ async def test_each_result_is_its_own_jobs_id(store: Store) -> None:
             row = await store.job_get(int(job_id))
             assert row is not None and row.args == job.args
     assert flags([results[-1]]) == [(int(held), False)]
+
+
+async def test_a_requeue_racing_an_uncommitted_holder_leaves_that_job_and_moves_the_rest(
+    store: Store, backend: str
+) -> None:
+    """A producer's transaction enqueues tenant 1 again and has not committed when a
+    requeue of the cancelled tenants 1 and 2 starts: the requeue waits for it, then
+    leaves tenant 1's old job where it is (its key is held) and requeues tenant 2. It
+    failed whole on the unique index, with a raw duplicate-key error."""
+    if backend == "sqlite":
+        pytest.skip("sqlite: one writer, so the requeue starts after the producer's commit")
+    old = [int(i) for i in await store.job_insert_many([uniq({"tenant": 1}), uniq({"tenant": 2})])]
+    assert await store.jobs_cancel(JobFilter(ids=tuple(old))) == 2
+    producer = Rival(store, backend)
+    try:
+        [again] = store.job_insert_many_sync([uniq({"tenant": 1})], producer.conn)
+        requeue = asyncio.create_task(store.jobs_requeue(JobFilter(states=(JobState.CANCELLED,))))
+        await producer.wait_for_a_waiter(requeue)
+        producer.conn.commit()
+        assert await asyncio.wait_for(requeue, 30) == 1
+    finally:
+        producer.close()
+    states = {i: await state_of(store, i) for i in (*old, int(again))}
+    assert states == {old[0]: "cancelled", old[1]: "available", int(again): "available"}

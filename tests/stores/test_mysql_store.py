@@ -15,11 +15,12 @@ import pymysql
 import pytest
 
 from kiln._errors import ConfigError, NotMigratedError, StoreError, UnreachableError
-from kiln._job import JobFilter, RateLimit
+from kiln._model._job import JobFilter, RateLimit
 from kiln.stores import store_from_url
 from kiln.stores.mysql import MySQLStore
 from kiln.stores.mysql._errors import translate
 from tests.stores.factories import claim, job, result, state_of
+from tests.support.config import fast_config
 
 
 def args_of(url: str) -> dict[str, Any]:
@@ -148,9 +149,10 @@ async def test_migrate_is_repeatable_and_versions_match_the_other_stores(mysql_u
         await store.close()
 
 
-async def test_admission_reads_the_clock_after_waiting_for_the_keys_lock(mysql_url: str) -> None:
-    """Another admitter holds the key's row lock for a while: the admission that waited
-    must stamp its jobs with the time it got the lock, not the time it asked."""
+async def test_admission_skips_a_key_whose_row_another_holds(mysql_url: str) -> None:
+    """Another transaction holds the key's row lock (another admitter, a producer's open
+    transaction declaring the limit): the admission skips the key at once (busy), never
+    waits on it, and the next one, after the commit, admits with the time it ran."""
     store = await migrated(mysql_url)
     holder = await asyncmy.connect(autocommit=False, **args_of(mysql_url))
     try:
@@ -158,14 +160,13 @@ async def test_admission_reads_the_clock_after_waiting_for_the_keys_lock(mysql_u
         [job_id] = await store.job_insert_many([job(rate_key="api")])
         async with holder.cursor() as cur:
             await cur.execute("SELECT 1 FROM kiln_rate_limits WHERE `key` = 'api' FOR UPDATE")
-            admitting = asyncio.create_task(store.jobs_admit("api", 10))
-            await asyncio.sleep(0.5)
-            assert not admitting.done()  # waiting for the lock
+            skipped = await asyncio.wait_for(store.jobs_admit("api", 10), 5)
+            assert skipped.busy and skipped.admitted == []
             await cur.execute("SELECT UTC_TIMESTAMP(6)")
             released_at = (await cur.fetchone())[0]
         await holder.commit()
-        result = await asyncio.wait_for(admitting, 10)
-        assert [a.job_id for a in result.admitted] == [job_id]
+        result = await asyncio.wait_for(store.jobs_admit("api", 10), 10)
+        assert not result.busy and [a.job_id for a in result.admitted] == [job_id]
         row = await store.job_get(job_id)
         assert row is not None and row.admitted_at is not None
         assert row.admitted_at.replace(tzinfo=None) >= released_at
@@ -246,10 +247,7 @@ async def test_an_app_server_runs_jobs_on_a_lent_pool_of_two(mysql_url: str) -> 
 
     try:
         await app.amigrate()
-        server = app.server({"default": 2}, kiln.ServerConfig(
-            poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2, dead_after=6,
-            leader_ttl=1,
-        ))
+        server = app.server({"default": 2}, fast_config(shutdown_timeout=None))
         task = asyncio.create_task(server.run())
         job_id = await app.aenqueue("ping", {})
         await asyncio.wait_for(ran.wait(), 10)

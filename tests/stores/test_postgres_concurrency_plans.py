@@ -19,6 +19,8 @@ from kiln.stores.postgres._concurrency import CLAIM_NAMES, CLAIM_SQL, QUEUE_NAME
 from kiln.stores.postgres._jobs import CLAIM, _numbered
 from tests.stores.pg_plans import plan_nodes, postgres_only
 
+pytestmark = pytest.mark.fresh_database  # the planner reads the tables' statistics
+
 BLOCKED = 100_000
 pg_url = postgres_only("a plan check of its claim index")
 

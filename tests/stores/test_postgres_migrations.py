@@ -16,10 +16,10 @@ from tests.stores.factories import claim, complete, insert, job, state_of
 
 
 @pytest.fixture
-def pg_url(store_url: str, backend: str) -> Iterator[str]:
+def pg_url(empty_store_url: str, backend: str) -> Iterator[str]:
     if backend != "postgresql":
         pytest.skip("postgres only: the other stores do not read has_dependents")
-    yield store_url
+    yield empty_store_url
 
 
 async def test_dependency_recorded_before_version_2_still_releases(

@@ -17,10 +17,12 @@ import json
 import psycopg
 import pytest
 
-from kiln._job import JobResult, Outcome
+from kiln._model._job import JobResult, Outcome
 from kiln.stores import Store
 from kiln.stores.postgres._jobs import _numbered, _results_stmt
 from tests.stores.pg_plans import plan_nodes, postgres_only
+
+pytestmark = pytest.mark.fresh_database  # the planner reads the tables' statistics
 
 RUNNING = 40
 pg_url = postgres_only("a plan check of its results statement")
@@ -54,7 +56,8 @@ async def test_results_run_a_generic_plan_by_primary_key(
         assert plans and plans[0][0] >= 5, plans  # not planned again at every batch
         conn.execute("SET plan_cache_mode = force_generic_plan")
         types = ["bigint[]", "text[]", "int[]", "text[]", "int[]", "float8[]", "text[]",
-                 "int[]", "bool[]", *(["text[]"] if stored else []), "text", "bool"]
+                 "int[]", "bool[]", "timestamptz[]", *(["text[]"] if stored else []), "text",
+                 "bool"]
         conn.execute(f"PREPARE results ({', '.join(types)})"
                      f" AS {_numbered(stmt.sql.replace('%b', '%s'))}")
         with conn.transaction(force_rollback=True):

@@ -14,12 +14,15 @@ import json
 from typing import Any
 
 import psycopg
+import pytest
 
-from kiln._job import JobFilter, JobState, NewJob
+from kiln._model._job import JobFilter, JobState, NewJob
 from kiln.stores import Store
 from kiln.stores.postgres._admin import count_stmt, tagged_list_stmts
 from kiln.stores.postgres._plan import Stmt
 from tests.stores.pg_plans import postgres_only
+
+pytestmark = pytest.mark.fresh_database  # the planner reads the tables' statistics
 
 JOBS = 10_000
 pg_url = postgres_only("the other stores have no index on tags or metadata")

@@ -11,11 +11,14 @@ import json
 from datetime import UTC, datetime
 
 import psycopg
+import pytest
 
-from kiln._job import JobFilter, NewJob
+from kiln._model._job import JobFilter, NewJob
 from kiln.stores import Store
 from kiln.stores.postgres._admin import list_stmt
 from tests.stores.pg_plans import postgres_only
+
+pytestmark = pytest.mark.fresh_database  # the planner reads the tables' statistics
 
 JOBS = 20_000
 pg_url = postgres_only("the other stores have no index on created_at")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kiln import EnqueueResult, Unique
-from kiln._client import build_job
-from kiln._job import NewJob
+from kiln._model._build import build_job
+from kiln._model._job import NewJob
 from kiln.stores.sqlite import SQLiteStore
 
 BY_TENANT = Unique(by=("args.tenant",))

@@ -17,14 +17,15 @@ import psycopg
 import pytest
 
 from kiln._errors import StoreError, UnreachableError
-from kiln._job import JobRow
+from kiln._model._job import JobRow
 from kiln.stores import Store
 from kiln.stores._protocol import ClaimWatch
 from kiln.stores.postgres import PostgresStore
 from kiln.stores.postgres._claimer import Claimer, Watch
 from kiln.stores.postgres._plan import Counter
 from tests.flow.proxy import Proxy
-from tests.stores.factories import eventually, insert, job, state_of
+from tests.stores.factories import insert, job, state_of
+from tests.support.waits import wait_for
 
 
 class Taken:
@@ -105,7 +106,7 @@ async def test_watch_hands_over_rows_before_their_commit(
     async def arrived() -> bool:
         return bool(rows_seen)
 
-    await eventually(arrived)
+    await wait_for(arrived, 3.0, "arrived()")
     assert not watch.active
     runs = await watch.close()
     [rows] = rows_seen
@@ -124,7 +125,7 @@ async def test_a_claim_that_takes_nothing_leaves_the_watch_armed(
     other_kind = arm(store, queue, idle, kinds=("other",))
     ours = arm(store, queue, busy)
     [job_id] = await insert(store, job(queue=queue))
-    await eventually(busy.arrived)  # both claimed in the same batch
+    await wait_for(busy.arrived, 3.0, "busy.arrived()")  # both claimed in the same batch
     assert other_kind.active and not idle.rows
     await ours.close()
     runs = await other_kind.close()
@@ -173,7 +174,7 @@ class Held:
                 row = await cur.fetchone()
                 return row is not None and row[0] > 0
 
-        await eventually(waiting)
+        await wait_for(waiting, 3.0, "waiting()")
 
 
 async def test_notifications_during_a_claim_come_after_it_and_a_claim_that_took_nothing_runs_again(
@@ -190,7 +191,7 @@ async def test_notifications_during_a_claim_come_after_it_and_a_claim_that_took_
         await held.notify(queue)
         assert watch.active
     [job_id] = await insert(store, job(queue=queue))
-    await eventually(taken.arrived)
+    await wait_for(taken.arrived, 3.0, "taken.arrived()")
     await watch.close()
     assert [r.id for r in taken.rows[0]] == [job_id]
 
@@ -218,7 +219,7 @@ async def test_a_watch_closed_in_flight_rolls_the_claim_back_and_the_others_clai
         await held.notify(queue)
         await held.claim_waiting()
         assert await closing.close(timeout=0.05) == []  # gave up waiting: closed
-    await eventually(stays.arrived)
+    await wait_for(stays.arrived, 3.0, "stays.arrived()")
     await staying.close()
     assert not gone.rows
     [[row]] = stays.rows
@@ -240,7 +241,7 @@ async def rolled_back(store: Store, queue: str, on_claimed: Callable[[list[JobRo
     watch = store.job_claim_watch(queue, ["k"], 5, "s1", on_claimed)
     assert watch is not None
     [job_id] = await insert(store, job(queue=queue))
-    await eventually(lambda: _inactive(watch))
+    await wait_for(lambda: _inactive(watch), 3.0, "_inactive(watch)")
     with pytest.raises(StoreError) as caught:
         await watch.close()
     assert not isinstance(caught.value, UnreachableError)
@@ -279,11 +280,11 @@ async def test_a_backend_ended_before_the_commit_rolls_the_claim_back(
     async def back() -> bool:
         return store.listening() and listener.backend_pid not in (None, pid)
 
-    await eventually(back, timeout=5.0)
+    await wait_for(back, 5.0, "back()")
     taken = Taken()
     again = arm(store, queue, taken)
     await insert(store, job(queue=queue))  # the notification wakes the new connection
-    await eventually(taken.arrived)
+    await wait_for(taken.arrived, 3.0, "taken.arrived()")
     await again.close()
     assert job_id in {r.id for r in taken.rows[0]}
 
@@ -302,7 +303,7 @@ async def test_a_connection_lost_with_the_commit_leaves_the_claim_unknown(
     watch = proxied.job_claim_watch(queue, ["k"], 5, "s1", freeze)
     assert watch is not None
     [job_id] = await insert(store, job(queue=queue))
-    await eventually(lambda: _inactive(watch))
+    await wait_for(lambda: _inactive(watch), 3.0, "_inactive(watch)")
     await proxy.cut()
     with pytest.raises(UnreachableError):
         await watch.close()
@@ -310,7 +311,9 @@ async def test_a_connection_lost_with_the_commit_leaves_the_claim_unknown(
     async def available_again() -> bool:
         return await state_of(store, job_id) == "available"
 
-    await eventually(available_again)  # once the database noticed the connection was gone
+    # once the database noticed the connection was gone
+    await wait_for(available_again, 3.0,
+                   "the job available again")
 
 
 async def test_a_watch_claims_as_its_listener_comes_back(
@@ -322,10 +325,10 @@ async def test_a_watch_claims_as_its_listener_comes_back(
     taken = Taken()
     watch = arm(proxied, queue, taken)
     await proxy.cut()
-    await eventually(lambda: _down(proxied))
+    await wait_for(lambda: _down(proxied), 3.0, "_down(proxied)")
     [job_id] = await insert(store, job(queue=queue))  # its notification goes nowhere
     await proxy.restore()
-    await eventually(taken.arrived, timeout=10.0)
+    await wait_for(taken.arrived, 10.0, "taken.arrived()")
     await watch.close()
     assert [r.id for r in taken.rows[0]] == [job_id]
 

@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from kiln._job import JobFilter, Outcome, RateLimit
-from kiln._wakeup import STATE
+from kiln._model._job import JobFilter, Outcome, RateLimit
+from kiln._model._wakeup import STATE
 from kiln.stores import Store
 from tests.plugins.databases import POSTGRES_URL
-from tests.stores.factories import claim, complete, eventually, insert, job, result, state_of
+from tests.stores.factories import claim, complete, insert, job, result, state_of
+from tests.support.waits import wait_for
 
 
 class Inbox:
@@ -39,7 +40,7 @@ class Inbox:
             return self.mine() == sorted(names)
 
         try:
-            await eventually(arrived, timeout=2.0)
+            await wait_for(arrived, 2.0, "arrived()")
             await asyncio.sleep(0.05)  # nothing more than expected
             assert self.mine() == sorted(names)
         except AssertionError:
@@ -71,7 +72,7 @@ async def test_delayed_insert_notifies_the_earliest_run_at(store: Store, inbox: 
     async def scheduled() -> bool:
         return any(_due_in(p, before, 9, 11) for _, p in inbox.items)
 
-    await eventually(scheduled)
+    await wait_for(scheduled, 3.0, "scheduled()")
     assert not any(_due_in(p, before, 29, 31) for _, p in inbox.items)
 
 
@@ -119,7 +120,7 @@ async def test_listener_reconnects_after_losing_its_connection(
     async def back() -> bool:
         return store.listening() and listener.backend_pid not in (None, pid)
 
-    await eventually(back, timeout=5.0)
+    await wait_for(back, 5.0, "back()")
     states = [payload for channel, payload in inbox.items if channel == STATE]
     assert states == ["down", "up"]  # as a Bus reports its connection
     await insert(store, job(queue=inbox.q("after")))

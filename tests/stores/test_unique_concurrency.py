@@ -13,9 +13,8 @@ import textwrap
 
 import pytest
 
-from kiln import JobFilter
-from kiln.stores import store_from_url
 from tests.plugins.workers import ROOT
+from tests.support.stores import count_jobs, migrate
 
 PROCESSES, THREADS, ENQUEUES = 8, 2, 1000
 PRODUCER = textwrap.dedent("""
@@ -43,7 +42,7 @@ PRODUCER = textwrap.dedent("""
 
 @pytest.mark.timeout(300)
 def test_sixteen_producers_make_exactly_one_row(store_url: str) -> None:
-    asyncio.run(_migrate(store_url))
+    asyncio.run(migrate(store_url))
     env = dict(os.environ, KILN_DATABASE_URL=store_url, PYTHONPATH=str(ROOT))
     procs = [
         subprocess.Popen([sys.executable, "-c", PRODUCER, str(ENQUEUES), str(THREADS)],
@@ -60,22 +59,4 @@ def test_sixteen_producers_make_exactly_one_row(store_url: str) -> None:
             inserted += thread_inserted
     assert len(ids) == 1, ids  # every one of the 16,000 enqueues got the one job's id
     assert inserted == 1  # and exactly one of them says it inserted it
-    assert asyncio.run(_count(store_url)) == 1
-
-
-async def _migrate(url: str) -> None:
-    store = store_from_url(url)
-    await store.open()
-    try:
-        await store.migrate()
-    finally:
-        await store.close()
-
-
-async def _count(url: str) -> int:
-    store = store_from_url(url)
-    await store.open()
-    try:
-        return await store.job_count(JobFilter())
-    finally:
-        await store.close()
+    assert asyncio.run(count_jobs(store_url)) == 1

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import re
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kiln
+import kiln.events
 from kiln import testing
-from kiln._job import ServerInfo
-
-
-@pytest.fixture
-def app(store_url: str) -> Iterator[kiln.App]:
-    app = kiln.App(store_url)
-    app.migrate()
-    yield app
-    app.close()
+from kiln._model._job import ServerInfo
+from tests.support.typecheck import mypy_user_module
 
 
 def test_retries_wait_for_their_backoff_unless_with_scheduled(app: kiln.App) -> None:
@@ -131,7 +127,7 @@ def test_middleware_wraps_each_attempt_and_events_are_emitted(app: kiln.App) -> 
     async def ping(job: kiln.Job) -> None:
         calls.append("ping")
 
-    hub = kiln.EventHub()
+    hub = kiln.events.EventHub()
     inline: list[str] = []
     queued: list[str] = []
     hub.subscribe(lambda e: inline.append(type(e).__name__))
@@ -148,9 +144,9 @@ def test_rate_limits_hold_in_a_drain(app: kiln.App) -> None:
     def limited(job: kiln.Job) -> None:
         pass
 
-    hub = kiln.EventHub()
+    hub = kiln.events.EventHub()
     admitted: list[int] = []
-    hub.subscribe(lambda e: admitted.append(len(e.delays)), types=[kiln.JobsAdmitted])
+    hub.subscribe(lambda e: admitted.append(len(e.delays)), types=[kiln.events.JobsAdmitted])
     app.enqueue_many([("limited", {"n": n}) for n in range(4)])
     drained = testing.drain(app, events=hub, with_scheduled=True)
     assert drained.completed == 2 and sum(admitted) == 2
@@ -229,3 +225,48 @@ async def test_adrain_runs_the_jobs_on_the_callers_loop(app: kiln.App) -> None:
     drained = await testing.adrain(app)
     assert drained.completed == 2 and loops == [asyncio.get_running_loop()] * 2
     await app.aclose()
+
+
+def test_runs_carry_what_each_completed_attempt_returned(app: kiln.App) -> None:
+    @app.job("sum")
+    def total(job: kiln.Job) -> Any:
+        if job.args.get("none"):
+            return None
+        return {"sum": sum(job.args["n"]), "parts": tuple(job.args["n"])}
+
+    @app.job("flaky", max_attempts=2, backoff=kiln.Constant(0))
+    def flaky(job: kiln.Job) -> str:
+        if job.attempt == 1:
+            raise RuntimeError("first attempt")
+        return "second"
+
+    app.enqueue("sum", {"n": [1, 2]})
+    app.enqueue("sum", {"none": True})
+    app.enqueue("flaky", {})
+    drained = testing.drain(app, with_scheduled=True)
+    by_kind = [(r.job.kind, r.outcome, r.result) for r in drained.runs]
+    assert by_kind == [
+        ("sum", kiln.Outcome.COMPLETED, {"sum": 3, "parts": [1, 2]}),  # as stored: a list
+        ("sum", kiln.Outcome.COMPLETED, None),
+        ("flaky", kiln.Outcome.RETRY, None),
+        ("flaky", kiln.Outcome.COMPLETED, "second"),
+    ]
+    assert drained.results == [{"sum": 3, "parts": [1, 2]}, None, "second"]
+
+
+@pytest.mark.timeout(300)
+def test_the_counts_are_ints_under_mypy_strict(tmp_path: Path) -> None:
+    _user, stdout = mypy_user_module(tmp_path, textwrap.dedent("""
+        from kiln import testing
+
+        drained = testing.Drained()
+        reveal_type(drained.completed)
+        reveal_type(drained.retried)
+        reveal_type(drained.failed)
+        reveal_type(drained.snoozed)
+        reveal_type(drained.cancelled)
+        reveal_type(drained.results)
+    """))
+    revealed = re.findall(r'Revealed type is "([^"]+)"', stdout)
+    assert revealed == ["int"] * 5 + ["list[Any]"], stdout
+    assert testing.Drained().completed == 0

@@ -157,3 +157,26 @@ def test_an_unmigrated_database_says_so(tmp_path: Path) -> None:
     with pytest.raises(kiln.NotMigratedError, match="kiln migrate"):
         testing.enqueued_jobs(app)
     app.close()
+
+
+def test_tags_and_dependencies_are_matched_and_named(app: kiln.App) -> None:
+    first = int(app.enqueue("report.build", {"day": 1}))
+    second = int(app.enqueue("report.build", {"day": 2}))
+    fan_in = int(app.enqueue("email.send", {"to": "a"}, tags=["billing", "urgent"],
+                             depends_on=[second, first]))
+    [row] = testing.assert_enqueued(app, "email.send", tags=["urgent"],
+                                    depends_on=[first, second])
+    assert row.id == fan_in
+    testing.refute_enqueued(app, "email.send", tags=["urgent", "eu"])
+    testing.refute_enqueued(app, "email.send", depends_on=[first])  # exactly these jobs
+    assert testing.enqueued_jobs(app, depends_on=[]) == testing.enqueued_jobs(
+        app, "report.build")
+    message = failure(testing.assert_enqueued, app, "email.send", tags=["eu"],
+                      depends_on=[first])
+    assert message.splitlines()[0] == (
+        f"expected a job of kind 'email.send' tagged 'eu' depending on [{first}], found none")
+    assert "      tags are ['billing', 'urgent'], without ['eu']" in message.splitlines()
+    assert (f"      depends on [{first}, {second}], not [{first}]"
+            in message.splitlines())
+    with pytest.raises(kiln.ValidationError, match="tags must be a list"):
+        testing.assert_enqueued(app, tags="urgent")  # a str is a Sequence[str] to mypy

@@ -123,3 +123,29 @@ async def test_aperform_runs_on_the_callers_loop_and_its_enqueues_are_real(
     assert done.outcome == "completed"
     testing.assert_enqueued(app, "child", args={"of": 1}, count=1)
     await app.aclose()
+
+
+def test_a_fan_in_reads_the_dependency_results_it_is_given(app: kiln.App) -> None:
+    """Without dependency_results a fan-in reads {} (it waited on nothing); with them,
+    what the store would give: through JSON, in id order."""
+    seen: list[Any] = []
+
+    @app.job("sum")
+    async def total(job: kiln.Job) -> int:
+        parts = await job.dependency_results()
+        seen.append(list(parts))
+        return sum(p["n"] for p in parts.values() if p is not None)
+
+    @app.job("sum.sync")
+    def total_sync(job: kiln.Job) -> int:
+        return len(job.dependency_results_sync())
+
+    assert testing.perform(app, "sum").value == 0
+    done = testing.perform(app, "sum", dependency_results={9: {"n": 2}, 4: {"n": 1}, 6: None})
+    assert done.value == 3 and done.outcome == "completed"
+    assert seen == [[], [4, 6, 9]]
+    assert testing.perform(app, "sum.sync", dependency_results={1: "x"}).value == 1
+    with pytest.raises(kiln.ValidationError, match="dependency id"):
+        testing.perform(app, "sum", dependency_results={"1": 1})  # type: ignore[dict-item]
+    with pytest.raises(kiln.ValidationError, match=r"not JSON|cannot be stored"):
+        testing.perform(app, "sum", dependency_results={1: object()})

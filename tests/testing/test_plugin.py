@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -256,7 +257,7 @@ def test_the_entry_point_imports_nothing_of_kiln_and_kiln_nothing_of_testing() -
     code = textwrap.dedent("""
         import sys, kiln_pytest
         print(sorted(m for m in sys.modules if m.split('.')[0] == 'kiln'))
-        import kiln, kiln.cli, kiln.maintenance, kiln.web
+        import kiln, kiln.cli, kiln._server.maintenance, kiln.web
         app = kiln.App("sqlite:///unused.db")
         app.register("k", print)
         app.server(queues={"q": 1})
@@ -296,16 +297,19 @@ def test_on_postgresql_one_schema_per_session_emptied_before_each_test(
     from tests.plugins.databases import POSTGRES_URL, unavailable
 
     try:
-        before = scratch_schemas(POSTGRES_URL)
+        scratch_schemas(POSTGRES_URL)
     except Exception as exc:  # psycopg.OperationalError: no server here
         unavailable("postgres", str(exc))
     project(pytester, f"kiln_app = proj:app\nkiln_url = {POSTGRES_URL}", test_it="""
+        import pathlib
+
         import proj
 
         urls = []
 
         def test_first(kiln_app, kiln_jobs):
             urls.append(kiln_app.url)
+            pathlib.Path("used_url.txt").write_text(kiln_app.url)
             assert proj.app.enqueue("ping", {"n": 1}) == 1
             proj.app.enqueue("ping", {"n": 2})
             kiln_jobs.drain(max_jobs=1)
@@ -316,7 +320,12 @@ def test_on_postgresql_one_schema_per_session_emptied_before_each_test(
             assert proj.app.enqueue("ping", {"n": 3}) == 1
     """)
     pytester.runpytest(*SYNC).assert_outcomes(passed=2)
-    assert scratch_schemas(POSTGRES_URL) == before  # dropped at the session's end
+    # the session's own schema is dropped at its end (other tests, in this process or
+    # another, make and drop scratch schemas meanwhile: only this one is compared)
+    used = parse_qs(urlsplit((pytester.path / "used_url.txt").read_text()).query)
+    [schema] = [o.removeprefix("-csearch_path=") for o in used["options"]]
+    assert schema.startswith("kiln_test_")
+    assert schema not in scratch_schemas(POSTGRES_URL)
 
 
 def test_scratch_operations_refuse_what_they_did_not_make() -> None:

@@ -3,11 +3,14 @@ headless Chromium that browser tests drive (Debian's package, never a download).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -65,3 +68,14 @@ class LiveDashboard:
         self.server.should_exit = True
         self.thread.join(timeout=10.0)
         self.sock.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(url: str, token: str) -> AsyncIterator[LiveDashboard]:
+    """A LiveDashboard started for the block (off the event loop) and stopped after it."""
+    dashboard = LiveDashboard(url, token=token)
+    await asyncio.to_thread(dashboard.start)
+    try:
+        yield dashboard
+    finally:
+        await asyncio.to_thread(dashboard.stop)

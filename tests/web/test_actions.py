@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from kiln import Client
-from kiln._job import JobResult, JobState, Outcome
-from tests.web.conftest import csrf_of, fail_jobs, hidden_fields, post_form
+from kiln._model._job import JobResult, JobState, Outcome
+from tests.support.web import csrf_of, fail_jobs, hidden_fields, post_form
 
 
 async def _state(client: Client, job_id: int) -> JobState | None:
@@ -110,7 +110,7 @@ async def test_requeue_all_confirms_the_count_then_requeues_in_one_operation(
     assert "3 jobs requeued." in after.text and "No jobs here matching" in after.text
     [entry] = await client._store.audit_list(10)  # one operation, one audit entry
     assert (entry.action, entry.count) == ("requeue", 3)
-    assert entry.detail["queue"] == "mail" and entry.detail["error_contains"] == "smtp"
+    assert entry.detail["queue"] == "mail" and entry.detail["error"] == "smtp"
     assert "requeue" in (await http.get("/audit")).text
 
     # the requeued jobs complete, and what waited on them becomes available

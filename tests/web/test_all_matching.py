@@ -9,8 +9,8 @@ import html
 import httpx
 
 from kiln import Client
-from kiln._job import JobState
-from tests.web.conftest import fail_jobs, hidden_fields
+from kiln._model._job import JobState
+from tests.support.web import fail_jobs, hidden_fields
 
 
 async def test_delete_all_matching_deletes_what_it_showed(http: httpx.AsyncClient,

@@ -11,7 +11,7 @@ import httpx
 
 from kiln import Client
 from kiln.web import create_app
-from tests.web.conftest import BASE_URL, TOKEN, csrf_of, fail_jobs
+from tests.support.web import BASE_URL, TOKEN, csrf_of, fail_jobs
 
 CI_TOKEN = "ci-token-0123456789abcdefXYZ"
 PAGES = ("/", "/jobs", "/jobs?state=failed", "/queues", "/servers", "/recurring",

@@ -10,8 +10,8 @@ import time
 import httpx
 
 from kiln import Client
-from kiln._job import AttemptError, JobResult, JobRow, JobState, Outcome
-from tests.web.conftest import csrf_of, hidden_fields
+from kiln._model._job import AttemptError, JobResult, JobRow, JobState, Outcome
+from tests.support.web import csrf_of, hidden_fields
 
 
 async def _fail(client: Client, rows: list[JobRow]) -> None:

@@ -16,15 +16,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, expect
 
 import kiln
 from kiln import Client, JobFilter, JobState
-from tests.web.conftest import TOKEN
+from tests.support.config import fast_config
+from tests.support.waits import wait_for
+from tests.support.web import TOKEN, sign_in
 from tests.web.live import LiveDashboard
 
-FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
-                         dead_after=6, leader_ttl=1)
+FAST = fast_config(shutdown_timeout=None)
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 XSS = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
 
@@ -45,13 +46,6 @@ def worker_app(url: str, outage: Outage) -> kiln.App:
             raise RuntimeError(job.args["error"])
 
     return app
-
-
-async def wait_for(check: Any, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 async def _seed(admin: Client) -> dict[str, Any]:
@@ -76,14 +70,6 @@ async def _states(admin: Client, ids: list[int]) -> list[JobState]:
     return [rows[i] for i in ids]
 
 
-async def _sign_in(page: Page, base: str) -> None:
-    response = await page.goto(base + "/")
-    assert response is not None and response.status == 401  # refused without the token
-    await page.fill('input[name="token"]', TOKEN)
-    await page.click('button[type="submit"]')
-    await expect(page.locator("h1")).to_have_text("Overview")
-
-
 def _row_ids(page_html: str) -> list[int]:
     return [int(x) for x in re.findall(r'name="ids" value="(\d+)"', page_html)]
 
@@ -99,9 +85,10 @@ async def test_requeue_all_failed_from_the_browser(
     running = asyncio.create_task(server.run())
     try:
         failed = jobs["smtp"] + jobs["dns"]
-        await wait_for(lambda: _all_in(admin, failed, JobState.FAILED))
+        await wait_for(lambda: _all_in(admin, failed, JobState.FAILED), 20.0,
+                       "the jobs failed", interval=0.1)
         page = await browser.new_page(viewport={"width": 1280, "height": 860})
-        await _sign_in(page, live.url)
+        await sign_in(page, live.url)
         # counts are cached (count_ttl): reload until they show the failures, so the
         # screenshots show what an operator would see a few seconds later
         deadline = time.monotonic() + 15
@@ -129,8 +116,10 @@ async def test_requeue_all_failed_from_the_browser(
         await expect(page.locator(".flash")).to_have_text("3 jobs requeued.")
         await expect(page.locator("table.jobs tbody tr")).to_have_count(0)  # they left
 
-        await wait_for(lambda: _all_in(admin, jobs["smtp"], JobState.COMPLETED))
-        await wait_for(lambda: _all_in(admin, jobs["reports"], JobState.AVAILABLE))
+        await wait_for(lambda: _all_in(admin, jobs["smtp"], JobState.COMPLETED), 20.0,
+                       "the smtp jobs completed", interval=0.1)
+        await wait_for(lambda: _all_in(admin, jobs["reports"], JobState.AVAILABLE), 20.0,
+                       "the reports available", interval=0.1)
         await page.goto(live.url + "/jobs?state=available&queue=reports")
         assert sorted(_row_ids(await page.content())) == sorted(jobs["reports"])
         await page.goto(live.url + "/jobs?state=failed")
@@ -160,7 +149,7 @@ async def test_script_in_args_renders_inert(browser: Browser, live: LiveDashboar
     page = await browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: dialogs.append(d.message))
-    await _sign_in(page, live.url)
+    await sign_in(page, live.url)
     for path in (f"/jobs/{jobs['xss']}", "/jobs?queue=other"):
         await page.goto(live.url + path)
         assert await page.evaluate("window.__pwned") is None, path
@@ -183,7 +172,7 @@ async def test_requests_without_token_or_csrf_are_refused(
     await stranger.close()
 
     page = await browser.new_page()
-    await _sign_in(page, live.url)
+    await sign_in(page, live.url)
     forms: list[dict[str, str | float | bool]] = [{}, {"csrf": "f" * 64}]
     for form in forms:  # signed in, but no (valid) CSRF token
         response = await page.request.post(f"{live.url}/jobs/{job_id}/delete", form=form,

@@ -20,9 +20,8 @@ from playwright.async_api import Browser, Page, expect
 
 from kiln import Client
 from tests.plugins.databases import mysql_connect
-from tests.web.conftest import fail_jobs
+from tests.support.web import fail_jobs, sign_in
 from tests.web.live import LiveDashboard
-from tests.web.test_browser import _sign_in
 
 REFRESH = 0.4  # seconds between auto-refreshes
 
@@ -47,7 +46,7 @@ def _rename_jobs_table(url: str, old: str, new: str) -> None:
 
 @pytest.fixture
 async def live_fast(store_url: str, admin: Client) -> AsyncIterator[LiveDashboard]:
-    from tests.web.conftest import TOKEN
+    from tests.support.web import TOKEN
 
     dashboard = LiveDashboard(store_url, token=TOKEN, count_ttl=0.2, refresh_interval=REFRESH)
     await asyncio.to_thread(dashboard.start)
@@ -75,16 +74,16 @@ async def test_refresh_failure_shows_a_banner(
 ) -> None:
     await fail_jobs(admin, 2)
     page = await browser.new_page(viewport={"width": 1100, "height": 800})
-    await _sign_in(page, live_fast.url)
+    await sign_in(page, live_fast.url)
     await expect(page.locator(".card-failed .n")).to_have_text("2")
     await _live(page)
 
-    _rename_jobs_table(store_url, "kiln_jobs", "kiln_jobs_away")
+    await asyncio.to_thread(_rename_jobs_table, store_url, "kiln_jobs", "kiln_jobs_away")
     try:
         await _not_live(page, "the job store did not answer (HTTP 503)")
         await expect(page.locator(".card-failed .n")).to_have_text("2")  # kept, but marked
     finally:
-        _rename_jobs_table(store_url, "kiln_jobs_away", "kiln_jobs")
+        await asyncio.to_thread(_rename_jobs_table, store_url, "kiln_jobs_away", "kiln_jobs")
     await fail_jobs(admin, 1, queue="other")
     await _live(page)
     await expect(page.locator(".card-failed .n")).to_have_text("3", timeout=15_000)
@@ -94,7 +93,7 @@ async def test_refresh_failure_shows_a_banner(
     await page.context.clear_cookies()  # the session ends
     await _not_live(page, "no longer signed in (HTTP 401)")
 
-    await _sign_in(page, live_fast.url)
+    await sign_in(page, live_fast.url)
     await _live(page)
     await asyncio.to_thread(live_fast.stop)  # the dashboard itself goes away
     await _not_live(page, "did not answer")

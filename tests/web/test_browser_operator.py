@@ -6,7 +6,6 @@ phone.png into $KILN_SCREENSHOTS when set (see tests/web/test_browser.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
@@ -17,14 +16,14 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from kiln import Client
-from kiln._job import AttemptError, JobResult, Outcome
+from kiln._model._job import AttemptError, JobResult, Outcome
 from tests.stores.factories import server
-from tests.web.conftest import TOKEN
-from tests.web.live import LiveDashboard
+from tests.support.web import TOKEN
+from tests.web.live import LiveDashboard, serving
 
 LONG_KIND = "billing." + "k" * 192  # 200 characters, the longest name kiln accepts
 LONG_QUEUE = "q" * 200
-PAGES = ["/", "/jobs", "/jobs?state=failed", "/queues", "/kinds", "/servers"]
+PAGES = ["/", "/jobs", "/jobs?state=failed", "/queues", "/kinds", "/servers", "/runbooks"]
 
 
 @pytest.fixture
@@ -35,12 +34,8 @@ async def jobs(admin: Client) -> dict[str, Sequence[int]]:
 @pytest.fixture
 async def live(store_url: str, jobs: dict[str, Sequence[int]]) -> AsyncIterator[LiveDashboard]:
     """Started after the seeding, so its first counts already hold every job."""
-    dashboard = LiveDashboard(store_url, token=TOKEN)
-    await asyncio.to_thread(dashboard.start)
-    try:
+    async with serving(store_url, TOKEN) as dashboard:
         yield dashboard
-    finally:
-        await asyncio.to_thread(dashboard.stop)
 
 
 async def _seed(admin: Client) -> dict[str, Sequence[int]]:

@@ -6,27 +6,21 @@ vs limit figures and the throughput sparkline; the database is checked after eac
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from playwright.async_api import Browser, Dialog, Locator, Page, expect
 
 import kiln
 from kiln import Client, JobState
-from kiln._controls import FLEET
-from kiln._job import JobFilter
-from tests.web.conftest import TOKEN
+from kiln._model._controls import FLEET
+from kiln._model._job import JobFilter
+from tests.support.config import fast_config
+from tests.support.waits import wait_for
+from tests.support.web import TOKEN
 from tests.web.live import LiveDashboard
 
-FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
-                         dead_after=6, leader_ttl=1)
-
-
-async def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
+FAST = fast_config(shutdown_timeout=None)
 
 
 async def _sign_in(page: Page, base: str) -> None:
@@ -55,7 +49,8 @@ async def _servers(app: kiln.App, n: int, queues: dict[str, int]
     servers = [app.server(queues=queues, config=FAST) for _ in range(n)]
     tasks = [asyncio.create_task(s.run()) for s in servers]
     try:
-        await _until(lambda: all(s.stats().state == "running" for s in servers))
+        await wait_for(lambda: all(s.stats().state == "running" for s in servers), 10.0,
+                       "the servers running")
         yield servers
     finally:
         for s in servers:
@@ -102,7 +97,7 @@ async def test_pause_and_resume_from_the_browser(
         pause = (await admin.queue_controls()).pause_of("mail")
         assert pause is not None and pause.queue == "mail"
         assert pause.paused_by == "dashboard:token@127.0.0.1"
-        await _until(lambda: server.stats().queues["mail"].paused)
+        await wait_for(lambda: server.stats().queues["mail"].paused, 10.0, "the pause applied")
         job_id = await admin.enqueue("email.send", {}, queue="mail")
         await asyncio.sleep(0.5)  # a few poll intervals: the paused queue's job waits
         assert (await admin.get(job_id)).state is JobState.AVAILABLE  # type: ignore[union-attr]
@@ -149,7 +144,8 @@ async def test_concurrency_fleet_wide_then_for_one_server_and_refused_input(
             share = running.locator(f'li[data-server="{s.id}"]')
             await expect(share).to_contain_text("set fleet-wide")
             await expect(share).to_have_attribute("data-limit", "3")
-        await _until(lambda: all(s.stats().queues["mail"].concurrency == 3 for s in servers))
+        await wait_for(lambda: all(s.stats().queues["mail"].concurrency == 3 for s in servers),
+                       10.0, "concurrency 3 everywhere")
 
         await row.locator('input[name="concurrency"]').fill("1")
         await row.locator('select[name="server"]').select_option(two.id)
@@ -162,8 +158,8 @@ async def test_concurrency_fleet_wide_then_for_one_server_and_refused_input(
         await expect(running.locator(".override-count")).to_have_text("1 server override")
         await expect(running.locator(f'li[data-server="{two.id}"]')).to_contain_text(
             "1 set for this server (started with 4)")
-        await _until(lambda: one.stats().queues["mail"].concurrency == 3
-                     and two.stats().queues["mail"].concurrency == 1)
+        await wait_for(lambda: one.stats().queues["mail"].concurrency == 3
+                     and two.stats().queues["mail"].concurrency == 1, 10.0, "concurrency 3 and 1")
 
         # the browser refuses a negative number itself: no request, nothing written
         await row.locator('input[name="concurrency"]').fill("-1")

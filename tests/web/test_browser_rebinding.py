@@ -20,7 +20,7 @@ import pytest
 from playwright.async_api import Browser, Page, Route, async_playwright
 
 from kiln import Client
-from tests.web.conftest import fail_jobs
+from tests.support.web import fail_jobs
 from tests.web.live import CHROMIUM_ARGS, LiveDashboard, chromium_or_skip
 
 NAMES = "MAP rebind.test 127.0.0.1, MAP evil.test 127.0.0.1"

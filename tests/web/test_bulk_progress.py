@@ -11,10 +11,10 @@ from typing import Any
 
 from kiln import Client
 from kiln._errors import StoreError
-from kiln._job import JobFilter, JobState
+from kiln._model._job import JobFilter, JobState
 from kiln.web import create_app
 from kiln.web._dashboard import Dashboard
-from tests.web.conftest import MakeHttp, fail_jobs, hidden_fields
+from tests.support.web import MakeHttp, fail_jobs, hidden_fields
 
 RUN = re.compile(r"/jobs/all/runs/([0-9a-f]+)$")
 

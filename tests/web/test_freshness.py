@@ -9,7 +9,7 @@ import re
 import httpx
 
 from kiln import Client
-from tests.web.conftest import MakeHttp, fail_jobs
+from tests.support.web import MakeHttp, fail_jobs
 
 AGE = re.compile(r'<span class="as-of" data-age="([0-9.]+)">as of <time datetime="[^"]+">'
                  r"\d\d:\d\d:\d\d UTC</time>")

@@ -13,7 +13,7 @@ from kiln import Client
 from kiln.web import create_app
 from kiln.web._dashboard import Dashboard
 from kiln.web._guard import MAX_BODY
-from tests.web.conftest import BASE_URL, TOKEN, csrf_of, fail_jobs
+from tests.support.web import BASE_URL, TOKEN, csrf_of, fail_jobs
 
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 

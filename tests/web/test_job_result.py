@@ -8,7 +8,7 @@ import json
 import httpx
 
 from kiln import Client
-from kiln._job import JobResult, Outcome
+from kiln._model._job import JobResult, Outcome
 
 SCRIPT = "<script>alert(1)</script>"
 

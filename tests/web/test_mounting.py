@@ -16,7 +16,7 @@ import kiln
 from kiln import Client, ConfigError
 from kiln.web import _source, create_app
 from kiln.web._source import Cached
-from tests.web.conftest import TOKEN, MakeHttp, csrf_of, fail_jobs
+from tests.support.web import TOKEN, MakeHttp, csrf_of, fail_jobs
 
 
 def _hrefs(page: str) -> list[str]:

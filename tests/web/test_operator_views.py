@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import httpx
 
 from kiln import Client
-from kiln._job import AttemptError, JobResult, Outcome
-from kiln._kinds import make_kind
+from kiln._model._job import AttemptError, JobResult, Outcome
+from kiln._model._kinds import make_kind
 from tests.stores.factories import server
-from tests.web.conftest import TOKEN, MakeHttp, fail_jobs
+from tests.support.web import TOKEN, MakeHttp, fail_jobs
 
 
 async def complete_jobs(
@@ -74,6 +74,7 @@ async def test_servers_page_shows_what_each_server_runs(http: httpx.AsyncClient,
                                                        client: Client) -> None:
     for name in ("alpha", "beta"):
         await client._store.server_register(server(name, {"q": 2}))
+    await client._store.server_heartbeat("alpha", 5)  # its process's connections
     ids = [await client.enqueue("k", {"i": i}, queue="q") for i in range(3)]
     await client._store.job_claim("q", ["k"], 2, "alpha")
     await client._store.job_claim("q", ["k"], 1, "beta")
@@ -86,6 +87,8 @@ async def test_servers_page_shows_what_each_server_runs(http: httpx.AsyncClient,
     running = {s["id"]: sorted(j["id"] for j in s["running"]) for s in data["servers"]}
     assert running == {"alpha": sorted(ids[:2]), "beta": [ids[2]]}
     assert all(s["alive"] for s in data["servers"])
+    assert {s["id"]: s["connections"] for s in data["servers"]} == {"alpha": 5, "beta": None}
+    assert '<td class="num">5</td>' in page.split("<code>beta</code>")[0]  # alpha's row
 
 
 async def test_job_timeline_shows_each_attempt_with_its_wait_and_run_time(
@@ -153,7 +156,7 @@ async def test_api_errors_are_json_with_the_security_headers(http: httpx.AsyncCl
                                 ("/api/nothing-here", 404, "no such endpoint")]:
         response = await http.get(path)
         assert response.status_code == status, path
-        assert words in response.json()["error"], (path, response.text)
+        assert words in response.json()["error"]["message"], (path, response.text)
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["content-type"].startswith("application/json")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 
 from kiln import Client, filter_of
-from kiln._job import RateLimit
-from tests.web.conftest import MakeHttp, fail_jobs
+from kiln._model._job import RateLimit
+from tests.support.web import MakeHttp, fail_jobs
 
 SCRIPT = "<script>alert('kiln')</script>"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

@@ -21,7 +21,7 @@ from starlette.routing import Route
 from kiln import Client
 from kiln.web import create_app
 from kiln.web._dashboard import SECURITY_HEADERS
-from tests.web.conftest import csrf_of, fail_jobs
+from tests.support.web import csrf_of, fail_jobs
 
 T = TypeVar("T")
 GET_ROUTES = ("/", "/jobs", "/jobs/requeue-all", "/queues", "/servers", "/recurring",

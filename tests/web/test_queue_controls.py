@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import httpx
 
 from kiln import Client
-from kiln._job import ServerInfo
-from tests.web.conftest import csrf_of, post_form
+from kiln._model._job import ServerInfo
+from tests.support.web import csrf_of, post_form
 
 
 async def _serve(client: Client, server_id: str = "srv-1", queue: str = "mail") -> None:
@@ -114,7 +114,7 @@ async def test_bad_input_is_shown_on_the_queues_page(http: httpx.AsyncClient,
 
 async def test_backlog_running_and_throughput_per_queue(http: httpx.AsyncClient,
                                                         client: Client) -> None:
-    from kiln._job import JobResult, Outcome
+    from kiln._model._job import JobResult, Outcome
 
     await _serve(client, "srv-1")
     await _serve(client, "srv-2", queue="other")

@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from kiln import Client, ConfigError
-from kiln._job import JobState
+from kiln._model._job import JobState
 from kiln.cli import dashboard as dashboard_cli
 from kiln.web import create_app
 from kiln.web._dashboard import SECURITY_HEADERS
 from kiln.web._hosts import AllowedHosts, origin_refusal
 from kiln.web._serve import listen_hosts
-from tests.web.conftest import TOKEN, MakeHttp, csrf_of, fail_jobs
+from tests.support.web import TOKEN, MakeHttp, csrf_of, fail_jobs
 
 REBOUND = "rebind.attacker.example:8000"
 

@@ -18,11 +18,11 @@ import pytest
 import kiln
 from kiln import JobFilter, JobState
 from kiln.web import create_app
-from tests.stores.factories import eventually
-from tests.web.conftest import BASE_URL, post_form
+from tests.support.config import fast_config
+from tests.support.waits import wait_for
+from tests.support.web import BASE_URL, post_form
 
-FAST = kiln.ServerConfig(poll_interval=0.2, heartbeat_interval=0.2, kill_grace=0.2,
-                         dead_after=6, leader_ttl=1)
+FAST = fast_config(shutdown_timeout=None)
 
 
 class Card:
@@ -90,7 +90,7 @@ async def test_cancel_then_requeue_waits_for_the_running_attempt(
         page = f"/jobs/{job_id}"
         assert (await post_form(http, page, f"{page}/cancel", {})).status_code == 303
         assert await _state(client, job_id) is JobState.CANCELLED
-        await eventually(lambda: _true(card.ignored == 1), timeout=5)  # it was told
+        await wait_for(lambda: _true(card.ignored == 1), 5, "the cancel ignored")  # it was told
         assert card.running == 1  # and ignored it: it still runs
 
         response = await post_form(http, page, f"{page}/requeue", {})
@@ -106,12 +106,12 @@ async def test_cancel_then_requeue_waits_for_the_running_attempt(
         async def requeued() -> bool:
             return await client.requeue(JobFilter(ids=(job_id,))) == 1
 
-        await eventually(requeued, timeout=20)
+        await wait_for(requeued, 20, "requeued()")
 
         async def ran_again() -> bool:
             return card.started == 2 and await _state(client, job_id) is JobState.COMPLETED
 
-        await eventually(ran_again, timeout=20)
+        await wait_for(ran_again, 20, "ran_again()")
         assert card.most == 1  # never two charges at once
     finally:
         await http.aclose()

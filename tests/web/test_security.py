@@ -9,12 +9,12 @@ import httpx
 import pytest
 
 from kiln import Client, ConfigError
-from kiln._job import JobState
+from kiln._model._job import JobState
 from kiln.web._auth import ANONYMOUS, Auth, Identity, auth_from_env
 from kiln.web._csrf import Csrf
 from kiln.web._login import safe_next
 from kiln.web._serve import app_options, check_exposure, is_loopback, serve
-from tests.web.conftest import BASE_URL, TOKEN, MakeHttp, csrf_of, fail_jobs, post_form
+from tests.support.web import BASE_URL, TOKEN, MakeHttp, csrf_of, fail_jobs, post_form
 
 PASSWORD = "correct horse battery"
 

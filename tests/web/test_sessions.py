@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from kiln import Client, ConfigError
-from kiln._job import JobState
+from kiln._model._job import JobState
 from kiln.cli import dashboard as dashboard_cli
 from kiln.web import create_app
-from tests.web.conftest import BASE_URL, TOKEN, MakeHttp, csrf_of, fail_jobs
+from tests.support.web import BASE_URL, TOKEN, MakeHttp, csrf_of, fail_jobs
 
 OTHER = "second-token-9876543210fedcba"
 

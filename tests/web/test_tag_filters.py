@@ -10,8 +10,8 @@ import re
 import httpx
 
 from kiln import Client
-from kiln._job import JobFilter, JobState
-from tests.web.conftest import HIDDEN, csrf_of, fail_jobs
+from kiln._model._job import JobFilter, JobState
+from tests.support.web import HIDDEN, csrf_of, fail_jobs
 
 ID_CELL = re.compile(r'name="ids" value="(\d+)"')
 

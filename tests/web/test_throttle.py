@@ -12,7 +12,7 @@ from kiln.cli import dashboard as dashboard_cli
 from kiln.web import create_app
 from kiln.web._auth import Auth, auth_from_env, same
 from kiln.web._throttle import Throttle, client_key
-from tests.web.conftest import BASE_URL, TOKEN, csrf_of
+from tests.support.web import BASE_URL, TOKEN, csrf_of, fail_jobs
 
 PASSWORD = "correct horse battery"
 
@@ -129,3 +129,31 @@ def test_comparisons_are_constant_time_over_digests() -> None:
     auth = Auth(tokens=(("a", TOKEN), ("b", "x" + TOKEN)))
     assert auth.token_name("x" + TOKEN) == "b" and auth.token_name(TOKEN) == "a"
     assert auth.token_name(TOKEN[:-1]) is None
+
+
+async def test_refused_cross_site_posts_never_lock_the_operator_out(client: Client) -> None:
+    """Issue 44 N1: any page the operator has open can make their browser post to the
+    dashboard; those refusals are audited but never count toward the throttle."""
+    app = create_app(client, token=TOKEN)
+    [job_id] = await fail_jobs(client, 1)
+    async with _http(app) as http:
+        page = await http.get("/login")
+        signed_in = await http.post("/login", data={"token": TOKEN, "csrf": csrf_of(page.text)})
+        assert signed_in.status_code == 303
+        job_page = await http.get(f"/jobs/{job_id}")
+        for i in range(12):  # a foreign origin, then no CSRF token, then no session
+            refused = await http.post(f"/jobs/{job_id}/requeue", data={"x": "1"},
+                                      headers={"Origin": "http://127.0.0.1:9"} if i % 2 else {})
+            assert refused.status_code == 403, i
+        requeued = await http.post(f"/jobs/{job_id}/requeue",
+                                   data={"csrf": csrf_of(job_page.text)})
+        assert requeued.status_code == 303 and "n=1" in requeued.headers["location"]
+    async with _http(app) as fresh:  # sign-in from the same address still works
+        page = await fresh.get("/login")
+        for _ in range(10):
+            assert (await fresh.post("/login", data={"token": "x"},
+                                     headers={"Origin": "http://evil.test"})).status_code == 403
+        again = await fresh.post("/login", data={"token": TOKEN, "csrf": csrf_of(page.text)})
+        assert again.status_code == 303
+    refusals = [e for e in await client._store.audit_list(50) if e.action == "refused"]
+    assert len(refusals) == 22  # each one is still audited

@@ -15,7 +15,8 @@ inside ``transaction.atomic()``, so the job exists if and only if the block comm
 outside one it inserts on kiln's own connection, as Django's autocommit would.
 ``manage.py kiln_migrate`` and ``manage.py kiln_worker`` are ``kiln migrate`` and
 ``kiln worker`` on that app; ``kiln.contrib.django.urls`` serves the dashboard to the
-users Django's auth lets in.
+users Django's auth lets in. ``kiln.contrib.django.tasks.KilnBackend`` is a backend of
+Django's task framework (``TASKS``; ``django.tasks`` or the ``django-tasks`` backport).
 """
 
 from __future__ import annotations

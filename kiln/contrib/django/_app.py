@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 from kiln._app import App as BaseApp
-from kiln._handle import Job
-from kiln._job import EnqueueResult
-from kiln._kinds import Handler, Kind, make_kind
-from kiln._options import EnqueueOptions, JobOptions
+from kiln._client._client import ManyItem, Step
+from kiln._model._job import EnqueueResult, JobRow
+from kiln._model._kindref import KindRef
+from kiln._model._kinds import Handler, Kind, make_kind
+from kiln._model._options import EnqueueOptions, JobOptions
+from kiln._server import Job
 from kiln.contrib.django._settings import database_url, kiln_settings
 from kiln.stores import StoreOptions
 
@@ -32,6 +34,10 @@ class App(BaseApp):
             handler = _closing_connections(handler)
         return super().register(kind, handler, **options)
 
+    def get(self, job_id: int) -> JobRow | None:
+        """The job ``job_id`` as the store holds it (with its result), from sync code."""
+        return self._portal.run(self.sync_client().get(job_id))
+
     def _testing_database_url(self) -> str:
         """Where kiln's pytest plugin keeps this App under test: Django's database as it
         is now (a test runner may have renamed it to its test database), since an
@@ -49,14 +55,31 @@ class App(BaseApp):
         return django_conn if django_conn.in_atomic_block else None
 
     def enqueue(
-        self, kind: str, args: Any = None, *, conn: Any = None, **options: Unpack[EnqueueOptions]
+        self, kind: str | KindRef[Any], args: Any = None, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> EnqueueResult:
+        """As ``kiln.App.enqueue``; inside ``transaction.atomic()`` the insert joins it."""
         return super().enqueue(kind, args, conn=self._joined(conn), **options)
 
     def enqueue_many(
-        self, jobs: Sequence[tuple[str, Any] | tuple[str, Any, dict[str, Any]]], *, conn: Any = None
+        self, jobs: Sequence[ManyItem], *, conn: Any = None
     ) -> list[EnqueueResult]:
+        """As ``kiln.App.enqueue_many``; inside ``transaction.atomic()`` it joins it."""
         return super().enqueue_many(jobs, conn=self._joined(conn))
+
+    def enqueue_chain(
+        self, steps: Sequence[Step], *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[EnqueueResult]:
+        """As ``kiln.App.enqueue_chain``; inside ``transaction.atomic()`` it joins it."""
+        return super().enqueue_chain(steps, conn=self._joined(conn), **options)
+
+    def enqueue_fan_in(
+        self, parts: Sequence[Step], then: Step, *, conn: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> tuple[list[EnqueueResult], EnqueueResult]:
+        """As ``kiln.App.enqueue_fan_in``; inside ``transaction.atomic()`` it joins it."""
+        return super().enqueue_fan_in(parts, then, conn=self._joined(conn), **options)
 
 
 def _closing_connections(handler: Handler) -> Handler:

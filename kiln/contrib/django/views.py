@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from kiln._portal import Portal
+from kiln._aio._portal import Portal
 from kiln.contrib._identity import with_identity
 from kiln.contrib.django._settings import database_url, kiln_settings
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln._model._idset import sums_sql
+from kiln._model._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -22,14 +23,11 @@ from kiln.stores._filters import (
     members,
     page,
 )
-from kiln.stores._rows import dumps, loads
-from kiln.stores.mysql._jobs import (
-    JOB_COLS,
-    NOW,
-    lock_dependents,
-    release_dependents,
-    row_to_job,
-)
+from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, loads, uncut
+from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, case_sql
+from kiln.stores.mysql._columns import COLUMNS, JOB_COLS, NOW, row_to_job
+from kiln.stores.mysql._concurrency import keys_back_stmt
+from kiln.stores.mysql._jobs import lock_dependents, release_dependents
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 
 CHUNK = 1000  # ids per statement in bulk operations
@@ -56,6 +54,16 @@ def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     for column, pairs in (("metadata", f.metadata), ("args", f.args)):
         for key, value in pairs.items():
             path = f'$."{key}"'
+            if _past_doubles(value):
+                # JSON_CONTAINS compares numbers as doubles: 2**53 + 1 would match
+                # 2**53. kiln writes integers as their decimal text, which
+                # JSON_EXTRACT returns as it is stored: compare that text exactly.
+                clauses.append(
+                    f"JSON_TYPE(JSON_EXTRACT({column}, %s)) = 'INTEGER'"
+                    f" AND JSON_EXTRACT({column}, %s) = %s"
+                )
+                params.extend((path, path, str(value)))
+                continue
             clauses.append(
                 f"JSON_CONTAINS({column}, %s, %s)"
                 f" AND JSON_TYPE(JSON_EXTRACT({column}, %s)) NOT IN ('ARRAY', 'OBJECT')"
@@ -64,11 +72,23 @@ def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
+def _past_doubles(value: Any) -> bool:
+    """An integer whose double also stands for another integer (2**53 and beyond: a
+    stored 2**53 + 1 compares equal to 2**53 as doubles)."""
+    return type(value) is int and abs(value) >= 2**53
+
+
+# the last attempt's error message
+LAST_ERROR = ("JSON_UNQUOTE(JSON_EXTRACT(errors,"
+              " CONCAT('$[', JSON_LENGTH(errors) - 1, '].error')))")
+
+
 FILTER_SQL = FilterSql(
     mark="%s",
     true="TRUE",
     member=members("%s"),
     errors=lambda text: ([ERROR_MATCH], [text]),
+    last_error=lambda text: ([f"JSON_LENGTH(errors) > 0 AND {LAST_ERROR} = %s"], [text]),
     tagged=tag_clauses,
     when=to_db,
 )
@@ -104,12 +124,33 @@ def dependency_results(job_id: int) -> Plan[dict[int, Any]]:
     return {int(r[0]): loads(r[1]) for r in out[0].rows}
 
 
+def _brief(column: str) -> str:
+    """A JSON column, or over BRIEF_BYTES its size and stand-in (see _rows.CUT)."""
+    stand = (f"CONCAT('[', JSON_REMOVE(JSON_EXTRACT({column}, CONCAT('$[',"
+             f" JSON_LENGTH({column}) - 1, ']')), '$.traceback'), ']')"
+             if column == "errors" else "'null'")
+    return (f"CASE WHEN LENGTH({column}) > {BRIEF_BYTES} THEN CONCAT('{CUT}',"
+            f" LENGTH({column}), ':', {stand}) ELSE {column} END AS {column}")
+
+
+BRIEF_COLS = brief_cols(COLUMNS, _brief)
+
+
 def list_jobs(
-    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+    brief: bool = False,
 ) -> Plan[list[JobRow]]:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
-    rows = yield from _listed(f, limit, before_id, after_id, JOB_COLS)
-    return [row_to_job(r) for r in rows]
+    rows = yield from _listed(f, limit, before_id, after_id, BRIEF_COLS if brief else JOB_COLS)
+    if not brief:
+        return [row_to_job(r) for r in rows]
+    jobs = []
+    for r in rows:
+        values, cut = uncut(dict(zip(COLUMNS, r, strict=True)))
+        job = row_to_job(tuple(values[c] for c in COLUMNS))
+        job.cut = cut
+        jobs.append(job)
+    return jobs
 
 
 def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]:
@@ -130,6 +171,17 @@ def count(f: JobFilter) -> Plan[int]:
     cond, params = where(f)
     out = yield one(f"SELECT COUNT(*) FROM kiln_jobs WHERE {cond}", *params)
     return int(out[0].rows[0][0])
+
+
+ID_SUMS = sums_sql("MOD({}, {})")
+
+
+def id_sums(f: JobFilter) -> Plan[tuple[int, int, int, int, int]]:
+    """What kiln._model._idset fingerprints, summed in one statement."""
+    cond, params = where(f)
+    out = yield one(f"SELECT {ID_SUMS} FROM kiln_jobs WHERE {cond}", *params)
+    row = out[0].rows[0]
+    return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])
 
 
 def _blocked(ids: list[int]) -> Stmt:
@@ -159,18 +211,24 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
     dependency is not complete, ``pending`` when rate limited."""
     cond, params = where(f, REQUEUEABLE)
     out = yield step(
-        Stmt(f"SELECT id, unique_key FROM kiln_jobs WHERE {cond} AND {NOT_HELD}"
+        Stmt(f"SELECT id, unique_key, conc_key, kind FROM kiln_jobs WHERE {cond} AND {NOT_HELD}"
              f" AND {ATTEMPT_OVER} ORDER BY id FOR UPDATE", (*params, micros(dead_after))),
         begin=True,
     )
     newest: dict[str, int] = {}  # of the jobs of one key that would go back, the newest
     ids: list[int] = []
-    for job_id, key in out[0].rows:
+    kinds: dict[int, tuple[str, str]] = {}  # a job's concurrency key and kind
+    for job_id, key, conc_key, kind in out[0].rows:
+        if conc_key is not None:
+            kinds[int(job_id)] = (str(conc_key), str(kind))
         if key is None:
             ids.append(int(job_id))
         else:
             newest[key] = int(job_id)  # rows come in id order
     ids = sorted([*ids, *newest.values()])
+    back = dict(kinds[i] for i in ids if i in kinds)
+    if back:  # the rows of their keys, which the pruner may have deleted
+        yield step(keys_back_stmt(back))
     for part in chunks(ids):
         blocked = (yield step(_blocked(part)))[0]
         waiting = {int(r[0]) for r in blocked.rows}
@@ -192,6 +250,19 @@ def make_due(f: JobFilter) -> Plan[int]:
         Stmt(f"UPDATE kiln_jobs SET run_at = {NOW} WHERE {cond} AND run_at > {NOW}", params),
         last=True,
     )
+    return int(out[0].rowcount)
+
+
+def admit_lifted(f: JobFilter, retries_only: bool) -> Plan[int]:
+    """Make matching pending jobs available now, their rate limits lifted: no token is
+    taken, the admission is recorded (kiln.testing's drain); ``retries_only``: only the
+    jobs that ran before (attempt > 0)."""
+    cond, params = where(f, ("pending",))
+    if retries_only:
+        cond = f"({cond}) AND attempt > 0"
+    out = yield step(Stmt(
+        f"UPDATE kiln_jobs SET state = 'available', run_at = {NOW}, admitted_at = {NOW}"
+        f" WHERE {cond}", params), last=True)
     return int(out[0].rowcount)
 
 
@@ -231,8 +302,16 @@ def dependents(job_id: int) -> Plan[list[int]]:
     return [int(r[0]) for r in out[0].rows]
 
 
-def state_counts() -> Plan[list[StateCount]]:
-    out = yield one("SELECT queue, state, COUNT(*) FROM kiln_jobs GROUP BY state, queue")
+def state_counts(states: Sequence[JobState] | None = None) -> Plan[list[StateCount]]:
+    """Every state's counts, or ``states``' only: a range of kiln_jobs_claim (state,
+    queue, ...) per state asked for, so the live states never read the finished jobs."""
+    where = ""
+    if states is not None:
+        names = sorted({JobState(s).value for s in states})
+        if not names:
+            return []
+        where = f" WHERE state IN ({', '.join(repr(n) for n in names)})"
+    out = yield one(f"SELECT queue, state, COUNT(*) FROM kiln_jobs{where} GROUP BY state, queue")
     return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in out[0].rows]
 
 
@@ -244,9 +323,22 @@ def oldest_available() -> Plan[dict[str, float]]:
     return {r[0]: int(r[1]) / 1_000_000 for r in out[0].rows}
 
 
+def scheduled_due() -> Plan[dict[str, int]]:
+    # the due end of kiln_jobs_due (state, run_at)
+    out = yield one(f"SELECT queue, COUNT(*) FROM kiln_jobs WHERE state = 'scheduled'"
+                    f" AND run_at <= {NOW} GROUP BY queue")
+    return {r[0]: int(r[1]) for r in out[0].rows}
+
+
 def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     out = yield one("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
     return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
+
+
+def available_by_kind() -> Plan[list[tuple[str, str, int]]]:
+    out = yield one("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
+                    " GROUP BY queue, kind")
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in out[0].rows]
 
 
 def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
@@ -267,6 +359,38 @@ def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[st
         micros(bucket), micros(since),
     )
     return [(r[0], max(int(r[1]), 0), int(r[2])) for r in out[0].rows]
+
+
+def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, int, int]]]:
+    """(last error, jobs, highest id) of the newest ``scan`` failed jobs under ``f``,
+    the most common first."""
+    cond, params = where(f, ("failed",))
+    out = yield one(
+        f"SELECT e, COUNT(*), MAX(id) FROM (SELECT id, {LAST_ERROR} AS e FROM kiln_jobs"
+        f" WHERE {cond} AND state = 'failed' AND finished_at IS NOT NULL"
+        " ORDER BY finished_at DESC LIMIT %s) t"
+        " GROUP BY e ORDER BY COUNT(*) DESC, MAX(id) DESC LIMIT %s",
+        *params, scan, limit,
+    )
+    return [(r[0] or "", int(r[1]), int(r[2])) for r in out[0].rows]
+
+
+def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
+    """Finished (completed, failed) jobs of the last ``since`` seconds by ``by`` (queue
+    or kind), bucket, state, run-time and wait-time class: one GROUP BY."""
+    column = {"queue": "queue", "kind": "kind"}[by]
+    run = case_sql("TIMESTAMPDIFF(MICROSECOND, attempted_at, finished_at) / 1000000")
+    wait = case_sql("TIMESTAMPDIFF(MICROSECOND, run_at, attempted_at) / 1000000")
+    out = yield one(
+        f"SELECT {column}, FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b,"
+        f" state, {run} AS rc, {wait} AS wc, COUNT(*) FROM kiln_jobs"
+        " WHERE state IN ('completed', 'failed')"
+        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND"
+        " GROUP BY 1, 2, 3, 4, 5 LIMIT %s",
+        micros(bucket), micros(since), MAX_TIMING_ROWS,
+    )
+    return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
+            for r in out[0].rows]
 
 
 def running_by_server() -> Plan[list[tuple[str, str, int]]]:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln._job import CancelRequest, JobFilter
+from kiln._model._job import CancelRequest, JobFilter
 from kiln.stores._filters import CANCELLABLE
 from kiln.stores.mysql._admin import NOT_HELD, chunks, where
-from kiln.stores.mysql._jobs import NOW
+from kiln.stores.mysql._columns import NOW
 from kiln.stores.mysql._plan import Plan, Stmt, marks, one, step
 
 EPOCH = f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {NOW}) / 1000000"
-# the record of who cancelled, in the shape of an AttemptError (kiln._job)
+# the record of who cancelled, in the shape of an AttemptError (kiln._model._job)
 RECORD = (
     f"JSON_OBJECT('attempt', attempt, 'at', {EPOCH}, 'error', %s, 'traceback', '',"
     " 'server_id', IF(state = 'running', server_id, NULL))"

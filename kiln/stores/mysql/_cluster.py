@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kiln._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
 from kiln.stores._rows import dumps, loads
 from kiln.stores.mysql._admin import remove
-from kiln.stores.mysql._jobs import J_COLS, NOW, insert, release_dependents, row_to_job
+from kiln.stores.mysql._columns import J_COLS, NOW, row_to_job
+from kiln.stores.mysql._jobs import insert, release_dependents
 from kiln.stores.mysql._plan import (
     Plan,
     Stmt,
@@ -37,9 +38,11 @@ def server_register(info: ServerInfo) -> Plan[None]:
     )
 
 
-def server_heartbeat(server_id: str) -> Plan[bool]:
+def server_heartbeat(server_id: str, connections: int | None = None) -> Plan[bool]:
     # heartbeat_at always moves (microseconds), so "changed rows" is "matched rows"
-    out = yield one(f"UPDATE kiln_servers SET heartbeat_at = {NOW} WHERE id = %s", server_id)
+    out = yield one(f"UPDATE kiln_servers SET heartbeat_at = {NOW},"
+                    " connections = COALESCE(%s, connections) WHERE id = %s",
+                    connections, server_id)
     return out[0].rowcount == 1
 
 
@@ -54,14 +57,14 @@ def server_deregister(server_id: str) -> Plan[None]:
 def server_list() -> Plan[list[ServerInfo]]:
     out = yield one(
         "SELECT id, host, pid, queues, kinds, version, started_at, heartbeat_at,"
-        f" GREATEST(TIMESTAMPDIFF(MICROSECOND, heartbeat_at, {NOW}), 0)"
+        f" GREATEST(TIMESTAMPDIFF(MICROSECOND, heartbeat_at, {NOW}), 0), connections"
         " FROM kiln_servers ORDER BY started_at"
     )
     return [
         ServerInfo(
             id=r[0], host=r[1], pid=r[2], queues=loads(r[3]), kinds=loads(r[4]), version=r[5],
             started_at=from_db_required(r[6]), heartbeat_at=from_db(r[7]),
-            heartbeat_age=int(r[8]) / 1_000_000,
+            heartbeat_age=int(r[8]) / 1_000_000, connections=r[9],
         )
         for r in out[0].rows
     ]
@@ -92,6 +95,11 @@ def leader_resign(server_id: str) -> Plan[None]:
     yield one("DELETE FROM kiln_leader WHERE server_id = %s", server_id)
 
 
+def installation_get() -> Plan[str | None]:
+    out = yield one("SELECT id FROM kiln_installation ORDER BY created_at, id LIMIT 1")
+    return None if not out[0].rows else str(out[0].rows[0][0])
+
+
 def leader_get() -> Plan[str | None]:
     out = yield one(
         f"SELECT server_id FROM kiln_leader WHERE name = 'default' AND expires_at >= {NOW}"
@@ -120,6 +128,18 @@ def running_on(server_id: str, older_than: float, limit: int) -> Plan[list[Runni
         server_id, micros(older_than), limit,
     )
     return [RunningJob(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in out[0].rows]
+
+
+def ending_dead(dead_after: float) -> Plan[int]:
+    """The attempts of jobs cancelled while running on servers now dead are over: their
+    slots (kiln._model._concurrency) are free."""
+    out = yield one(
+        "UPDATE kiln_jobs j SET j.attempt_running = FALSE WHERE j.attempt_running"
+        " AND j.state = 'cancelled' AND NOT EXISTS (SELECT 1 FROM kiln_servers s"
+        f" WHERE s.id = j.server_id AND s.heartbeat_at >= {NOW} - INTERVAL %s MICROSECOND)",
+        micros(dead_after),
+    )
+    return out[0].rowcount
 
 
 def sweep(dead_for: float) -> Plan[int]:
@@ -205,7 +225,7 @@ def cron_enqueue(name: str, slot: datetime, job: NewJob, returning: bool) -> Pla
     else:
         took = Stmt("INSERT INTO kiln_cron (name, last_slot) VALUES (%s, %s)", (name, at))
     yield step(took)
-    ids = yield from insert([job], returning)
+    ids = yield from insert([job], returning, alone=False)  # one transaction with the slot
     return ids[0]
 
 

@@ -1,5 +1,6 @@
-"""MySQL/MariaDB plans for global concurrency limits (kiln._concurrency): the limited
-claim, the declaration of queue limits, and the running jobs by key group.
+"""MySQL/MariaDB plans for global concurrency limits (kiln._model._concurrency): the limited
+claim, the declaration of queue limits (and their sweep and removal), and the running
+jobs by key group.
 
 The limited claim is one transaction. The first step locks the rows of the keys whose
 jobs wait in the queue (``FOR UPDATE SKIP LOCKED``: a key another server is claiming is
@@ -16,12 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from kiln._concurrency import group_of, queue_group
-from kiln._job import JobRow
-from kiln.stores.mysql._jobs import JOB_COLS, NOW, UNPAUSED, row_to_job
-from kiln.stores.mysql._plan import Plan, Stmt, marks, one, step
+from kiln._model._concurrency import group_of, queue_group
+from kiln._model._job import JobRow
+from kiln.stores._rows import RAN_UNIQUE, dumps
+from kiln.stores.mysql._columns import JOB_COLS, NOW, UNPAUSED, row_to_job
+from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step
 
 Candidate = tuple[int, int, int, datetime, int]  # rn, priority, key order, run_at, id
+
+
+# A job cancelled while running whose handler has not ended (attempt_running) holds its
+# slot as a running one does (kiln_jobs_ending, migration 15).
+ENDING = "attempt_running AND state = 'cancelled'"
 
 
 def _lock_stmts(
@@ -49,7 +56,8 @@ def _lock_stmts(
             f" AND j.queue = %s AND j.kind IN ({marks(len(kinds))})"
             " ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1"
             " AND (SELECT count(*) FROM kiln_jobs r WHERE r.state = 'running'"
-            " AND r.conc_key = c.conc_key) < c.max"
+            " AND r.conc_key = c.conc_key) + (SELECT count(*) FROM kiln_jobs r"
+            f" WHERE {ENDING} AND r.conc_key = c.conc_key) < c.max"
             " ORDER BY c.last_claimed_at, c.conc_key LIMIT %s FOR UPDATE SKIP LOCKED",
             (queue, *kinds, room),
         ),
@@ -64,12 +72,15 @@ def _read_stmts(
     rows taken are written), and the queue's plain jobs (locked, skipping locked ones)."""
     kind_in = f"kind IN ({marks(len(kinds))})"
     stmts = [Stmt(
-        "SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %s"
-        if queue_max else "SELECT 0", (queue,) if queue_max else (),
+        "SELECT (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %s)"
+        f" + (SELECT count(*) FROM kiln_jobs WHERE {ENDING} AND queue = %s)"
+        if queue_max else "SELECT 0", (queue, queue) if queue_max else (),
     )]
     for key, most in keys:
         stmts.append(Stmt(
-            "SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND conc_key = %s", (key,)
+            "SELECT (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND conc_key = %s)"
+            f" + (SELECT count(*) FROM kiln_jobs WHERE {ENDING} AND conc_key = %s)",
+            (key, key),
         ))
         stmts.append(Stmt(
             "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available'"
@@ -127,7 +138,7 @@ def _take(ids: list[int], server_id: str, served: list[str]) -> Plan[list[JobRow
         f" WHERE conc_key IN ({marks(len(served))})", served,
     ),) if served else ()
     out = yield step(
-        Stmt(f"UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
+        Stmt(f"UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, {RAN_UNIQUE},"
              f" attempted_at = {NOW}, server_id = %s WHERE id IN ({m}) AND state = 'available'",
              (server_id, *ids)),
         Stmt(f"SELECT {JOB_COLS} FROM kiln_jobs WHERE id IN ({m})"
@@ -146,26 +157,145 @@ DECLARE = (
 )
 
 
-def declare(limits: Mapping[str, int]) -> Plan[None]:
+def declare(limits: Mapping[str, int], server_id: str | None = None) -> Plan[None]:
+    """Set the max of these keys; with ``server_id``, also record that this server
+    declares them (queue limits, which follow their live declarations: ``sweep``)."""
     names = sorted(limits)  # one lock order for every caller
-    if names:
-        yield one(DECLARE.format(rows=", ".join(["(%s, %s)"] * len(names))),
-                  *[x for k in names for x in (k, limits[k])])
+    if not names:
+        return
+    stmts = [Stmt(DECLARE.format(rows=", ".join(["(%s, %s)"] * len(names))),
+                  [x for k in names for x in (k, limits[k])])]
+    if server_id is not None:  # the row of an older kiln's declaration ('') gives way
+        stmts += [
+            Stmt("DELETE FROM kiln_concurrency_declarations WHERE server_id = ''"
+                 f" AND conc_key IN ({marks(len(names))})", names),
+            Stmt("INSERT INTO kiln_concurrency_declarations (conc_key, server_id, max,"
+                 f" declared_at) VALUES {', '.join([f'(%s, %s, %s, {NOW})'] * len(names))}"
+                 " ON DUPLICATE KEY UPDATE max = VALUES(max), declared_at = VALUES(declared_at)",
+                 [x for k in names for x in (k, server_id, limits[k])]),
+        ]
+    yield step(*stmts, begin=True, last=True)
+
+
+# The sweep (see the PostgreSQL plan of the same name): the queue rows are locked
+# first, in key order as declare locks them (a server declaring one concurrently either
+# committed before, and the statements after the lock read its declaration, or waits
+# and writes the row again after); the declarations of servers no longer live are
+# forgotten (an older kiln's, '', stay), so every declaration left is live; then the
+# queue rows none declares go, and the others take their newest declaration's max if
+# it changed.
+SWEEP = (
+    Stmt("SELECT conc_key FROM kiln_concurrency_keys WHERE conc_key LIKE 'queue:%%'"
+         " ORDER BY conc_key FOR UPDATE"),
+    Stmt("DELETE FROM kiln_concurrency_declarations WHERE server_id <> '' AND NOT EXISTS"
+         " (SELECT 1 FROM kiln_servers s WHERE s.id = kiln_concurrency_declarations.server_id"
+         f" AND s.heartbeat_at >= {NOW} - INTERVAL %s MICROSECOND)"),
+    Stmt("SELECT conc_key FROM kiln_concurrency_keys c WHERE c.conc_key LIKE 'queue:%%'"
+         " AND NOT EXISTS (SELECT 1 FROM kiln_concurrency_declarations d"
+         " WHERE d.conc_key = c.conc_key) ORDER BY c.conc_key FOR UPDATE"),
+    Stmt("DELETE FROM kiln_concurrency_keys WHERE conc_key LIKE 'queue:%%' AND NOT EXISTS"
+         " (SELECT 1 FROM kiln_concurrency_declarations d"
+         " WHERE d.conc_key = kiln_concurrency_keys.conc_key)"),
+    Stmt("UPDATE kiln_concurrency_keys c JOIN (SELECT conc_key, max FROM (SELECT conc_key,"
+         " max, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY declared_at DESC,"
+         " server_id DESC) AS n FROM kiln_concurrency_declarations) t WHERE n = 1) d"
+         " ON d.conc_key = c.conc_key SET c.max = d.max WHERE c.max <> d.max"),
+)
+
+
+def sweep(dead_after: float) -> Plan[list[str]]:
+    lock, forget, *rest = SWEEP
+    out = yield step(lock, Stmt(forget.sql, (micros(dead_after),)), *rest,
+                     begin=True, last=True)
+    return [str(r[0]) for r in out[2].rows]
+
+
+def remove(key: str, actor: str) -> Plan[tuple[int | None, list[str]]]:
+    """Remove a limit and its declarations, with its audit row, in one transaction:
+    the max it had (None: there was none) and the servers that had declared it."""
+    out = yield step(
+        Stmt("SELECT max FROM kiln_concurrency_keys WHERE conc_key = %s FOR UPDATE", (key,)),
+        Stmt("SELECT server_id FROM kiln_concurrency_declarations WHERE conc_key = %s"
+             " ORDER BY server_id FOR UPDATE", (key,)),
+        Stmt("DELETE FROM kiln_concurrency_keys WHERE conc_key = %s", (key,)),
+        Stmt("DELETE FROM kiln_concurrency_declarations WHERE conc_key = %s", (key,)),
+        begin=True,
+    )
+    found = int(out[0].rows[0][0]) if out[0].rows else None
+    servers = [str(r[0]) for r in out[1].rows]
+    detail = {"key": key, "max": found, "declared_by": servers}
+    yield step(Stmt(f"INSERT INTO kiln_audit (at, actor, action, count, detail)"
+                    f" VALUES ({NOW}, %s, %s, %s, %s)",
+                    (actor, "concurrency_remove", int(found is not None), dumps(detail))),
+               last=True)
+    return found, servers
 
 
 def declare_stmts(limits: Mapping[str, int]) -> tuple[Stmt, ...]:
-    """The declaration of an insert's keys: only those whose row is missing or holds
-    another max are written, so an insert does not lock a row a claim is using."""
+    """The declaration of an insert's keys, their rows held until the commit (the
+    pruner's race, PRUNE below): locked in share mode first (a row the pruner deleted
+    meanwhile is not found), then only those whose row is missing or holds another max
+    are written. A claim skips a key while an enqueue of it holds its row (FOR UPDATE
+    SKIP LOCKED; MySQL has no lock mode that lets a claim and an enqueue share it)."""
     names = sorted(limits)
     if not names:
         return ()
     return (Stmt(
+        f"SELECT conc_key FROM kiln_concurrency_keys WHERE conc_key IN ({marks(len(names))})"
+        " ORDER BY conc_key LOCK IN SHARE MODE", names,
+    ), Stmt(
         "INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT * FROM (SELECT "
         + " UNION ALL SELECT ".join(["%s AS k, %s AS m"] * len(names))
         + ") AS u WHERE NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
         " WHERE c.conc_key = u.k AND c.max = u.m) ON DUPLICATE KEY UPDATE max = u.m",
         [x for k in names for x in (k, limits[k])],
-    ),)
+    ))
+
+
+def keys_back_stmt(keys: Mapping[str, str]) -> Stmt:
+    """The rows of the keys of requeued jobs (key: kind), held until the commit, a
+    missing one written again with the max of the kind's newest published declaration
+    (1 without one): see the PostgreSQL requeue."""
+    names = sorted(keys)
+    return Stmt(
+        "INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT u.k, COALESCE((SELECT"
+        " CAST(JSON_EXTRACT(d.options, '$.concurrency.max') AS SIGNED) FROM kiln_kinds d"
+        " WHERE d.kind = u.kind ORDER BY d.published_at DESC LIMIT 1), 1) FROM (SELECT "
+        + " UNION ALL SELECT ".join(["%s AS k, %s AS kind"] * len(names))
+        + ") AS u ON DUPLICATE KEY UPDATE max = kiln_concurrency_keys.max",
+        [x for k in names for x in (k, keys[k])],
+    )
+
+
+# Pruning the rows of keys no job uses (see the PostgreSQL plan of the same name for
+# the race and how the locks close it): candidates locked FOR UPDATE SKIP LOCKED (a
+# row an enqueue holds in share mode is skipped), then deleted by a statement whose
+# read (READ COMMITTED) comes after the locks. kiln_jobs_conc (state, conc_key) and
+# kiln_jobs_ending find a key's jobs in every state that needs the row.
+def _unused(alias: str) -> str:
+    return (
+        f"NOT EXISTS (SELECT 1 FROM kiln_jobs j WHERE j.conc_key = {alias}.conc_key AND"
+        " j.state IN ('awaiting', 'pending', 'scheduled', 'available', 'running'))"
+        f" AND NOT EXISTS (SELECT 1 FROM kiln_jobs j WHERE j.attempt_running"
+        f" AND j.state = 'cancelled' AND j.conc_key = {alias}.conc_key)"
+    )
+
+
+def keys_prune(idle_for: float, limit: int) -> Plan[int]:
+    out = yield step(Stmt(
+        "SELECT c.conc_key FROM kiln_concurrency_keys c WHERE c.conc_key NOT LIKE %s"
+        f" AND c.last_claimed_at < {NOW} - INTERVAL %s MICROSECOND AND {_unused('c')}"
+        " LIMIT %s FOR UPDATE SKIP LOCKED", ("queue:%", micros(idle_for), limit),
+    ), begin=True)
+    keys = [str(r[0]) for r in out[0].rows]
+    if not keys:
+        yield step(Stmt("DO 0"), last=True)
+        return 0
+    done = yield step(Stmt(
+        f"DELETE FROM kiln_concurrency_keys WHERE conc_key IN ({marks(len(keys))})"
+        f" AND {_unused('kiln_concurrency_keys')}", tuple(keys),
+    ), last=True)
+    return int(done[0].rowcount)
 
 
 IN_USE = (

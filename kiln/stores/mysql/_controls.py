@@ -1,5 +1,5 @@
 """MySQL/MariaDB plans for queue controls: pause, resume, concurrency limits
-(kiln._controls).
+(kiln._model._controls).
 
 Each change is one transaction with its audit row; servers learn of it through the Bus
 the client publishes on, or within poll_interval. Claims check the pauses themselves
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln._controls import ALL, QueueControls, from_rows
+from kiln._model._controls import ALL, QueueControls, from_rows
 from kiln.stores._rows import dumps
-from kiln.stores.mysql._jobs import NOW
+from kiln.stores.mysql._columns import NOW
 from kiln.stores.mysql._plan import Plan, Step, Stmt, from_db_required, one, step
 
 

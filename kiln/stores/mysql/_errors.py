@@ -12,6 +12,8 @@ NO_SUCH_TABLE = 1146
 DEADLOCK = 1213
 DUPLICATE_KEY = 1062
 LOCK_WAIT_TIMEOUT = 1205
+# lock wait timeout, deadlock, MySQL's max_execution_time, MariaDB's max_statement_time
+CONTENDED = frozenset({LOCK_WAIT_TIMEOUT, DEADLOCK, 3024, 1969})
 # can't connect, unknown host, gone away, lost, access denied, unknown database,
 # too many connections, server shutting down, connection killed
 _UNREACHABLE = {2002, 2003, 2005, 2006, 2013, 2055, 1045, 1049, 1040, 1053, 1927, 4031}
@@ -54,4 +56,5 @@ def translate(operation: str, where: str, exc: BaseException) -> StoreError:
         code is not None and 2000 <= code < 3000
     ):
         return UnreachableError(operation, f"cannot reach MySQL at {where}: {text}")
-    return StoreError(operation, f"{text} (MySQL error {code})" if code else text)
+    return StoreError(operation, f"{text} (MySQL error {code})" if code else text,
+                      contended=code in CONTENDED)

@@ -29,28 +29,41 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from kiln._job import JobResult, JobRow, JobState, NewJob, Outcome
+from kiln._model._job import JobResult, JobRow, JobState, NewJob, Outcome
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
+    RAN_UNIQUE,
     RESCUE_ADD,
     RESCUE_KEEP,
     UniqueSplit,
-    args_text,
     attempt_delta,
+    claim_token,
     dumps,
-    errors_from,
-    loads,
+    levels,
     next_state,
     readmitted,
     rescue_step,
+    resolved,
 )
+from kiln.stores.mysql import _unique
+from kiln.stores.mysql._columns import (
+    FINISHED,
+    INSERT,
+    JOB_COLS,
+    NOW,
+    UNLIMITED,
+    UNPAUSED,
+    VALUES,
+    insert_values,
+    rate_limit_stmt,
+    row_to_job,
+)
+from kiln.stores.mysql._concurrency import declare_stmts
 from kiln.stores.mysql._plan import (
     Plan,
     Result,
-    Row,
     Step,
     Stmt,
-    from_db,
     from_db_required,
     marks,
     micros,
@@ -59,93 +72,70 @@ from kiln.stores.mysql._plan import (
     to_db,
 )
 
-COLUMNS = (
-    "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
-    "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
-)
-JOB_COLS = ", ".join(COLUMNS)
-J_COLS = ", ".join(f"j.{c}" for c in COLUMNS)
-NOW = "UTC_TIMESTAMP(6)"
 RELEASE_CAP = 10_000  # scheduled jobs released per call; the next call takes the rest
-FINISHED = ("completed", "failed", "cancelled")
 
 
-def row_to_job(row: Row, depends_on: list[int] | None = None) -> JobRow:
-    return JobRow(
-        id=int(row[0]), queue=row[1], kind=row[2], state=JobState(row[3]), args=loads(row[4]),
-        params=loads(row[5]) or {}, metadata=loads(row[6]) or {}, priority=row[7],
-        run_at=from_db_required(row[8]), attempt=row[9], max_attempts=row[10],
-        timeout=row[11], backoff=loads(row[12]), errors=errors_from(row[13]),
-        created_at=from_db_required(row[14]), admitted_at=from_db(row[15]),
-        attempted_at=from_db(row[16]), finished_at=from_db(row[17]), server_id=row[18],
-        rate_key=row[19], rescues=row[20], depends_on=depends_on or [],
-        tags=loads(row[21]) if row[21] else [],
-    )
-
-
-# insert ------------------------------------------------------------------------------
-_RUN_AT = f"COALESCE(%s, {NOW} + INTERVAL %s MICROSECOND)"
-_VALUES = (
-    f"(%s, %s, CASE WHEN %s THEN 'awaiting' WHEN %s IS NOT NULL THEN 'pending'"
-    f" WHEN {_RUN_AT} > {NOW} THEN 'scheduled' ELSE 'available' END,"
-    f" %s, '{{}}', %s, %s, {_RUN_AT}, %s, %s, %s, '[]', {NOW}, %s, %s, %s)"
-)
-_INSERT = (
-    "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, priority, run_at,"
-    " max_attempts, timeout, backoff, errors, created_at, rate_key, tags, conc_key) VALUES "
-)
-RATE_LIMIT_DECLARE = (
-    "INSERT INTO kiln_rate_limits (`key`, rate, per, burst, tokens, updated_at) VALUES {rows}"
-    " ON DUPLICATE KEY UPDATE rate = VALUES(rate), per = VALUES(per), burst = VALUES(burst)"
-)
-
-
-def _values(job: NewJob, unmet: bool) -> list[Any]:
-    run_at = None if job.run_at is None else to_db(job.run_at)
-    delay = micros(max(job.delay, 0.0))
-    return [
-        job.queue, job.kind, unmet, job.rate_key, run_at, delay, args_text(job),
-        dumps(job.metadata) if job.metadata else "{}", job.priority, run_at, delay,
-        job.max_attempts, job.timeout, None if job.backoff is None else dumps(job.backoff),
-        job.rate_key, dumps(list(job.tags)) if job.tags else None, job.conc_key,
-    ]
-
-
-def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:
-    keys = sorted(limits)  # one lock order for every caller
-    params: list[Any] = []
-    for k in keys:
-        lim = limits[k]
-        params.extend((k, lim.rate, lim.per, lim.burst, float(max(lim.burst, 1))))
-    rows = ", ".join([f"(%s, %s, %s, %s, %s, {NOW})"] * len(keys))
-    return Stmt(RATE_LIMIT_DECLARE.format(rows=rows), params)
-
-
-def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
-    """Insert ``jobs``; ids in input order. ``returning``: the server has INSERT ...
-    RETURNING (MariaDB), so the batch is one statement; MySQL 8 inserts row by row and
-    reads each LAST_INSERT_ID, since its interleaved auto-increment mode does not
-    promise consecutive ids within a multi-row insert."""
+def insert(jobs: Sequence[NewJob], returning: bool, *, alone: bool = True) -> Plan[list[int]]:
+    """Insert ``jobs``, all or none; ids in input order (unique jobs' as EnqueueResults).
+    ``returning``: the server has INSERT ... RETURNING (MariaDB), so a batch is one
+    statement; MySQL 8 inserts row by row and reads each LAST_INSERT_ID, since its
+    interleaved auto-increment mode does not promise consecutive ids within a multi-row
+    insert. One transaction whatever the batch holds; ``alone`` False: the plan is part
+    of a larger transaction (a recurring job's), which commits at its end."""
     if not jobs:
         return []
+    if any(j.after for j in jobs):
+        return (yield from _insert_levels(jobs, returning))
     if any(j.unique_key is not None for j in jobs):
-        from kiln.stores.mysql import _unique  # it imports this module
+        return (yield from _insert_mixed(jobs, returning, alone))
+    return (yield from _insert_plain(jobs, returning, last=alone))
 
-        split = UniqueSplit.of(jobs)
-        plain = [jobs[i] for i in split.plain]
-        plain_ids = (yield from insert(plain, returning)) if plain else []
-        unique = yield from _unique.insert([jobs[i] for i in split.unique])
-        return split.merge(plain_ids, unique)
+
+def _insert_mixed(jobs: Sequence[NewJob], returning: bool, alone: bool) -> Plan[list[int]]:
+    """Plain and unique jobs: the rate limits of all first (one lock order), then the
+    plain jobs, then the unique ones, in one transaction."""
+    split = UniqueSplit.of(jobs)
+    unique_jobs = [jobs[i] for i in split.unique]
+    if alone and not split.plain and len(unique_jobs) == 1:
+        return split.merge([], (yield from _unique.insert(unique_jobs, alone=True)))
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
+    if limits:
+        yield step(rate_limit_stmt(limits), begin=True)
+    plain: list[int] = []
+    if split.plain:
+        plain = yield from _insert_plain([jobs[i] for i in split.plain], returning,
+                                         last=False, declared=True)
+    unique = yield from _unique.insert(unique_jobs, alone=False, declared=True)
+    return split.merge(plain, unique)
+
+
+def _insert_levels(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
+    """Jobs that depend on earlier jobs of the batch (``NewJob.after``): level by level,
+    each level's ids resolving the next one's dependencies, in one transaction."""
+    ids: list[int] = [0] * len(jobs)
+    for level in levels(jobs):
+        got = yield from insert([resolved(jobs[i], ids) for i in level], returning,
+                                alone=False)
+        for i, job_id in zip(level, got, strict=True):
+            ids[i] = job_id
+    return ids
+
+
+def _insert_plain(
+    jobs: Sequence[NewJob], returning: bool, *, last: bool, declared: bool = False
+) -> Plan[list[int]]:
+    """Jobs without unique keys; ``last``: the plan ends with them (else every step
+    opens, or stays in, the plan's transaction). ``declared``: the batch's rate limits
+    were declared already."""
+    limits = {} if declared else {
+        j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit
+    }
     deps = sorted({int(d) for j in jobs for d in j.depends_on})
     pre: list[Stmt] = []
     if limits:
         pre.append(rate_limit_stmt(limits))
     keys = {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
     if keys:
-        from kiln.stores.mysql._concurrency import declare_stmts  # it imports this module
-
         pre.extend(declare_stmts(keys))
     if deps:
         m = marks(len(deps))
@@ -161,35 +151,23 @@ def insert(jobs: Sequence[NewJob], returning: bool) -> Plan[list[int]]:
         out = yield step(*pre, begin=True)
         if deps:
             unmet = {int(r[0]) for r in out[-1].rows}
-    values = [_values(j, any(int(d) in unmet for d in j.depends_on)) for j in jobs]
+    values = [insert_values(j, any(int(d) in unmet for d in j.depends_on)) for j in jobs]
     if returning:
-        sql = _INSERT + ", ".join([_VALUES] * len(jobs)) + " RETURNING id"
+        sql = INSERT + ", ".join([VALUES] * len(jobs)) + " RETURNING id"
         ins: tuple[Stmt, ...] = (Stmt(sql, [p for v in values for p in v]),)
     else:
-        ins = tuple(Stmt(_INSERT + _VALUES, v) for v in values)
-    out = yield Step(ins, begin=bool(pre) or len(ins) > 1, last=not deps)
+        ins = tuple(Stmt(INSERT + VALUES, v) for v in values)
+    out = yield Step(ins, begin=bool(pre) or len(ins) > 1 or not last, last=last and not deps)
     ids = [int(r[0]) for r in out[0].rows] if returning else [int(r.lastrowid or 0) for r in out]
     edges = [(i, int(d)) for i, job in zip(ids, jobs, strict=True) for d in job.depends_on]
     if edges:
-        yield one(
+        yield step(Stmt(
             "INSERT INTO kiln_job_deps (job_id, dep_id) VALUES "
             + ", ".join(["(%s, %s)"] * len(edges))
             + " ON DUPLICATE KEY UPDATE dep_id = dep_id",
-            *[x for e in edges for x in e],
-        )
+            [x for e in edges for x in e],
+        ), begin=True, last=last)
     return ids
-
-
-# claim -------------------------------------------------------------------------------
-# a paused queue's jobs are not claimed (kiln._controls); an index lookup in a tiny table
-UNPAUSED = (
-    "NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (kiln_jobs.queue, '*'))"
-)
-# a queue with a limit of its own is claimed through _concurrency, under its row's lock
-UNLIMITED = (
-    "NOT EXISTS (SELECT 1 FROM kiln_concurrency_keys c"
-    " WHERE c.conc_key = CONCAT('queue:', kiln_jobs.queue))"
-)
 
 
 def claim(
@@ -223,6 +201,7 @@ def claim(
     yield step(
         Stmt(
             "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = %s,"
+            f" {RAN_UNIQUE},"
             f" server_id = %s WHERE id IN ({marks(len(ids))})",
             (now, server_id, *ids),
         ),
@@ -260,16 +239,21 @@ def _result_stmt(r: JobResult, guarded: bool) -> Stmt:
     if r.error is not None:
         sets.append("errors = JSON_ARRAY_APPEND(errors, '$', JSON_EXTRACT(%s, '$'))")
         params.append(dumps(r.error.to_json()))
-    if r.result is not None:  # a stored result (kiln._results), JSON text
+    if r.result is not None:  # a stored result (kiln._model._results), JSON text
         sets.append("result = %s")
         params.append(r.result)
     # the fence is evaluated on the row before any SET: MySQL applies SETs left to right
     # but WHERE sees the old row
     guard = " AND has_dependents = FALSE" if guarded else ""
+    fence: tuple[Any, ...] = (r.job_id, r.server_id, r.attempt)
+    claimed = claim_token(r)
+    if claimed is not None:
+        guard += " AND attempted_at = %s"
+        fence = (*fence, to_db(claimed))
     return Stmt(
         f"UPDATE kiln_jobs SET {', '.join(sets)}"
         f" WHERE id = %s AND state = 'running' AND server_id = %s AND attempt = %s{guard}",
-        (*params, r.job_id, r.server_id, r.attempt),
+        (*params, *fence),
     )
 
 

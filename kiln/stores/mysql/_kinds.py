@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln._job import KindDeclaration, PublishedKind
+from kiln._model._job import KindDeclaration, PublishedKind
 from kiln.stores._rows import dumps, loads
-from kiln.stores.mysql._jobs import NOW
+from kiln.stores.mysql._columns import NOW
 from kiln.stores.mysql._plan import Plan, Stmt, from_db_required, marks, one, step
 
 
@@ -26,10 +26,12 @@ PUBLISH = (
     " host = VALUES(host), pid = VALUES(pid), options = VALUES(options),"
     " digest = VALUES(digest), published_at = VALUES(published_at)"
 )
+# a kind's declaration in use: the newest a live server published, else the newest (a
+# kind whose servers are all down still resolves)
 NEWEST = (
     "SELECT kind, options, digest FROM (SELECT kind, options, digest, ROW_NUMBER() OVER"
-    " (PARTITION BY kind ORDER BY published_at DESC, server_id DESC) AS n FROM kiln_kinds) t"
-    " WHERE n = 1 ORDER BY kind"
+    f" (PARTITION BY kind ORDER BY {_live('k')} DESC, published_at DESC, server_id DESC)"
+    " AS n FROM kiln_kinds k) t WHERE n = 1 ORDER BY kind"
 )
 LIST = (
     f"SELECT k.kind, k.options, k.digest, k.server_id, k.host, k.published_at, {_live('k')}"

@@ -18,6 +18,7 @@ Knows nothing about individual operations.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Generator, Sequence
 from datetime import UTC, datetime
@@ -183,19 +184,96 @@ def run_sync(conn: Any, plan: Plan[T], counter: Counter) -> T:
     try:
         st = next(plan)
         while True:
-            results: list[Result] = []
-            for s in st.stmts:
-                counter.value += 1
-                cur = conn.cursor()
-                try:
-                    cur.execute(s.sql, tuple(s.params) or None)
-                    rows = [_tuple(r) for r in cur.fetchall()] if cur.description else []
-                    results.append(Result(rows, cur.rowcount, cur.lastrowid))
-                finally:
-                    cur.close()
-            st = plan.send(results)
+            st = plan.send([_exec_sync_one(conn, s, counter) for s in st.stmts])
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+# A caller's connection: the insert joins its transaction inside a savepoint, so a
+# failure part way (a lock wait timeout, which MySQL rolls back one statement of) takes
+# the insert's earlier rows with it even if the caller then commits; with autocommit on
+# and no transaction open, the insert is a transaction of its own. A connection whose
+# state neither its driver nor the server tells (mysqlclient with autocommit on, on
+# MySQL 8, which has no @@in_transaction) runs it unframed, as before: framing it
+# wrongly would either commit the caller's transaction (START TRANSACTION) or fail
+# after the insert (RELEASE of a savepoint that autocommit dropped).
+Frame = tuple[str, str, str]
+_JOINED: Frame = ("SAVEPOINT kiln_insert", "RELEASE SAVEPOINT kiln_insert",
+                  "ROLLBACK TO SAVEPOINT kiln_insert")
+_OWN: Frame = ("START TRANSACTION", "COMMIT", "ROLLBACK")
+IN_TRANSACTION = Stmt("SELECT @@in_transaction")  # MariaDB's; MySQL 8 has none
+
+
+def _known_in_tx(conn: Any) -> bool | None:
+    """Whether the caller's connection is in a transaction, as its driver tracks it;
+    None when the driver cannot tell (then the server is asked)."""
+    get = getattr(conn, "get_autocommit", None)
+    if callable(get) and get() is False:
+        return True  # the next statement opens the caller's transaction, if none is open
+    status = getattr(conn, "server_status", None)
+    if isinstance(status, int):
+        return bool(status & 1)  # SERVER_STATUS_IN_TRANS
+    return None
+
+
+def _frame_of(in_tx: bool | None) -> Frame | None:
+    return None if in_tx is None else _JOINED if in_tx else _OWN
+
+
+async def run_joined_async(conn: Any, plan: Plan[T], counter: Counter) -> T:
+    """Run ``plan`` on a caller's asyncmy/aiomysql connection, all or none."""
+    in_tx = _known_in_tx(conn)
+    if in_tx is None:
+        with contextlib.suppress(Exception):
+            in_tx = bool((await _exec_async_one(conn, IN_TRANSACTION, counter)).rows[0][0])
+    frame = _frame_of(in_tx)
+    if frame is None:
+        return await run_async(conn, plan, counter, own=False)
+    begin, end, undo = frame
+    await _exec_async_one(conn, Stmt(begin), counter)
+    try:
+        result = await run_async(conn, plan, counter, own=False)
+    except BaseException:
+        # a deadlock rolled the whole transaction back already: nothing to undo then
+        with contextlib.suppress(Exception):
+            await _exec_async_one(conn, Stmt(undo), counter)
+        raise
+    await _exec_async_one(conn, Stmt(end), counter)
+    return result
+
+
+def run_joined_sync(conn: Any, plan: Plan[T], counter: Counter) -> T:
+    """Run ``plan`` on a caller's DB-API connection (PyMySQL, mysqlclient, ...), all or
+    none: inside its transaction, or as one of its own when it has none open."""
+    in_tx = _known_in_tx(conn)
+    if in_tx is None:
+        with contextlib.suppress(Exception):
+            in_tx = bool(_exec_sync_one(conn, IN_TRANSACTION, counter).rows[0][0])
+    frame = _frame_of(in_tx)
+    if frame is None:
+        return run_sync(conn, plan, counter)
+    begin, end, undo = frame
+    _exec_sync_one(conn, Stmt(begin), counter)
+    try:
+        result = run_sync(conn, plan, counter)
+    except BaseException:
+        # a deadlock rolled the whole transaction back already: nothing to undo then
+        with contextlib.suppress(Exception):
+            _exec_sync_one(conn, Stmt(undo), counter)
+        raise
+    _exec_sync_one(conn, Stmt(end), counter)
+    return result
+
+
+def _exec_sync_one(conn: Any, s: Stmt, counter: Counter) -> Result:
+    counter.value += 1
+    cur = conn.cursor()
+    try:
+        cur.execute(s.sql, tuple(s.params) or None)
+        rows = [_tuple(r) for r in cur.fetchall()] if cur.description else []
+        return Result(rows, cur.rowcount, cur.lastrowid)
+    finally:
+        cur.close()
 
 
 def server_is_mariadb(conn: Any) -> bool:

@@ -29,12 +29,20 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncmy  # at import, not at open: it takes ~70 ms to load (Cython modules)
 
+from kiln._aio._portal import Portal
 from kiln._errors import ConfigError
-from kiln._job import AdmitResult, JobFilter, JobResult, JobRow, KindDeclaration, NewJob
-from kiln._portal import Portal
+from kiln._model._adoption import Adoption, WaitingJob
+from kiln._model._job import (
+    DEAD_AFTER,
+    AdmitResult,
+    JobFilter,
+    JobResult,
+    JobRow,
+    KindDeclaration,
+    NewJob,
+)
 from kiln.stores._plan_store import PlanSql, PlanStore
 from kiln.stores._protocol import (
-    DEAD_AFTER,
     ApplyResult,
     ReleaseResult,
 )
@@ -42,6 +50,7 @@ from kiln.stores._translator import Translator
 from kiln.stores._unnotified import Unnotified
 from kiln.stores.mysql import (
     _admin,
+    _adopt,
     _cancel,
     _cluster,
     _concurrency,
@@ -69,7 +78,8 @@ from kiln.stores.mysql._plan import (
     clocked,
     from_db_required,
     run_async,
-    run_sync,
+    run_joined_async,
+    run_joined_sync,
     server_is_mariadb,
 )
 
@@ -154,6 +164,12 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
         self._sync_lock: asyncio.Lock | None = None
         self._ahead = 0.0  # seconds the session clock runs ahead: clock_shift, tests only
 
+    def connections(self) -> int:
+        """The pool's connections (a lent pool's: its other users' too) and the sync one."""
+        pool = self._pool
+        held = int(getattr(pool, "size", 0)) if pool is not None else 0
+        return held + int(self._sync_conn is not None)
+
     # lifecycle -----------------------------------------------------------------------
     async def open(self) -> None:
         if self._open_lock is None:
@@ -224,14 +240,23 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
 
     async def _read(self, operation: str, make: Callable[[], Plan[T]]) -> T:
         """Run a read-only plan on any pooled connection other than the kept one."""
+        return await self._apart(operation, make, commit=False)
+
+    async def _beat(self, operation: str, make: Callable[[], Plan[T]]) -> T:
+        """A heartbeat or the leader's lease, on a pooled connection: not in line behind
+        the kept connection's writes, one of which may wait on a user's row lock for
+        up to innodb_lock_wait_timeout."""
+        return await self._apart(operation, make, commit=True)
+
+    async def _apart(self, operation: str, make: Callable[[], Plan[T]], *, commit: bool) -> T:
         if self._kept is None:
             await self.open()
         with self._errors(operation):
             conn = await self._pool.acquire()
             try:
                 result = await run_async(conn, self._clocked(make()), self._counter, own=True)
-                if not conn.get_autocommit():
-                    await conn.rollback()  # a lent pool's connection: end the read's snapshot
+                if not conn.get_autocommit():  # a lent pool's connection
+                    await (conn.commit() if commit else conn.rollback())
                 return result
             finally:
                 await release(self._pool, conn)
@@ -262,7 +287,7 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
             if _is_async(conn):
                 with self._errors("job_insert"):  # the caller's transaction: it commits
                     plan = _jobs.insert(jobs, server_is_mariadb(conn))
-                    return await run_async(conn, plan, self._counter, own=False)
+                    return await run_joined_async(conn, plan, self._counter)
             return self.job_insert_many_sync(jobs, conn)
         ids = await self._write("job_insert", lambda: _jobs.insert(jobs, self._mariadb))
         self._empty_queues.difference_update(j.queue for j in jobs)
@@ -283,7 +308,8 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
                 f"mysqlclient, ...), not {type(conn).__name__}"
             )
         with self._errors("job_insert"):
-            return run_sync(conn, _jobs.insert(jobs, server_is_mariadb(conn)), self._counter)
+            plan = _jobs.insert(jobs, server_is_mariadb(conn))
+            return run_joined_sync(conn, plan, self._counter)
 
     def _sync_portal(self) -> Portal:
         with self._portal_lock:  # several threads may enqueue at once
@@ -293,17 +319,25 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
 
     async def _on_sync_conn(self, operation: str, factory: Callable[[Any], Plan[T]]) -> T:
         """Sync calls without a connection: one private connection on the portal's
-        loop (a pool belongs to the loop that made it)."""
+        loop (a pool belongs to the loop that made it); a deadlock victim runs again,
+        as in _write."""
         if self._sync_lock is None:
             self._sync_lock = asyncio.Lock()
         async with self._sync_lock:
             with self._errors(operation):
-                if self._sync_conn is None or not alive(self._sync_conn):
-                    self._sync_conn = await asyncmy.connect(
-                        autocommit=True, init_command=SESSION, **self._args
-                    )
-                conn = self._sync_conn
-                return await run_async(conn, factory(conn), self._counter, own=True)
+                for attempt in range(DEADLOCK_RETRIES):
+                    if self._sync_conn is None or not alive(self._sync_conn):
+                        self._sync_conn = await asyncmy.connect(
+                            autocommit=True, init_command=SESSION, **self._args
+                        )
+                    conn = self._sync_conn
+                    try:
+                        return await run_async(conn, factory(conn), self._counter, own=True)
+                    except Exception as exc:
+                        if error_code(exc) != DEADLOCK or attempt + 1 == DEADLOCK_RETRIES:
+                            raise
+                        await asyncio.sleep(random.uniform(0.001, 0.01) * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _close_sync(self) -> None:
         portal, self._portal = self._portal, None
@@ -337,11 +371,50 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
             self._empty_queues.discard(queue)
         return jobs
 
-    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
-        await self._write("concurrency_declare", lambda: _concurrency.declare(limits))
+    async def concurrency_declare(
+        self, limits: Mapping[str, int], server_id: str | None = None
+    ) -> None:
+        await self._write("concurrency_declare",
+                          lambda: _concurrency.declare(limits, server_id))
+
+    async def concurrency_sweep(self, dead_after: float) -> list[str]:
+        return await self._write("concurrency_sweep", lambda: _concurrency.sweep(dead_after))
+
+    async def concurrency_keys_prune(self, idle_for: float, limit: int) -> int:
+        return await self._write("concurrency_keys_prune",
+                                 lambda: _concurrency.keys_prune(idle_for, limit))
+
+    async def concurrency_remove(self, key: str, actor: str) -> tuple[int | None, list[str]]:
+        return await self._write("concurrency_remove", lambda: _concurrency.remove(key, actor))
 
     async def concurrency_in_use(self) -> dict[str, int]:
         return await self._read("concurrency_in_use", _concurrency.in_use)
+
+    async def jobs_unkey(self, kinds: Sequence[str]) -> dict[str, int]:
+        if not await self._read("jobs_unkey", lambda: _adopt.unkey_probe(kinds)):
+            return {}
+        released = await self._write("jobs_unkey", lambda: _adopt.unkey(kinds))
+        self._empty_queues.difference_update(released)
+        return released
+
+    async def concurrency_resize(self, limits: Mapping[str, int]) -> int:
+        if not await self._read("concurrency_resize", lambda: _adopt.resize_probe(limits)):
+            return 0
+        return await self._write("concurrency_resize", lambda: _adopt.resize(limits))
+
+    async def jobs_waiting(self, kind: str, after_id: int, limit: int) -> list[WaitingJob]:
+        return await self._read("jobs_waiting", lambda: _adopt.waiting(kind, after_id, limit))
+
+    async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
+        return await self._read("jobs_undeclared", lambda: _adopt.undeclared(kinds, limit))
+
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
+        return await self._write("jobs_rekey", lambda: _adopt.rekey(keys, maxes))
+
+    async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
+        released = await self._write("jobs_adopt", lambda: _adopt.adopt(adoption))
+        self._empty_queues.difference_update(released)
+        return released
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         first, again = await self._write(
@@ -380,14 +453,32 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
 
     # what MySQL adds around the plain forwards: the claim hints of ``_empty_queues``
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
-        n = await super().jobs_requeue(filter, dead_after)
+        # A holder of a unique key enqueued but not committed is not seen by the check
+        # that leaves a held key's job where it is; the update then waits for it and
+        # fails with a duplicate once it commits. Run again, the check sees the holder.
+        n = await self._write(
+            "jobs_requeue", lambda: _admin.requeue(filter, dead_after),
+            retry=(DEADLOCK, DUPLICATE_KEY),
+        )
         self._empty_queues.clear()
         return n
 
-    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        result = await super().jobs_admit(key, max_batch)
+    async def jobs_admit(
+        self, key: str, max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> AdmitResult:
+        result = await super().jobs_admit(key, max_batch, queues, ahead)
         self._empty_queues.difference_update(a.queue for a in result.admitted)
         return result
+
+    async def jobs_admit_keys(
+        self, keys: Sequence[str], max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> dict[str, AdmitResult]:
+        results = await super().jobs_admit_keys(keys, max_batch, queues, ahead)
+        for result in results.values():
+            self._empty_queues.difference_update(a.queue for a in result.admitted)
+        return results
 
 def _is_async(conn: Any) -> bool:
     """An asyncmy or aiomysql connection (their methods are coroutines)."""

@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln._model._idset import sums_sql
+from kiln._model._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -24,15 +25,10 @@ from kiln.stores._filters import (
     keyset,
     page,
 )
-from kiln.stores._rows import dumps
-from kiln.stores.postgres._jobs import (
-    JOB_COLS,
-    NOT_HELD,
-    NOTIFIED,
-    notify_from,
-    release_stmts,
-    row_to_job,
-)
+from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, uncut
+from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, width_bucket_sql
+from kiln.stores.postgres._insert import NOTIFIED, notify_from
+from kiln.stores.postgres._jobs import COLUMNS, JOB_COLS, NOT_HELD, release_stmts, row_to_job
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 
 # the error messages only, not the JSON around them (keys, timestamps, tracebacks)
@@ -79,11 +75,15 @@ def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
+LAST_ERROR = "(errors->-1->>'error')"  # the last attempt's error message
+
+
 FILTER_SQL = FilterSql(
     mark="%s",
     true="true",
     member=any_of,
     errors=error_clauses,
+    last_error=lambda text: ([f"{LAST_ERROR} = %s"], [text]),
     tagged=tag_clauses,
     when=lambda at: at,
 )
@@ -161,11 +161,42 @@ def tagged_list_stmts(
     return Stmt(probe, (*base_params, *tag_params, limit)), Stmt(rare, full.params)
 
 
+# a jsonb value stored uncompressed in at most this many bytes is under BRIEF_BYTES as
+# text (its text is at most 6 times its size: an escaped control character), so it is
+# sent as it is without measuring it: most values, and no subquery for them
+SMALL_JSONB = BRIEF_BYTES // 6
+
+
+def _brief(column: str) -> str:
+    """A JSON column as text, or over BRIEF_BYTES its size and stand-in (see _rows.CUT);
+    the text of a larger value is made once (OFFSET 0 keeps the planner from inlining it
+    thrice)."""
+    stand = (f"'[' || (({column} -> -1) - 'traceback')::text || ']'" if column == "errors"
+             else "'null'")
+    return (f"CASE WHEN pg_column_size({column}) <= {SMALL_JSONB}"
+            f" AND pg_column_compression({column}) IS NULL THEN {column}::text ELSE"
+            f" (SELECT CASE WHEN octet_length(x) > {BRIEF_BYTES} THEN '{CUT}'"
+            f" || octet_length(x) || ':' || {stand} ELSE x END"
+            f" FROM (SELECT {column}::text AS x OFFSET 0) AS s) END AS {column}")
+
+
+BRIEF_COLS = brief_cols(COLUMNS, _brief)
+
+
 def list_jobs(
-    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None
+    f: JobFilter, limit: int, before_id: int | None, after_id: int | None = None,
+    brief: bool = False,
 ) -> Plan[list[JobRow]]:
-    rows = yield from _listed(f, limit, before_id, after_id, JOB_COLS)
-    return [row_to_job(r) for r in rows]
+    rows = yield from _listed(f, limit, before_id, after_id, BRIEF_COLS if brief else JOB_COLS)
+    if not brief:
+        return [row_to_job(r) for r in rows]
+    jobs = []
+    for r in rows:
+        values, cut = uncut(dict(zip(COLUMNS, r, strict=True)))
+        job = row_to_job([values[c] for c in COLUMNS])
+        job.cut = cut
+        jobs.append(job)
+    return jobs
 
 
 def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]:
@@ -198,6 +229,16 @@ def count(f: JobFilter) -> Plan[int]:
     return int(rows[0][0])
 
 
+ID_SUMS = sums_sql("mod({}, {})")
+
+
+def id_sums(f: JobFilter) -> Plan[tuple[int, int, int, int, int]]:
+    """What kiln._model._idset fingerprints, summed in one statement."""
+    cond, params = where(f)
+    row = (yield one(f"SELECT {ID_SUMS} FROM kiln_jobs WHERE {cond}", *params))[0][0]
+    return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])
+
+
 UNMET = (
     "EXISTS (SELECT 1 FROM kiln_job_deps d JOIN kiln_jobs o ON o.id = d.dep_id"
     " WHERE d.job_id = kiln_jobs.id AND o.state <> 'completed')"
@@ -208,6 +249,25 @@ UNMET = (
 ATTEMPT_OVER = (
     "NOT (attempt_running AND server_id IN (SELECT id FROM kiln_servers"
     " WHERE heartbeat_at > now() - %s * interval '1 second'))"
+)
+
+
+# A requeued job with a concurrency key needs its key's row, which the pruner may have
+# deleted once the job finished (_concurrency.PRUNE_LOCK): the rows of the keys of the
+# jobs put back are held FOR KEY SHARE as an enqueue holds them, and a missing one is
+# written again with the max of the kind's newest published declaration (1, the
+# safe side, without one; the next enqueue of the key, or the kind's server as it
+# starts, sets the declared max).
+KEYS_BACK = (
+    " ck AS (SELECT DISTINCT conc_key, kind FROM upd WHERE conc_key IS NOT NULL),"
+    " held AS (SELECT c.conc_key FROM kiln_concurrency_keys c WHERE c.conc_key IN"
+    " (SELECT conc_key FROM ck) ORDER BY c.conc_key FOR KEY SHARE OF c),"
+    " keyed AS (INSERT INTO kiln_concurrency_keys (conc_key, max)"
+    " SELECT DISTINCT ON (ck.conc_key) ck.conc_key, coalesce((SELECT"
+    " (d.options->'concurrency'->>'max')::int FROM kiln_kinds d WHERE d.kind = ck.kind"
+    " ORDER BY d.published_at DESC LIMIT 1), 1) FROM ck"
+    " WHERE ck.conc_key NOT IN (SELECT conc_key FROM held) ORDER BY ck.conc_key"
+    " ON CONFLICT (conc_key) DO UPDATE SET max = kiln_concurrency_keys.max RETURNING 1)"
 )
 
 
@@ -222,8 +282,8 @@ def requeue(f: JobFilter, dead_after: float) -> Plan[int]:
         f" WHERE {movable} AND (unique_key IS NULL OR id IN"
         # of the jobs of one key that would go back, only the newest does
         f" (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL AND {movable}"
-        " GROUP BY unique_key)) RETURNING queue, state, run_at)"
-        f"{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
+        " GROUP BY unique_key)) RETURNING queue, state, run_at, conc_key, kind),"
+        f"{KEYS_BACK}{notify_from('upd')} SELECT count(*) FROM upd WHERE {NOTIFIED}"
     )
     rows = (yield one(sql, *params, dead_after, *params, dead_after))[0]
     return int(rows[0][0])
@@ -235,6 +295,21 @@ def make_due(f: JobFilter) -> Plan[int]:
     sql = (
         f"WITH upd AS (UPDATE kiln_jobs SET run_at = now() WHERE {cond} AND run_at > now()"
         " RETURNING 1) SELECT count(*) FROM upd"
+    )
+    rows = (yield one(sql, *params))[0]
+    return int(rows[0][0])
+
+
+def admit_lifted(f: JobFilter, retries_only: bool) -> Plan[int]:
+    """Make matching pending jobs available now, their rate limits lifted: no token is
+    taken, the admission is recorded (kiln.testing's drain); ``retries_only``: only the
+    jobs that ran before (attempt > 0)."""
+    cond, params = where(f, ("pending",))
+    if retries_only:
+        cond = f"({cond}) AND attempt > 0"
+    sql = (
+        "WITH upd AS (UPDATE kiln_jobs SET state = 'available', run_at = now(),"
+        f" admitted_at = now() WHERE {cond} RETURNING 1) SELECT count(*) FROM upd"
     )
     rows = (yield one(sql, *params))[0]
     return int(rows[0][0])
@@ -273,13 +348,34 @@ AVAILABLE_PARTS = (
 )
 
 
-def state_counts() -> Plan[list[StateCount]]:
-    sql = (  # in parts, so each can use its partial index (available: plain, limited)
-        f"SELECT queue, 'available', sum(n) FROM ({AVAILABLE_PARTS.format(agg='count(*)')})"
-        " AS a GROUP BY queue UNION ALL SELECT queue, state, count(*) FROM kiln_jobs"
-        " WHERE state <> 'available' GROUP BY queue, state"
-    )
-    rows = (yield one(sql, prepare=True))[0]
+AVAILABLE_COUNTS = (
+    f"SELECT queue, 'available', sum(n) FROM ({AVAILABLE_PARTS.format(agg='count(*)')})"
+    " AS a GROUP BY queue"
+)
+
+
+def state_counts(states: Sequence[JobState] | None = None) -> Plan[list[StateCount]]:
+    """Every state's counts, or ``states``' only. In parts, so each can use its partial
+    index: available through the claim indexes (plain, limited), the others through
+    kiln_jobs_state_queue (state, queue, id), one index range per state asked for: the
+    live states' counts never walk the completed jobs (500,000 of them cost a 116 to
+    195 ms scan of the table every counts_ttl)."""
+    if states is None:
+        others = "state <> 'available'"
+        want_available = True
+    else:
+        names = sorted({JobState(s).value for s in states} - {"available"})
+        # literal states (JobState values), so the plan is the same at every refresh
+        others = (f"state IN ({', '.join(repr(n) for n in names)}) AND state <> 'available'"
+                  if names else "")
+        want_available = JobState.AVAILABLE in states
+    parts = [AVAILABLE_COUNTS] if want_available else []
+    if others:
+        parts.append(f"SELECT queue, state, count(*) FROM kiln_jobs WHERE {others}"
+                     " GROUP BY queue, state")
+    if not parts:
+        return []
+    rows = (yield one(" UNION ALL ".join(parts), prepare=True))[0]
     return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
 
 
@@ -290,6 +386,14 @@ def oldest_available() -> Plan[dict[str, float]]:
     )
     rows = (yield one(sql, prepare=True))[0]
     return {r[0]: float(r[1]) for r in rows}
+
+
+def scheduled_due() -> Plan[dict[str, int]]:
+    # the due end of kiln_jobs_scheduled (run_at, partial: scheduled jobs only)
+    sql = ("SELECT queue, count(*) FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= now()"
+           " GROUP BY queue")
+    rows = (yield one(sql, prepare=True))[0]
+    return {r[0]: int(r[1]) for r in rows}
 
 
 def throughput(since: float) -> Plan[dict[str, int]]:
@@ -304,6 +408,17 @@ def throughput(since: float) -> Plan[dict[str, int]]:
 def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     rows = (yield one("SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state"))[0]
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
+
+
+def available_by_kind() -> Plan[list[tuple[str, str, int]]]:
+    sql = (  # in parts, as state_counts: the plain ones read kiln_jobs_claim alone
+        "SELECT queue, kind, sum(n) FROM (SELECT queue, kind, count(*) AS n FROM kiln_jobs"
+        " WHERE state = 'available' AND conc_key IS NULL GROUP BY queue, kind UNION ALL"
+        " SELECT queue, kind, count(*) FROM kiln_jobs WHERE state = 'available'"
+        " AND conc_key IS NOT NULL GROUP BY queue, kind) AS a GROUP BY queue, kind"
+    )
+    rows = (yield one(sql, prepare=True))[0]
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
 
 def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
@@ -324,6 +439,40 @@ def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[st
     )
     rows = (yield one(sql, bucket, since))[0]
     return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
+
+
+def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, int, int]]]:
+    """(last error, jobs, highest id) of the newest ``scan`` failed jobs under ``f``
+    (by finished_at: the kiln_jobs_finished index), the most common first."""
+    cond, params = where(f, ("failed",))
+    sql = (
+        f"SELECT e, count(*), max(id) FROM (SELECT id, {LAST_ERROR} AS e FROM kiln_jobs"
+        f" WHERE {cond} AND state = 'failed' AND finished_at IS NOT NULL"
+        " ORDER BY finished_at DESC LIMIT %s) t"
+        " GROUP BY e ORDER BY count(*) DESC, max(id) DESC LIMIT %s"
+    )
+    rows = (yield one(sql, *params, scan, limit))[0]
+    return [(r[0] or "", int(r[1]), int(r[2])) for r in rows]
+
+
+def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
+    """Finished (completed, failed) jobs of the last ``since`` seconds by ``by`` (queue
+    or kind), bucket, state, run-time and wait-time class (kiln._model._timings): one
+    GROUP BY over the kiln_jobs_finished index's range."""
+    column = {"queue": "queue", "kind": "kind"}[by]
+    # date_part is double precision (extract is numeric: several times slower here)
+    run = width_bucket_sql("date_part('epoch', finished_at - attempted_at)")
+    wait = width_bucket_sql("date_part('epoch', attempted_at - run_at)")
+    sql = (
+        f"SELECT {column}, floor(date_part('epoch', now() - finished_at) / %s)::int AS b,"
+        f" state, {run} AS rc, {wait} AS wc, count(*) FROM kiln_jobs"
+        " WHERE state IN ('completed', 'failed')"
+        " AND finished_at >= now() - %s * interval '1 second'"
+        " GROUP BY 1, 2, 3, 4, 5 LIMIT %s"
+    )
+    rows = (yield one(sql, bucket, since, MAX_TIMING_ROWS))[0]
+    return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
+            for r in rows]
 
 
 def running_by_server() -> Plan[list[tuple[str, str, int]]]:

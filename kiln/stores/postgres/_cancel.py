@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln._job import CancelRequest, JobFilter
-from kiln._wakeup import CANCEL_PAYLOAD, CHANNEL
+from kiln._model._job import CancelRequest, JobFilter
+from kiln._model._wakeup import CANCEL_PAYLOAD, CHANNEL
 from kiln.stores._filters import CANCELLABLE
 from kiln.stores.postgres._admin import where
 from kiln.stores.postgres._plan import Plan, one
 
-# the record of who cancelled, in the shape of an AttemptError (kiln._job); column
+# the record of who cancelled, in the shape of an AttemptError (kiln._model._job); column
 # references on the right of SET read the row before the update
 RECORD = (
     "jsonb_build_object('attempt', attempt, 'at', extract(epoch FROM now())::float8,"

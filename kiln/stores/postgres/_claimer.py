@@ -6,7 +6,7 @@ BEGIN, one prepared claim per watch and a flush request in one trip; the moment 
 rows come back it hands them to the watches' callbacks, so the jobs start, and only
 then sends COMMIT. The commit's WAL flush, the connection pool and the asyncio task
 hops of an ordinary claim are all off the path from a notification to a running job
-(docs/performance.md, "Pickup latency").
+(bench/RESULTS.md, "Pickup latency").
 
 It speaks libpq directly (psycopg.pq), driven by the listener's reader callback: it
 never awaits and touches the connection only inside the listener's calls. Any error
@@ -22,7 +22,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -31,7 +31,7 @@ from psycopg.abc import Buffer
 from psycopg.adapt import PyFormat, Transformer
 
 from kiln._errors import StoreError, UnreachableError
-from kiln._job import JobRow
+from kiln._model._job import JobRow
 from kiln.stores._protocol import ClaimCallback, ClaimRun
 from kiln.stores.postgres import _jobs
 from kiln.stores.postgres._plan import Counter
@@ -144,8 +144,11 @@ class _Batch:
 
 
 class Claimer:
-    def __init__(self, counter: Counter) -> None:
+    """``qualify``: the store's schema qualifier for the claim it prepares, if any."""
+
+    def __init__(self, counter: Counter, qualify: Callable[[str], str] | None = None) -> None:
         self._counter = counter
+        self._qualify = qualify
         self._armed: dict[str, list[Watch]] = {}
         self._due: set[str] = set()  # notified queues with armed watches
         self._batch: _Batch | None = None
@@ -180,7 +183,8 @@ class Claimer:
         claims on notifications; its pools claim when woken. The watches armed while
         the connection was down claim at once: their notifications may have been lost."""
         try:
-            await conn.execute(_jobs.CLAIM_PREPARE)
+            prepare = _jobs.CLAIM_PREPARE
+            await conn.execute(prepare if self._qualify is None else self._qualify(prepare))
         except psycopg.ProgrammingError as exc:
             log.info("kiln claimer: cannot prepare the claim (%s); pools claim when woken",
                      str(exc).strip())

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kiln._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
 from kiln.stores._rows import dumps, epoch, loads
-from kiln.stores.postgres import _admin, _jobs
+from kiln.stores.postgres import _admin, _insert, _jobs
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 
 # servers and leader ------------------------------------------------------------------
@@ -31,9 +31,10 @@ def server_register(info: ServerInfo) -> Plan[None]:
     )
 
 
-def server_heartbeat(server_id: str) -> Plan[bool]:
-    sql = "UPDATE kiln_servers SET heartbeat_at = now() WHERE id = %s RETURNING 1"
-    rows = (yield one(sql, server_id, prepare=True))[0]
+def server_heartbeat(server_id: str, connections: int | None = None) -> Plan[bool]:
+    sql = ("UPDATE kiln_servers SET heartbeat_at = now(),"
+           " connections = coalesce(%s, connections) WHERE id = %s RETURNING 1")
+    rows = (yield one(sql, connections, server_id, prepare=True))[0]
     return bool(rows)
 
 
@@ -48,7 +49,7 @@ def server_deregister(server_id: str) -> Plan[None]:
 def server_list() -> Plan[list[ServerInfo]]:
     sql = (
         "SELECT id, host, pid, queues, kinds, version, started_at, heartbeat_at,"
-        " greatest(extract(epoch FROM now() - heartbeat_at), 0)::float8"
+        " greatest(extract(epoch FROM now() - heartbeat_at), 0)::float8, connections"
         " FROM kiln_servers ORDER BY started_at, id"
     )
     rows = (yield one(sql))[0]
@@ -56,9 +57,15 @@ def server_list() -> Plan[list[ServerInfo]]:
         ServerInfo(
             id=r[0], host=r[1], pid=r[2], queues=loads(r[3]), kinds=loads(r[4]),
             version=r[5], started_at=r[6], heartbeat_at=r[7], heartbeat_age=r[8],
+            connections=r[9],
         )
         for r in rows
     ]
+
+
+def installation_get() -> Plan[str | None]:
+    rows = (yield one("SELECT id FROM kiln_installation ORDER BY created_at, id LIMIT 1"))[0]
+    return None if not rows else str(rows[0][0])
 
 
 LEADER_ELECT = (
@@ -110,6 +117,21 @@ def running_on(server_id: str, older_than: float, limit: int) -> Plan[list[Runni
     return [RunningJob(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
 
+ENDING_DEAD = (
+    "WITH upd AS (UPDATE kiln_jobs j SET attempt_running = false WHERE j.state = 'cancelled'"
+    " AND j.attempt_running AND NOT EXISTS (SELECT 1 FROM kiln_servers s"
+    " WHERE s.id = j.server_id AND s.heartbeat_at >= now() - %s * interval '1 second')"
+    " RETURNING 1) SELECT count(*) FROM upd"
+)
+
+
+def ending_dead(dead_after: float) -> Plan[int]:
+    """The attempts of jobs cancelled while running on servers now dead are over: their
+    slots (kiln._model._concurrency) are free."""
+    rows = (yield one(ENDING_DEAD, dead_after))[0]
+    return int(rows[0][0])
+
+
 def sweep(dead_for: float) -> Plan[int]:
     sql = (
         "WITH d AS (DELETE FROM kiln_servers WHERE heartbeat_at < now() - %s * interval"
@@ -157,8 +179,8 @@ STRANDED_RELEASE = (
     " run_at = greatest(j.run_at, now())"
     f" WHERE j.id = ANY(%s::bigint[]) AND j.state = 'awaiting' AND {STRANDED_UNMET}"
     " RETURNING j.queue, j.state, j.run_at)"
-    f"{_jobs.notify_from('rel')} SELECT queue, count(*) FROM rel"
-    f" WHERE {_jobs.NOTIFIED} GROUP BY queue"
+    f"{_insert.notify_from('rel')} SELECT queue, count(*) FROM rel"
+    f" WHERE {_insert.NOTIFIED} GROUP BY queue"
 )
 
 
@@ -184,7 +206,7 @@ def cron_enqueue(name: str, slot: datetime, job: NewJob) -> Plan[int | None]:
     rows = (yield step(Stmt(CRON_CLAIM, (name, epoch(slot)))))[0]
     if not rows:
         return None
-    ids = yield from _jobs.insert([job])
+    ids = yield from _jobs.insert([job], alone=False)  # one transaction with the slot
     return ids[0]
 
 

@@ -1,5 +1,6 @@
-"""PostgreSQL plans for global concurrency limits (kiln._concurrency): the limited claim,
-the declaration of queue limits, and the running jobs by key group.
+"""PostgreSQL plans for global concurrency limits (kiln._model._concurrency): the limited claim,
+the declaration of queue limits (and their sweep and removal), and the running jobs by
+key group.
 
 The limited claim is one statement, like the plain claim. It locks the rows of the keys
 whose jobs wait in the queue (``FOR UPDATE SKIP LOCKED``: a key another server is
@@ -33,10 +34,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kiln._concurrency import group_of, queue_group
-from kiln._job import JobRow
+from kiln._model._concurrency import group_of, queue_group
+from kiln._model._job import JobRow
+from kiln.stores._rows import RAN_UNIQUE, dumps
 from kiln.stores.postgres._jobs import CLAIM_COLS, JOB_COLS, claimed
-from kiln.stores.postgres._plan import Plan, Step, Stmt, one
+from kiln.stores.postgres._plan import Plan, Step, Stmt, one, step
+
+# A job cancelled while running whose handler has not ended yet (attempt_running: its
+# server clears it with the attempt's result, the rescuer when that server is dead) holds
+# its slot as a running job does: a cancel must not let a second handler start beside
+# the one still running (kiln_jobs_ending; migration 15).
+ENDING = "state = 'cancelled' AND attempt_running"
 
 # Shared by both limited claims: the parameters as one materialized row (prm), the
 # queue's row locked (ql) and as the snapshot sees it (qs), and its new version when
@@ -60,14 +68,15 @@ _QUEUE_SERVED = (
 # prm holds the parameters, materialized: read through it, their values do not steer
 # the estimates, so PostgreSQL keeps the generic plan of the prepared statement (with
 # table statistics and the parameters inline it planned every claim, 1 to 1.5 ms).
-# lk locks the keys with an available job in the queue and a free slot by this
-# snapshot, least recently served first; the probe for an available job is a scalar
-# subquery with LIMIT 1, one index probe per key (as EXISTS, the planner turns it into
-# a semi-join that reads the queue's whole backlog), ordered as kiln_jobs_conc_available
-# is (unordered, with statistics it became a sequential scan of the table). `running`
-# is the snapshot's count (a lateral subquery, not locked: an update of the key row,
-# rechecked at the lock, does not recount it), `vid` the ctid of the version locked,
-# the latest one.
+# lk locks the keys with an available job in the queue and a free slot by this snapshot,
+# least recently served first (FOR NO KEY UPDATE: it excludes the other claims of the
+# key, not the KEY SHARE an enqueue of the key holds, see PRUNE_LOCK); the probe for an
+# available job is a scalar subquery with LIMIT 1, one index probe per key (as EXISTS,
+# the planner turns it into a semi-join that reads the queue's whole backlog), ordered
+# as kiln_jobs_conc_available is (unordered, with statistics it became a sequential scan
+# of the table). `running` is the snapshot's count (a lateral subquery, not locked: an
+# update of the key row, rechecked at the lock, does not recount it), `vid` the ctid of
+# the version locked, the latest one.
 # k keeps the keys whose locked version is the snapshot's (the rule above).
 # The plain jobs of the queue come in too (a limited queue's plain jobs count against
 # the queue's limit), walked once per kind along kiln_jobs_claim (queue, kind, priority,
@@ -93,14 +102,16 @@ _QUEUE_SERVED = (
 CLAIM_LIMITED = (
     f"{_PRM}"
     " lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid, n.running"
-    "  FROM kiln_concurrency_keys c CROSS JOIN LATERAL (SELECT count(*) AS running"
-    "  FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running') n"
+    "  FROM kiln_concurrency_keys c CROSS JOIN LATERAL (SELECT (SELECT count(*)"
+    "  FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running')"
+    "  + (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
+    f"  AND {ENDING}) AS running) n"
     "  WHERE (SELECT 1 FROM kiln_jobs j WHERE j.conc_key = c.conc_key"
     "  AND j.state = 'available' AND j.queue = (SELECT queue FROM prm)"
     "  AND j.kind = ANY((SELECT kinds FROM prm)::text[])"
     "  ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1 AND n.running < c.max"
     "  ORDER BY c.last_claimed_at, c.conc_key LIMIT (SELECT n FROM prm)"
-    "  FOR UPDATE OF c SKIP LOCKED),"
+    "  FOR NO KEY UPDATE OF c SKIP LOCKED),"
     " k AS (SELECT lk.conc_key, lk.max - lk.running AS room,"
     "  row_number() OVER (ORDER BY lk.conc_key) AS ord FROM lk WHERE lk.vid ="
     "  (SELECT s.ctid FROM kiln_concurrency_keys s WHERE s.conc_key = lk.conc_key)),"
@@ -135,12 +146,14 @@ CLAIM_LIMITED = (
     " room AS (SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM qs) THEN (SELECT n FROM prm)"
     "  WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs) THEN greatest(0,"
     "  least((SELECT n FROM prm), (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs"
-    "  WHERE state = 'running' AND queue = (SELECT queue FROM prm)))) ELSE 0 END AS n),"
+    "  WHERE state = 'running' AND queue = (SELECT queue FROM prm)) - (SELECT count(*)"
+    f"  FROM kiln_jobs WHERE {ENDING} AND queue = (SELECT queue FROM prm)))) ELSE 0 END AS n),"
     " picked AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b"
     "  UNION ALL SELECT * FROM pln) x WHERE NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p"
     "  WHERE p.queue IN ((SELECT queue FROM prm), '*'))"
     "  ORDER BY rn, priority, ord, run_at, id LIMIT (SELECT n FROM room)),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
+    f" {RAN_UNIQUE},"
     "  attempted_at = now(), server_id = %(server)s WHERE id IN (SELECT id FROM picked)"
     "  AND state = 'available'"
     f"  RETURNING {CLAIM_COLS}, conc_key AS taken_key),"
@@ -160,16 +173,18 @@ CLAIM_LIMITED = (
 # writes a new version of the queue's row if it took any (uq). Jobs with a key are
 # left alone, as the plain claim leaves them. No key row is read: with ten keys the
 # full statement costs about twice the plain claim, this one about the same
-# (docs/performance.md, "Global concurrency limits").
+# (bench/RESULTS.md, "Global concurrency limits").
 CLAIM_QUEUE_LIMITED = (
     f"{_PRM}"
     f"{_QUEUE_ROW}"
     " room AS MATERIALIZED (SELECT prm.queue, prm.kinds, CASE WHEN NOT EXISTS (SELECT 1 FROM qs)"
     "  THEN prm.n WHEN (SELECT vid FROM ql) = (SELECT vid FROM qs)"
     "  THEN greatest(0, least(prm.n, (SELECT max FROM ql) - (SELECT count(*) FROM kiln_jobs r"
-    "  WHERE r.state = 'running' AND r.queue = prm.queue))) ELSE 0 END AS n FROM prm"
+    "  WHERE r.state = 'running' AND r.queue = prm.queue) - (SELECT count(*) FROM kiln_jobs r"
+    f"  WHERE {ENDING} AND r.queue = prm.queue))) ELSE 0 END AS n FROM prm"
     "  WHERE NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (prm.queue, '*'))),"
     " upd AS (UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1,"
+    f" {RAN_UNIQUE},"
     "  attempted_at = now(), server_id = %(server)s WHERE id = ANY(ARRAY(SELECT c.id"
     "  FROM room CROSS JOIN LATERAL (SELECT DISTINCT unnest(room.kinds) AS kind) AS k"
     "  CROSS JOIN LATERAL (SELECT id, priority, run_at FROM kiln_jobs"
@@ -215,12 +230,94 @@ DECLARE = (
     " kiln_concurrency_keys c WHERE c.conc_key = u.k AND c.max = u.m)"
     " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max"
 )
+# A server's own declaration of its keys: the key rows written whatever their max, so
+# that each is locked until the commit (see SWEEP), and the server's declaration rows
+# (the row of an older kiln's declaration, '', gives way).
+DECLARE_SERVER = (
+    "INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT k, m"
+    " FROM unnest(%s::text[], %s::int[]) AS u(k, m)"
+    " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max"
+)
+DECLARED = (
+    "WITH old AS (DELETE FROM kiln_concurrency_declarations"
+    " WHERE conc_key = ANY(%s::text[]) AND server_id = '')"
+    " INSERT INTO kiln_concurrency_declarations (conc_key, server_id, max)"
+    " SELECT k, %s, m FROM unnest(%s::text[], %s::int[]) AS u(k, m)"
+    " ON CONFLICT (conc_key, server_id) DO UPDATE SET max = excluded.max, declared_at = now()"
+)
 
 
-def declare(limits: Mapping[str, int]) -> Plan[None]:
+def declare(limits: Mapping[str, int], server_id: str | None = None) -> Plan[None]:
+    """Set the max of these keys; with ``server_id``, also record that this server
+    declares them (queue limits, which follow their live declarations: ``sweep``)."""
     names = sorted(limits)
-    if names:
-        yield one(DECLARE, names, [limits[k] for k in names])
+    if not names:
+        return
+    maxes = [limits[k] for k in names]
+    if server_id is None:
+        yield one(DECLARE, names, maxes)
+        return
+    yield step(Stmt(DECLARE_SERVER, (names, maxes)),
+               Stmt(DECLARED, (names, server_id, names, maxes)), last=True)
+
+
+# A declaration is live while its server's heartbeat is (or it is an older kiln's, '').
+_LIVE = (
+    "(d.server_id = '' OR EXISTS (SELECT 1 FROM kiln_servers s WHERE s.id = d.server_id"
+    " AND s.heartbeat_at >= now() - %s * interval '1 second'))"
+)
+# The sweep locks the queue rows first (in key order, as declare does), so a server
+# declaring one of them concurrently either committed before (SWEEP's own snapshot,
+# taken after the lock, sees its declaration) or waits and writes the row again after.
+SWEEP_LOCK = (
+    "SELECT 1 FROM kiln_concurrency_keys WHERE conc_key LIKE 'queue:%' ORDER BY conc_key"
+    " FOR UPDATE"
+)
+# The newest live declaration of every queue limit, then: the rows no live server
+# declares go (queue limits only: a kind's key rows are written by enqueue), the others
+# take the newest declaration's max if it changed (a new row version only then), and the
+# declarations of servers gone are forgotten.
+SWEEP = (
+    "WITH live AS (SELECT DISTINCT ON (d.conc_key) d.conc_key, d.max"
+    f" FROM kiln_concurrency_declarations d WHERE {_LIVE}"
+    " ORDER BY d.conc_key, d.declared_at DESC, d.server_id DESC),"
+    " gone AS (DELETE FROM kiln_concurrency_keys c WHERE c.conc_key LIKE 'queue:%%'"
+    " AND NOT EXISTS (SELECT 1 FROM live WHERE live.conc_key = c.conc_key)"
+    " RETURNING c.conc_key),"
+    " moved AS (UPDATE kiln_concurrency_keys c SET max = live.max FROM live"
+    " WHERE c.conc_key = live.conc_key AND c.max <> live.max RETURNING 1),"
+    f" forgot AS (DELETE FROM kiln_concurrency_declarations d WHERE NOT {_LIVE} RETURNING 1)"
+    " SELECT conc_key FROM gone ORDER BY conc_key"
+)
+
+
+def sweep(dead_after: float) -> Plan[list[str]]:
+    yield step(Stmt(SWEEP_LOCK))
+    rows = (yield step(Stmt(SWEEP, (dead_after, dead_after)), last=True))[0]
+    return [str(r[0]) for r in rows]
+
+
+REMOVE = (
+    "WITH dropped AS (DELETE FROM kiln_concurrency_keys WHERE conc_key = %s RETURNING max),"
+    " decl AS (DELETE FROM kiln_concurrency_declarations WHERE conc_key = %s"
+    " RETURNING server_id)"
+    " SELECT (SELECT max FROM dropped), (SELECT coalesce(array_agg(server_id"
+    " ORDER BY server_id), '{}') FROM decl)"
+)
+
+
+def remove(key: str, actor: str) -> Plan[tuple[int | None, list[str]]]:
+    """Remove a limit and its declarations, with its audit row, in one transaction:
+    the max it had (None: there was none) and the servers that had declared it."""
+    rows = (yield step(Stmt(REMOVE, (key, key))))[0]
+    found, servers = rows[0][0], list(rows[0][1])
+    detail = {"key": key, "max": found, "declared_by": servers}
+    yield step(Stmt(AUDIT, (actor, "concurrency_remove", int(found is not None),
+                            dumps(detail))), last=True)
+    return (None if found is None else int(found)), [str(s) for s in servers]
+
+
+AUDIT = "INSERT INTO kiln_audit (actor, action, count, detail) VALUES (%s, %s, %s, %s::jsonb)"
 
 
 IN_USE = (
@@ -240,3 +337,51 @@ def in_use() -> Plan[dict[str, int]]:
         out[key] = out.get(key, 0) + int(n)
     return out
 
+
+
+# Pruning key rows no job uses (Store.concurrency_keys_prune, the leader's pruner): a
+# limited claim probes every key row, so per-tenant keys that came and went must not
+# stay. A key row is needed while any job of the key is waiting (awaiting, pending,
+# scheduled, available), running, or cancelled but still ending (UNUSED). The race is
+# with an enqueue (or a requeue, an adoption) that puts a job under a key whose row the
+# pruner is deleting: that job would never be claimed. It is closed by a lock on the
+# row, taken on both sides:
+# - whoever puts a job under a key holds the key's row FOR KEY SHARE (or has just
+#   inserted it, or updated its max) until it commits (CONCURRENCY_KEYS_DECLARE);
+# - the pruner locks its candidates FOR UPDATE SKIP LOCKED (a row an enqueue holds is
+#   skipped: not a candidate this time), then deletes those still unused by a second
+#   statement, whose snapshot is taken after the locks: an enqueue that held the row
+#   committed before the lock was granted, so its job is seen and the row stays.
+# An enqueue that comes after the lock waits for the pruner's commit; if the row was
+# deleted, its lock finds nothing and its insert writes the row again (same statement).
+# FOR KEY SHARE conflicts only with FOR UPDATE (a delete), not with the claims' FOR NO
+# KEY UPDATE, so an enqueue never makes a claim skip its key.
+def unused(alias: str) -> str:
+    """No job of the key in ``alias`` needs its row: one index probe per part."""
+    probe = f"(SELECT 1 FROM kiln_jobs j WHERE j.conc_key = {alias}.conc_key AND {{}} LIMIT 1)"
+    parts = ("j.state = 'available'", "j.state = 'running'",
+             "j.conc_key IS NOT NULL AND j.state IN ('awaiting', 'pending', 'scheduled')",
+             f"j.{ENDING.replace('attempt_running', 'j.attempt_running')}")
+    return " AND ".join(f"{probe.format(p)} IS NULL" for p in parts)
+
+
+PRUNE_LOCK = (
+    "SELECT c.conc_key FROM kiln_concurrency_keys c WHERE c.conc_key NOT LIKE 'queue:%%'"
+    " AND c.last_claimed_at < now() - %s * interval '1 second'"
+    f" AND {unused('c')} LIMIT %s FOR UPDATE OF c SKIP LOCKED"
+)
+PRUNE = (
+    "WITH d AS (DELETE FROM kiln_concurrency_keys c WHERE c.conc_key = ANY(%s::text[])"
+    f" AND {unused('c')} RETURNING 1) SELECT count(*) FROM d"
+)
+
+
+def keys_prune(idle_for: float, limit: int) -> Plan[int]:
+    """Delete up to ``limit`` rows of keys (not queues) no job uses and not claimed
+    from for ``idle_for`` seconds (see PRUNE_LOCK above)."""
+    locked = (yield step(Stmt(PRUNE_LOCK, (idle_for, limit))))[0]
+    keys = [str(r[0]) for r in locked]
+    if not keys:
+        return 0
+    rows = (yield step(Stmt(PRUNE, (keys,)), last=True))[0]
+    return int(rows[0][0])

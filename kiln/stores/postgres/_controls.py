@@ -1,4 +1,4 @@
-"""PostgreSQL plans for queue controls: pause, resume, concurrency limits (kiln._controls).
+"""PostgreSQL plans for queue controls: pause, resume, concurrency limits (kiln._model._controls).
 
 Each change is one transaction with its audit row and a NOTIFY, so every listening
 server re-reads the controls at once. Claims check the pauses themselves (_jobs.CLAIM).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln._controls import ALL, QueueControls, from_rows
-from kiln._wakeup import CHANNEL, CONTROLS_PAYLOAD
+from kiln._model._controls import ALL, QueueControls, from_rows
+from kiln._model._wakeup import CHANNEL, CONTROLS_PAYLOAD
 from kiln.stores._rows import dumps
 from kiln.stores.postgres._plan import Plan, Step, Stmt, one, step
 

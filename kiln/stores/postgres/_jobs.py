@@ -15,30 +15,49 @@ release (see RESULTS_APPLY).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import (
+from kiln._model._job import (
     JobResult,
     JobRow,
     JobState,
     NewJob,
     Outcome,
 )
-from kiln._wakeup import CHANNEL, SCHEDULED_PREFIX
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
+    RAN_UNIQUE,
     UniqueSplit,
-    args_text,
     attempt_delta,
+    claim_token,
     dumps,
-    epoch,
     errors_from,
+    levels,
     next_state,
     readmitted,
     rescue_step,
+    resolved,
+)
+from kiln.stores.postgres import _unique
+from kiln.stores.postgres._insert import (
+    INSERT_EDGES,
+    INSERT_FAST,
+    INSERT_FAST_QUIET,
+    INSERT_ONE,
+    INSERT_ONE_QUIET,
+    MARK_DEPS,
+    NOTIFIED,
+    compact,
+    concurrency_keys_stmt,
+    holds_key,
+    insert_columns,
+    insert_sql,
+    notify_from,
+    one_row,
+    rate_limit_stmt,
+    text_array,
 )
 from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one
 
@@ -53,24 +72,6 @@ _JSON_COLS = ("args", "params", "metadata", "backoff", "errors")
 JOB_COLS = ", ".join(f"{c}::text" if c in _JSON_COLS else c for c in COLUMNS)
 J_COLS = ", ".join(f"j.{c}::text" if c in _JSON_COLS else f"j.{c}" for c in COLUMNS)
 RELEASE_CAP = 10_000  # scheduled jobs released per call; the next call takes the rest
-
-
-def notify_from(src: str) -> str:
-    """A CTE that sends one NOTIFY per queue made available, and one 'scheduled:<epoch>'
-    for the earliest scheduled job, from ``src`` (rows with queue, state, run_at).
-
-    Use it as ``WHERE (SELECT count(*) FROM kiln_notify) >= 0`` in the final SELECT,
-    which evaluates it once.
-    """
-    return (
-        f", kiln_notify AS (SELECT pg_notify('{CHANNEL}', p) FROM ("
-        f"SELECT DISTINCT queue AS p FROM {src} WHERE state = 'available' UNION ALL"
-        f" SELECT '{SCHEDULED_PREFIX}' || extract(epoch FROM min(run_at)) FROM {src}"
-        f" WHERE state = 'scheduled' HAVING count(*) > 0) AS kiln_payloads)"
-    )
-
-
-NOTIFIED = "(SELECT count(*) FROM kiln_notify) >= 0"
 
 
 _STATES = {s.value: s for s in JobState}
@@ -99,184 +100,80 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
     )
 
 
-# insert ------------------------------------------------------------------------------
-# (name, type) of the insert's columns; all but args are sent as a scalar when every
-# job of the batch has the same value, which saves most of the array encoding.
-_INSERT_COLS = (
-    ("q", "text"), ("k", "text"), ("a", "text"), ("m", "text"), ("p", "int"),
-    ("ra", "float8"), ("d", "float8"), ("ma", "int"), ("tmo", "float8"), ("b", "text"),
-    ("rk", "text"),
-)
+def insert(
+    jobs: Sequence[NewJob], *, alone: bool = True, quiet: bool = False
+) -> Plan[list[int]]:
+    """Insert ``jobs``, all or none: ids in input order (unique jobs' as EnqueueResults).
 
-
-def text_array(tags: Sequence[str]) -> str | None:
-    """Tags as a PostgreSQL array literal (None for none): sent as one text value, so a
-    batch of jobs without tags sends one NULL for all of them."""
-    if not tags:
-        return None
-    quoted = ('"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in tags)
-    return "{" + ",".join(quoted) + "}"
-
-
-@functools.cache
-def _insert_sql(with_deps: bool, with_tags: bool = False, with_conc: bool = False) -> str:
-    """The insert; jobs with tags (or a concurrency key) take a variant that sets them
-    (and plain batches keep the statement they had before tags existed)."""
-    unmet = (
-        "WHEN EXISTS (SELECT 1 FROM kiln_jobs d WHERE d.id = ANY(t.dps)"
-        " AND d.state <> 'completed') THEN 'awaiting' "
-        if with_deps
-        else ""
-    )
-    cols = list(_INSERT_COLS)
-    cols += [("dp", "text")] if with_deps else []
-    cols += [("tg", "text")] if with_tags else []
-    cols += [("ck", "text")] if with_conc else []
-    picked = ", ".join(
-        f"u.{n}" if n == "a" else f"coalesce(u.{n}, %b::{t}) AS {n}" for n, t in cols
-    )
-    arrays = ", ".join(f"%b::{t}[]" for _, t in cols)
-    names = ", ".join(n for n, _ in cols)
-    dp = ", t.dp::bigint[] AS dps" if with_deps else ""
-    tag_col, tag_value = (", tags", ", coalesce(t.tg::text[], '{}')") if with_tags else ("", "")
-    if with_conc:
-        tag_col, tag_value = tag_col + ", conc_key", tag_value + ", t.ck"
-    return (
-        "WITH ins AS (INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority,"
-        f" run_at, max_attempts, timeout, backoff, rate_key{tag_col})"
-        f" SELECT t.q, t.k, CASE {unmet}WHEN t.rk IS NOT NULL THEN 'pending'"
-        " WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-        f" t.a::jsonb, t.m::jsonb, t.p, t.r, t.ma, t.tmo, t.b::jsonb, t.rk{tag_value}"
-        " FROM (SELECT t.*, coalesce(to_timestamp(t.ra), now() + t.d * interval '1 second')"
-        f" AS r{dp} FROM (SELECT {picked} FROM unnest({arrays}) AS u({names})) AS t) AS t"
-        " RETURNING id, queue, state, run_at)"
-        f"{notify_from('ins')} SELECT id FROM ins WHERE {NOTIFIED}"
-    )
-
-
-def _compact(cols: list[list[Any]]) -> list[Any]:
-    """Scalars then arrays, as _insert_sql expects: a column whose values are all
-    equal is sent as that scalar and an empty array (unnest pads it with NULLs)."""
-    scalars: list[Any] = []
-    arrays: list[Any] = []
-    for (name, _), col in zip(_INSERT_COLS, cols, strict=False):
-        first = col[0]
-        # count() compares in C; each column holds one type (see _columns), but for
-        # None, which count tells apart from every value
-        if name != "a" and col.count(first) == len(col):
-            scalars.append(first)
-            arrays.append([])
-        else:
-            if name != "a":
-                scalars.append(None)
-            arrays.append(col)
-    for extra in cols[len(_INSERT_COLS):]:  # dependencies: always per job
-        scalars.append(None)
-        arrays.append(extra)
-    return [*scalars, *arrays]
-
-
-INSERT_FAST = _insert_sql(with_deps=False)
-INSERT_DEPS = _insert_sql(with_deps=True)
-INSERT_TAGGED = {deps: _insert_sql(with_deps=deps, with_tags=True) for deps in (False, True)}
-# Locks the dependencies (in id order) for the check in INSERT_DEPS and marks them
-# has_dependents, so their completion takes the release path (see RESULTS_APPLY).
-MARK_DEPS = (
-    "UPDATE kiln_jobs SET has_dependents = true WHERE id IN (SELECT id FROM kiln_jobs"
-    " WHERE id = ANY(%s::bigint[]) ORDER BY id FOR NO KEY UPDATE) AND NOT has_dependents"
-)
-INSERT_EDGES = (
-    "INSERT INTO kiln_job_deps (job_id, dep_id) SELECT * FROM unnest(%b::bigint[], %b::bigint[])"
-    " ON CONFLICT DO NOTHING"
-)
-RATE_LIMIT_DECLARE = (
-    "INSERT INTO kiln_rate_limits (key, rate, per, burst, tokens, updated_at)"
-    " SELECT k, r, p, b, greatest(b, 1), now()"
-    " FROM unnest(%s::text[], %s::int[], %s::float8[], %s::int[]) AS u(k, r, p, b)"
-    " ON CONFLICT (key) DO UPDATE SET rate = excluded.rate, per = excluded.per,"
-    " burst = excluded.burst WHERE kiln_rate_limits.rate <> excluded.rate"
-    " OR kiln_rate_limits.per <> excluded.per OR kiln_rate_limits.burst <> excluded.burst"
-)
-
-
-def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
-    """The insert's columns, one list each; every value of a column has one type (or
-    is None), so _compact can compare them without a type check."""
-    return [
-        [j.queue for j in jobs],
-        [j.kind for j in jobs],
-        [args_text(j) for j in jobs],
-        _metadata_texts(jobs),
-        [int(j.priority) for j in jobs],
-        [None if j.run_at is None else epoch(j.run_at) for j in jobs],
-        [float(j.delay) if j.delay > 0 else 0.0 for j in jobs],
-        [int(j.max_attempts) for j in jobs],
-        [None if j.timeout is None else float(j.timeout) for j in jobs],
-        [None if j.backoff is None else dumps(j.backoff) for j in jobs],
-        [j.rate_key for j in jobs],
-    ]
-
-
-def _metadata_texts(jobs: Sequence[NewJob]) -> list[str]:
-    """Each job's metadata as JSON text, encoded once per run of equal values: a batch's
-    jobs mostly share theirs (none, or one trace context for the whole batch)."""
-    texts: list[str] = []
-    last: dict[str, Any] | None = None
-    text = "{}"
-    for job in jobs:
-        metadata = job.metadata
-        if not metadata:
-            texts.append("{}")
-            continue
-        if metadata != last:
-            text, last = dumps(metadata), metadata
-        texts.append(text)
-    return texts
-
-
-# a key's row, or its new max; a key whose row holds this max already is left alone, so
-# an insert never locks a row a claim is using (ON CONFLICT DO UPDATE would lock it)
-CONCURRENCY_KEYS_DECLARE = (
-    "INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT k, m"
-    " FROM unnest(%s::text[], %s::int[]) AS u(k, m) WHERE NOT EXISTS (SELECT 1 FROM"
-    " kiln_concurrency_keys c WHERE c.conc_key = u.k AND c.max = u.m)"
-    " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max"
-)
-
-
-def concurrency_keys_stmt(keys: dict[str, int]) -> Stmt:
-    names = sorted(keys)  # one lock order for every caller
-    return Stmt(CONCURRENCY_KEYS_DECLARE, (names, [keys[k] for k in names]))
-
-
-def rate_limit_stmt(limits: dict[str, Any]) -> Stmt:
-    keys = sorted(limits)  # one lock order for every caller
-    return Stmt(
-        RATE_LIMIT_DECLARE,
-        (keys, [limits[k].rate for k in keys], [limits[k].per for k in keys],
-         [limits[k].burst for k in keys]),
-    )
-
-
-def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
-    """Insert ``jobs`` in one statement (two with dependencies); ids in input order.
-    Unique jobs take their own statement (see _unique), and come back as EnqueueResults."""
+    One transaction whatever the batch holds (the store's runner frames a plan whose
+    first step is not its last); ``alone`` False: the plan is part of a larger one
+    (a recurring job's), whose runner commits at its end. A batch of one single
+    statement runs without BEGIN/COMMIT, atomic by itself. Unique jobs take their own
+    statement (see _unique), after the plain ones and in the same transaction."""
     if not jobs:
         return []
+    if any(j.after for j in jobs):
+        return (yield from _insert_levels(jobs))
     if any(j.unique_key is not None for j in jobs):
-        from kiln.stores.postgres import _unique  # it imports this module
+        return (yield from _insert_mixed(jobs, alone))
+    return (yield from _insert_plain(jobs, last=alone, quiet=quiet))
 
-        split = UniqueSplit.of(jobs)
-        plain = (yield from insert([jobs[i] for i in split.plain])) if split.plain else []
-        unique = yield from _unique.insert([jobs[i] for i in split.unique])
-        return split.merge(plain, unique)
-    cols = _columns(jobs)
+
+def _insert_mixed(jobs: Sequence[NewJob], alone: bool) -> Plan[list[int]]:
+    """Plain and unique jobs: the rate limits of all first (one lock order), then the
+    plain jobs, then the unique ones; no step commits before the last."""
+    split = UniqueSplit.of(jobs)
+    unique_jobs = [jobs[i] for i in split.unique]
+    if alone and not split.plain and len(unique_jobs) == 1:
+        # one job: its statement (or first round) is the call's only write
+        return split.merge([], (yield from _unique.insert(unique_jobs, alone=True)))
     limits = {j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit}
+    if limits:
+        yield Step((rate_limit_stmt(limits),))
+    plain: list[int] = []
+    if split.plain:
+        plain = yield from _insert_plain([jobs[i] for i in split.plain], last=False,
+                                         declared=True)
+    unique = yield from _unique.insert(unique_jobs, alone=False, declared=True)
+    return split.merge(plain, unique)
+
+
+def _insert_levels(jobs: Sequence[NewJob]) -> Plan[list[int]]:
+    """Jobs that depend on earlier jobs of the batch (``NewJob.after``): level by level,
+    each level's ids resolving the next one's dependencies, in one transaction."""
+    ids: list[int] = [0] * len(jobs)
+    for level in levels(jobs):
+        got = yield from insert([resolved(jobs[i], ids) for i in level], alone=False)
+        for i, job_id in zip(level, got, strict=True):
+            ids[i] = job_id
+    return ids
+
+
+def _insert_plain(
+    jobs: Sequence[NewJob], *, last: bool, declared: bool = False, quiet: bool = False
+) -> Plan[list[int]]:
+    """Jobs without unique keys in one statement (two with dependencies); ``last``: the
+    plan ends with it, so COMMIT can ride in its trip. ``declared``: the batch's rate
+    limits were declared already. ``quiet``: the plain statement sends no NOTIFY (the
+    notify limiter sent one for the queue a moment ago; PostgresStore decides)."""
+    if len(jobs) == 1:
+        job = jobs[0]
+        if (not job.depends_on and not job.tags and job.conc_key is None
+                and not job.defaulted and (declared or not (job.rate_key and job.rate_limit))):
+            sql = INSERT_ONE_QUIET if quiet else INSERT_ONE
+            rows = (yield Step((Stmt(sql, one_row(job), prepare=True),), last=last))[0]
+            return [rows[0][0]]
+    cols = insert_columns(jobs)
+    limits = {} if declared else {
+        j.rate_key: j.rate_limit for j in jobs if j.rate_key and j.rate_limit
+    }
     deps = sorted({d for j in jobs for d in j.depends_on})
     tagged = any(j.tags for j in jobs)
     keys = {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
-    if not deps and not limits and not tagged and not keys:
-        rows = (yield one(INSERT_FAST, *_compact(cols), prepare=True))[0]
+    undeclared = any(j.defaulted for j in jobs)
+    if not deps and not limits and not tagged and not keys and not undeclared:
+        sql = INSERT_FAST_QUIET if quiet else INSERT_FAST
+        rows = (yield Step((Stmt(sql, tuple(compact(cols)), prepare=True),), last=last))[0]
         return sorted(r[0] for r in rows)
     pre: list[Stmt] = []
     if limits:
@@ -290,12 +187,15 @@ def insert(jobs: Sequence[NewJob]) -> Plan[list[int]]:
         cols.append([text_array(j.tags) for j in jobs])
     if keys:
         cols.append([j.conc_key for j in jobs])
-    ins = Stmt(_insert_sql(bool(deps), tagged, bool(keys)), tuple(_compact(cols)))
-    results = yield Step((*pre, ins), last=not deps)
+    if undeclared:
+        cols.append([j.defaulted for j in jobs])
+    ins = Stmt(insert_sql(bool(deps), tagged, bool(keys), undeclared), tuple(compact(cols)))
+    results = yield Step((*pre, ins), last=last and not deps)
     ids = sorted(r[0] for r in results[-1])
     if deps:
         edges = [(i, dep) for i, job in zip(ids, jobs, strict=True) for dep in job.depends_on]
-        yield one(INSERT_EDGES, [e[0] for e in edges], [e[1] for e in edges])
+        yield Step((Stmt(INSERT_EDGES, ([e[0] for e in edges], [e[1] for e in edges])),),
+                   last=last)
     return ids
 
 
@@ -320,6 +220,7 @@ PLAIN = (
 # the update finds its rows by primary key whatever the estimate of the walks' rows.
 CLAIM = (
     "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = now(),"
+    f" {RAN_UNIQUE},"
     " server_id = %s WHERE id = ANY(ARRAY(SELECT c.id FROM (SELECT * FROM"
     " (SELECT %s::text AS queue, %s::text[] AS kinds, %s::int AS n) AS a0"
     " WHERE NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p WHERE p.queue IN (a0.queue, '*'))"
@@ -393,11 +294,12 @@ def _results_apply_sql(with_results: bool) -> str:
         "WITH r AS (SELECT r.*, prm.running, prm.deps FROM (SELECT %b::bigint[] AS ids,"
         " %b::text[] AS servers, %b::int[] AS attempts, %b::text[] AS states,"
         " %b::int[] AS deltas, %b::float8[] AS delays, %b::text[] AS errors,"
-        f" %b::int[] AS rescues, %b::bool[] AS readmits{res_prm},"
+        f" %b::int[] AS rescues, %b::bool[] AS readmits, %b::timestamptz[] AS claims{res_prm},"
         " %b::text AS running, %b::bool AS deps OFFSET 0) AS prm"
         " CROSS JOIN LATERAL unnest(prm.ids, prm.servers, prm.attempts, prm.states,"
-        f" prm.deltas, prm.delays, prm.errors, prm.rescues, prm.readmits{res_arg})"
-        f" AS r(id, server_id, attempt, state, delta, delay, error, rescue, readmit{res_col})),"
+        f" prm.deltas, prm.delays, prm.errors, prm.rescues, prm.readmits, prm.claims{res_arg})"
+        f" AS r(id, server_id, attempt, state, delta, delay, error, rescue, readmit, claimed"
+        f"{res_col})),"
         " upd AS (UPDATE kiln_jobs j SET state = CASE WHEN r.readmit AND j.rate_key IS NOT NULL"
         "  THEN 'pending' ELSE r.state END, attempt = j.attempt + r.delta,"
         " run_at = CASE WHEN r.state IN ('scheduled', 'available')"
@@ -410,7 +312,8 @@ def _results_apply_sql(with_results: bool) -> str:
         " server_id = CASE WHEN r.state IN ('completed', 'failed', 'cancelled')"
         "  THEN j.server_id END"
         " FROM r WHERE j.id = r.id AND j.state = r.running AND j.server_id = r.server_id"
-        " AND j.attempt = r.attempt AND (r.deps OR r.state <> 'completed'"
+        " AND j.attempt = r.attempt AND (r.claimed IS NULL OR j.attempted_at = r.claimed)"
+        " AND (r.deps OR r.state <> 'completed'"
         "  OR NOT j.has_dependents)"
         " RETURNING j.id, j.queue, j.state, j.run_at)"
         f"{notify_from('upd')} SELECT id, queue, state FROM upd WHERE {NOTIFIED}"
@@ -449,8 +352,8 @@ def counted(rows: Rows) -> dict[str, int]:
 
 
 def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
-    cols: list[Any] = [[], [], [], [], [], [], [], [], []]
-    ids, servers, attempts, states, deltas, delays, errors, rescue, readmit = cols
+    cols: list[Any] = [[], [], [], [], [], [], [], [], [], []]
+    ids, servers, attempts, states, deltas, delays, errors, rescue, readmit, claims = cols
     for r in ordered:
         ids.append(r.job_id)
         servers.append(r.server_id)
@@ -461,6 +364,7 @@ def _results_stmt(ordered: Sequence[JobResult], with_dependents: bool) -> Stmt:
         errors.append(None if r.error is None else dumps(r.error.to_json()))
         rescue.append(rescue_step(r))
         readmit.append(readmitted(r))
+        claims.append(claim_token(r))
     if any(r.result is not None for r in ordered):
         cols.append([r.result for r in ordered])
         return Stmt(RESULTS_APPLY_STORED, (*cols, "running", with_dependents), prepare=True)
@@ -519,10 +423,13 @@ def param_set(job_id: int, server_id: str, attempt: int, name: str, value: Any) 
     return bool(rows)
 
 
+# the due ids as an array (an InitPlan), which the primary key answers: with ``id IN
+# (SELECT ...)`` the planner, expecting up to RELEASE_CAP rows, hash-joined them to a
+# sequential scan of the whole table (tests/stores/test_postgres_release_plans.py)
 RELEASE_DUE = (
-    "WITH rel AS (UPDATE kiln_jobs SET state = 'available' WHERE id IN"
-    " (SELECT id FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= now()"
-    f" ORDER BY run_at LIMIT {RELEASE_CAP} FOR UPDATE SKIP LOCKED)"
+    "WITH rel AS (UPDATE kiln_jobs SET state = 'available' WHERE id = ANY(ARRAY("
+    "SELECT id FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= now()"
+    f" ORDER BY run_at LIMIT {RELEASE_CAP} FOR UPDATE SKIP LOCKED))"
     " RETURNING queue, state, run_at)"
     f"{notify_from('rel')} SELECT queue, count(*), NULL::float8 FROM rel"
     f" WHERE {NOTIFIED} GROUP BY queue"
@@ -538,16 +445,6 @@ def release_due() -> Plan[ReleaseResult]:
     if sum(released.values()) >= RELEASE_CAP:
         nxt = 0.0
     return ReleaseResult(released=released, next_at=None if nxt is None else max(nxt, 0.0))
-
-
-def holds_key(alias: str) -> str:
-    """A unique job that holds its key: in a state that counts, as kiln_jobs_unique tests."""
-    return (
-        f"{alias}.unique_key IS NOT NULL AND ({alias}.unique_states & (CASE {alias}.state"
-        " WHEN 'awaiting' THEN 1 WHEN 'pending' THEN 2 WHEN 'scheduled' THEN 4"
-        " WHEN 'available' THEN 8 WHEN 'running' THEN 16 WHEN 'completed' THEN 32"
-        " WHEN 'failed' THEN 64 ELSE 128 END)) <> 0"
-    )
 
 
 # a requeue leaves a unique job whose key another job holds where it is

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln._job import KindDeclaration, PublishedKind
+from kiln._model._job import KindDeclaration, PublishedKind
 from kiln.stores._rows import dumps, loads
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 
@@ -24,9 +24,11 @@ PUBLISH = (
     " SET host = excluded.host, pid = excluded.pid, options = excluded.options,"
     " digest = excluded.digest, published_at = excluded.published_at"
 )
+# a kind's declaration in use: the newest a live server published, else the newest (a
+# kind whose servers are all down still resolves)
 NEWEST = (
-    "SELECT DISTINCT ON (kind) kind, options, digest FROM kiln_kinds"
-    " ORDER BY kind, published_at DESC, server_id DESC"
+    "SELECT DISTINCT ON (kind) kind, options, digest FROM kiln_kinds k"
+    f" ORDER BY kind, {LIVE} DESC, published_at DESC, server_id DESC"
 )
 LIST = (
     f"SELECT k.kind, k.options, k.digest, k.server_id, k.host, k.published_at, {LIVE}"

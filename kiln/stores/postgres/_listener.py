@@ -17,25 +17,58 @@ import asyncio
 import contextlib
 import logging
 import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import psycopg
 from psycopg import pq
 
-from kiln._tasks import stop_task
-from kiln._wakeup import CHANNEL, STATE
+from kiln._aio._tasks import stop_task
+from kiln._errors import StoreError
+from kiln._model._wakeup import CHANNEL, STATE
 from kiln.stores._protocol import NotifyCallback
 from kiln.stores.postgres._claimer import Broken, Claimer
 from kiln.stores.postgres._plan import Counter
 
 log = logging.getLogger("kiln.stores.postgres")
+PROBE_WAIT = 5.0  # seconds a new LISTEN connection waits for its probe notification
+
+
+
+def application_name(url: str, default: str) -> str:
+    """The URL's own ``application_name`` (an operator's name for the process, which
+    pg_stat_activity then counts), else ``default``."""
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(url).get("application_name")
+    except psycopg.ProgrammingError:
+        given = None
+    return str(given) if given else default
+
+class NotListening(Exception):
+    """LISTEN succeeded but its probe notification never came: the connection is not a
+    session (a transaction-mode pooler hands each transaction another server
+    connection, and what it listened on is not the one notified)."""
 
 
 class Listener:
+    """``probe(channel)`` sends a NOTIFY on ``channel`` from another connection (the
+    store's pool): each new LISTEN connection checks that it hears one before it
+    counts as up."""
+
     def __init__(
         self, url: str, counter: Counter, *, connect_timeout: float = 5.0,
-        max_backoff: float = 5.0,
+        max_backoff: float = 5.0, where: str = "PostgreSQL",
+        probe: Callable[[str], Awaitable[None]] | None = None,
+        probe_wait: float = PROBE_WAIT, channel: str = CHANNEL,
+        qualify: Callable[[str], str] | None = None,
     ) -> None:
         self._url = url
+        self._channel = channel  # kiln_<schema> for a store with a schema
+        self._where = where
+        self._probe = probe
+        self._probe_wait = probe_wait
+        self.refused: str | None = None  # why the last connection could not listen
         self._connect_timeout = connect_timeout
         self._max_backoff = max_backoff
         self._callbacks: list[NotifyCallback] = []
@@ -44,7 +77,7 @@ class Listener:
         self._attempted = asyncio.Event()
         self.backend_pid: int | None = None  # for tests that cut the connection
         self.reconnects = 0
-        self.claimer = Claimer(counter)
+        self.claimer = Claimer(counter, qualify)
         self._lost: asyncio.Future[None] | None = None  # set when the connection fails
         self._pgconn: pq.abc.PGconn | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -55,12 +88,23 @@ class Listener:
         return self._up
 
     async def start(self, callback: NotifyCallback) -> None:
-        """Add ``callback``; start the task once and wait for its first attempt."""
+        """Add ``callback``; start the task once and wait for its first attempt.
+
+        A first connection that cannot listen (``NotListening``: behind a
+        transaction-mode pooler) fails the start with the reason: notifications
+        would silently never come."""
         self._callbacks.append(callback)
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="kiln-pg-listener")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._attempted.wait(), self._connect_timeout + 1.0)
+            await asyncio.wait_for(
+                self._attempted.wait(), self._connect_timeout + self._probe_wait + 1.0
+            )
+        if self.refused is not None and not self._up:
+            self._callbacks.remove(callback)
+            if not self._callbacks:
+                await self.stop()
+            raise StoreError("listen", self.refused)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -73,6 +117,9 @@ class Listener:
             self.backend_pid = None
             try:
                 await self._listen()
+            except NotListening as exc:
+                self.refused = str(exc)
+                log.error("kiln listener: %s", exc)
             except (psycopg.Error, Broken) as exc:
                 log.warning("kiln listener: connection lost or refused: %s", exc)
             except Exception:  # a bug reading the connection: log it, and start over
@@ -89,7 +136,7 @@ class Listener:
         conn = await psycopg.AsyncConnection.connect(
             self._url, autocommit=True, connect_timeout=max(int(self._connect_timeout), 1),
             keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
-            application_name="kiln-listener",
+            application_name=application_name(self._url, "kiln-listener"),
         )
         loop = asyncio.get_running_loop()
         lost: asyncio.Future[None] = loop.create_future()
@@ -97,9 +144,12 @@ class Listener:
         encoding = conn.info.encoding
         reading = False
         try:
+            await conn.execute(f"LISTEN {self._channel}")
+            if self._probe is not None:
+                await self._heard(conn)
+            self.refused = None
             # what arrives while psycopg runs the set-up statements comes through here
             conn.add_notify_handler(lambda n: self._deliver(n.channel, n.payload))
-            await conn.execute(f"LISTEN {CHANNEL}")
             await self.claimer.prepare(conn)
             # from here on libpq is driven from the reader callback, psycopg not at all
             pgconn.nonblocking = 1
@@ -126,6 +176,31 @@ class Listener:
                 self._tell(up=False)
             with contextlib.suppress(Exception):
                 await conn.close()
+
+    async def _heard(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Listen on a channel of this connection's own, have the probe notify it from
+        another connection, and wait for it (NotListening if it never comes)."""
+        assert self._probe is not None
+        channel = f"kiln_probe_{uuid.uuid4().hex}"
+        await conn.execute(f"LISTEN {channel}")
+        await self._probe(channel)
+        heard = False
+        # closed before the next statement: the generator holds the connection's lock
+        async with contextlib.aclosing(conn.notifies(timeout=self._probe_wait)) as notes:
+            async for note in notes:
+                if note.channel == channel:
+                    heard = True
+                    break
+                self._deliver(note.channel, note.payload)  # a wake-up meanwhile
+        if heard:
+            await conn.execute(f"UNLISTEN {channel}")
+            return
+        raise NotListening(
+            f"LISTEN on {self._where} did not hear its own probe notification within"
+            f" {self._probe_wait:g} s: is it a transaction-mode pooler (PgBouncer,"
+            " pgcat, Supavisor, RDS Proxy)? Set pooler=transaction, with listen_url= a"
+            " direct or session-mode URL for notifications (else a Bus, else polling)"
+        )
 
     def _readable(self) -> None:
         """The connection has input: claim results, then notifications; then send the
@@ -168,11 +243,12 @@ class Listener:
 
     def _tell(self, up: bool) -> None:
         """The connection came back or was lost: subscribers hear it on channel STATE
-        (kiln._bus), and look again when it is back (notifications were lost)."""
+        (kiln._client._bus), and look again when it is back (notifications were lost)."""
         self._deliver(STATE, "up" if up else "down")
 
     def _deliver(self, channel: str, payload: str) -> None:
-        if channel == CHANNEL:
+        if channel == self._channel:
+            channel = CHANNEL  # the callbacks know kiln's channel by this name
             self.claimer.notified(payload)
         for callback in list(self._callbacks):
             try:

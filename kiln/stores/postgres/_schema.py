@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from kiln.stores import _migrations
-from kiln.stores.postgres._plan import Plan, batches, one
+from kiln.stores.postgres._plan import Plan, Stmt, batches, one, step
 
 PACKAGE = "kiln.stores.postgres"
 
@@ -23,6 +23,15 @@ def latest() -> int:
 def migrate() -> Plan[list[int]]:
     """Apply the missing versions (the store runs it in one transaction)."""
     return (yield from batches(_migrations.run(_migrations.POSTGRES)))
+
+
+def migrate_in(schema: str) -> Plan[list[int]]:
+    """``migrate`` in ``schema`` (a checked name: kiln.stores.postgres._settings), made
+    if missing; its search_path holds for the migration's transaction only, so the
+    names a migration leaves unqualified (its indexes) land there too."""
+    yield step(Stmt(f"CREATE SCHEMA IF NOT EXISTS {schema}"),
+               Stmt(f"SET LOCAL search_path TO {schema}"))
+    return (yield from migrate())
 
 
 def version() -> Plan[int]:

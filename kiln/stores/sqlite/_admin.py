@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._job import JobFilter, JobRow, JobState, StateCount
+from kiln._model._idset import sums_sql
+from kiln._model._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -24,7 +25,9 @@ from kiln.stores._filters import (
     members,
     page,
 )
-from kiln.stores._rows import epoch, loads
+from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, epoch, loads, uncut
+from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, case_sql
+from kiln.stores.sqlite._concurrency import keys_back
 from kiln.stores.sqlite._jobs import NOT_HELD, release_dependents, row_to_job
 
 # the error messages only, not the JSON around them (keys, timestamps, tracebacks)
@@ -58,11 +61,15 @@ def tag_clauses(f: JobFilter) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
+LAST_ERROR = "json_extract(errors, '$[#-1].error')"  # the last attempt's error message
+
+
 FILTER_SQL = FilterSql(
     mark="?",
     true="1=1",
     member=members("?"),
     errors=lambda text: ([ERROR_MATCH], [text.lower()]),
+    last_error=lambda text: ([f"{LAST_ERROR} = ?"], [text]),
     tagged=tag_clauses,
     when=epoch,
 )
@@ -99,10 +106,34 @@ def dependency_results(conn: sqlite3.Connection, job_id: int) -> dict[int, Any]:
 
 def list_jobs(
     conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
-    after_id: int | None = None,
+    after_id: int | None = None, brief: bool = False,
 ) -> list[JobRow]:
     """Newest first below ``before_id``; oldest first above ``after_id`` when given."""
-    return [row_to_job(r) for r in _listed(conn, f, limit, before_id, after_id, "*")]
+    if not brief:
+        return [row_to_job(r) for r in _listed(conn, f, limit, before_id, after_id, "*")]
+    jobs = []
+    for r in _listed(conn, f, limit, before_id, after_id, BRIEF_COLS):
+        values, cut = uncut(dict(zip(r.keys(), r, strict=True)))
+        job = row_to_job(values)  # type: ignore[arg-type]  # read by column name
+        job.cut = cut
+        jobs.append(job)
+    return jobs
+
+
+def _brief(column: str) -> str:
+    """A JSON column, or over BRIEF_BYTES its size and stand-in (see _rows.CUT)."""
+    size = f"length(CAST({column} AS BLOB))"
+    stand = (f"'[' || json_remove(json_extract({column}, '$[#-1]'), '$.traceback') || ']'"
+             if column == "errors" else "'null'")
+    return (f"CASE WHEN {size} > {BRIEF_BYTES} THEN '{CUT}' || {size} || ':' || {stand}"
+            f" ELSE {column} END AS {column}")
+
+
+BRIEF_COLS = brief_cols((
+    "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
+    "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
+), _brief)
 
 
 def list_ids(
@@ -123,6 +154,16 @@ def _listed(
 def count(conn: sqlite3.Connection, f: JobFilter) -> int:
     cond, params = where(f)
     return int(conn.execute(f"SELECT COUNT(*) FROM kiln_jobs WHERE {cond}", params).fetchone()[0])
+
+
+ID_SUMS = sums_sql("(({}) % {})")
+
+
+def id_sums(conn: sqlite3.Connection, f: JobFilter) -> tuple[int, int, int, int, int]:
+    """What kiln._model._idset fingerprints, summed in one statement."""
+    cond, params = where(f)
+    row = conn.execute(f"SELECT {ID_SUMS} FROM kiln_jobs WHERE {cond}", params).fetchone()
+    return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])
 
 
 # a job cancelled while running waits until that attempt ended or its server is dead
@@ -147,10 +188,14 @@ def requeue(conn: sqlite3.Connection, f: JobFilter, dead_after: float) -> int:
         " AND (unique_key IS NULL"
         # of the jobs of one key that would go back, only the newest does
         " OR id IN (SELECT max(id) FROM kiln_jobs WHERE unique_key IS NOT NULL"
-        f" AND {movable} GROUP BY unique_key))",
+        f" AND {movable} GROUP BY unique_key)) RETURNING conc_key, kind",
         [now, *params, now - dead_after, *params, now - dead_after],
     )
-    return cur.rowcount
+    rows = cur.fetchall()
+    back = {str(key): str(kind) for key, kind in rows if key is not None}
+    if back:  # the rows of their keys, which the pruner may have deleted
+        keys_back(conn, back)
+    return len(rows)
 
 
 def make_due(conn: sqlite3.Connection, f: JobFilter) -> int:
@@ -160,6 +205,20 @@ def make_due(conn: sqlite3.Connection, f: JobFilter) -> int:
     cur = conn.execute(
         f"UPDATE kiln_jobs SET run_at = ? WHERE {cond} AND run_at > ?", [now, *params, now]
     )
+    return cur.rowcount
+
+
+def admit_lifted(conn: sqlite3.Connection, f: JobFilter, retries_only: bool) -> int:
+    """Make matching pending jobs available now, their rate limits lifted: no token is
+    taken, the admission is recorded (kiln.testing's drain); ``retries_only``: only the
+    jobs that ran before (attempt > 0)."""
+    cond, params = where(f, ("pending",))
+    if retries_only:
+        cond = f"({cond}) AND attempt > 0"
+    now = time.time()
+    cur = conn.execute(
+        "UPDATE kiln_jobs SET state = 'available', run_at = ?, admitted_at = ?"
+        f" WHERE {cond}", [now, now, *params])
     return cur.rowcount
 
 
@@ -192,9 +251,20 @@ def dependents(conn: sqlite3.Connection, job_id: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def state_counts(conn: sqlite3.Connection) -> list[StateCount]:
+def state_counts(
+    conn: sqlite3.Connection, states: Sequence[JobState] | None = None
+) -> list[StateCount]:
+    """Every state's counts, or ``states``' only: a range of kiln_jobs_state_queue
+    (state, queue, id) per state asked for, so the live states never read the finished
+    jobs."""
+    where = ""
+    if states is not None:
+        names = sorted({JobState(s).value for s in states})
+        if not names:
+            return []
+        where = f" WHERE state IN ({', '.join(repr(n) for n in names)})"
     rows = conn.execute(
-        "SELECT queue, state, COUNT(*) FROM kiln_jobs GROUP BY state, queue"
+        f"SELECT queue, state, COUNT(*) FROM kiln_jobs{where} GROUP BY state, queue"
     ).fetchall()
     return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
 
@@ -207,9 +277,24 @@ def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
     return {r[0]: max(now - r[1], 0.0) for r in rows}
 
 
+def scheduled_due(conn: sqlite3.Connection) -> dict[str, int]:
+    # the due end of kiln_jobs_scheduled (run_at, partial: scheduled jobs only)
+    rows = conn.execute(
+        "SELECT queue, COUNT(*) FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= ?"
+        " GROUP BY queue", (time.time(),)
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
 def counts_by_kind(conn: sqlite3.Connection) -> list[tuple[str, JobState, int]]:
     rows = conn.execute("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows.fetchall()]
+
+
+def available_by_kind(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    rows = conn.execute("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
+                        " GROUP BY queue, kind")
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in rows.fetchall()]
 
 
 def finished_series(
@@ -223,6 +308,38 @@ def finished_series(
         (now, bucket, now - since),
     ).fetchall()
     return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
+
+
+def error_groups(
+    conn: sqlite3.Connection, f: JobFilter, limit: int, scan: int
+) -> list[tuple[str, int, int]]:
+    """(last error, jobs, highest id) of the newest ``scan`` failed jobs under ``f``,
+    the most common first."""
+    cond, params = where(f, ("failed",))
+    rows = conn.execute(
+        f"SELECT e, COUNT(*), MAX(id) FROM (SELECT id, {LAST_ERROR} AS e FROM kiln_jobs"
+        f" WHERE {cond} AND state = 'failed' AND finished_at IS NOT NULL"
+        " ORDER BY finished_at DESC LIMIT ?)"
+        " GROUP BY e ORDER BY COUNT(*) DESC, MAX(id) DESC LIMIT ?",
+        (*params, scan, limit),
+    ).fetchall()
+    return [(r[0] or "", int(r[1]), int(r[2])) for r in rows]
+
+
+def timings(conn: sqlite3.Connection, since: float, bucket: float, by: str) -> list[TimingRow]:
+    """Finished (completed, failed) jobs of the last ``since`` seconds by ``by`` (queue
+    or kind), bucket, state, run-time and wait-time class: one GROUP BY."""
+    column = {"queue": "queue", "kind": "kind"}[by]
+    run, wait = case_sql("(finished_at - attempted_at)"), case_sql("(attempted_at - run_at)")
+    now = time.time()
+    rows = conn.execute(
+        f"SELECT {column}, CAST((? - finished_at) / ? AS INTEGER) AS b, state, {run} AS rc,"
+        f" {wait} AS wc, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed')"
+        " AND finished_at >= ? GROUP BY 1, 2, 3, 4, 5 LIMIT ?",
+        (now, bucket, now - since, MAX_TIMING_ROWS),
+    ).fetchall()
+    return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
+            for r in rows]
 
 
 def completed_series_by_queue(

@@ -11,11 +11,11 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from kiln._job import CancelRequest, JobFilter
+from kiln._model._job import CancelRequest, JobFilter
 from kiln.stores._filters import CANCELLABLE
 from kiln.stores.sqlite._admin import where
 
-# the record of who cancelled, in the shape of an AttemptError (kiln._job); column
+# the record of who cancelled, in the shape of an AttemptError (kiln._model._job); column
 # references on the right of SET read the row before the update
 RECORD = (
     "json_object('attempt', attempt, 'at', ?, 'error', ?, 'traceback', '',"

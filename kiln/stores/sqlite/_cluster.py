@@ -12,7 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from kiln._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
 from kiln.stores._rows import dumps, epoch, loads, ts, ts_required
 from kiln.stores.sqlite._admin import remove
 from kiln.stores.sqlite._jobs import MET, insert, release_rows, row_to_job
@@ -29,9 +29,12 @@ def server_register(conn: sqlite3.Connection, info: ServerInfo) -> None:
     )
 
 
-def server_heartbeat(conn: sqlite3.Connection, server_id: str) -> bool:
+def server_heartbeat(
+    conn: sqlite3.Connection, server_id: str, connections: int | None = None
+) -> bool:
     cur = conn.execute(
-        "UPDATE kiln_servers SET heartbeat_at = ? WHERE id = ?", (time.time(), server_id)
+        "UPDATE kiln_servers SET heartbeat_at = ?, connections = coalesce(?, connections)"
+        " WHERE id = ?", (time.time(), connections, server_id)
     )
     return cur.rowcount == 1
 
@@ -49,6 +52,7 @@ def server_list(conn: sqlite3.Connection) -> list[ServerInfo]:
             id=r["id"], host=r["host"], pid=r["pid"], queues=loads(r["queues"]),
             kinds=loads(r["kinds"]), version=r["version"], started_at=ts_required(r["started_at"]),
             heartbeat_at=ts(r["heartbeat_at"]), heartbeat_age=max(now - r["heartbeat_at"], 0.0),
+            connections=r["connections"],
         )
         for r in rows
     ]
@@ -69,6 +73,12 @@ def leader_elect(conn: sqlite3.Connection, server_id: str, ttl: float) -> bool:
 
 def leader_resign(conn: sqlite3.Connection, server_id: str) -> None:
     conn.execute("DELETE FROM kiln_leader WHERE server_id = ?", (server_id,))
+
+
+def installation_get(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute(
+        "SELECT id FROM kiln_installation ORDER BY created_at, id LIMIT 1").fetchone()
+    return None if row is None else str(row[0])
 
 
 def leader_get(conn: sqlite3.Connection) -> str | None:
@@ -101,6 +111,18 @@ def running_on(
         (server_id, time.time() - older_than, limit),
     ).fetchall()
     return [RunningJob(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+def ending_dead(conn: sqlite3.Connection, dead_after: float) -> int:
+    """The attempts of jobs cancelled while running on servers now dead are over: their
+    slots (kiln._model._concurrency) are free."""
+    cur = conn.execute(
+        "UPDATE kiln_jobs SET attempt_running = 0 WHERE state = 'cancelled' AND attempt_running"
+        " AND NOT EXISTS (SELECT 1 FROM kiln_servers s WHERE s.id = kiln_jobs.server_id"
+        " AND s.heartbeat_at >= ?)",
+        (time.time() - dead_after,),
+    )
+    return cur.rowcount
 
 
 def sweep(conn: sqlite3.Connection, dead_for: float) -> int:

@@ -1,5 +1,6 @@
-"""SQLite operations for global concurrency limits (kiln._concurrency): the limited claim,
-the declaration of queue limits, and the running jobs by key group.
+"""SQLite operations for global concurrency limits (kiln._model._concurrency): the limited claim,
+the declaration of queue limits (and their sweep and removal), and the running jobs by
+key group.
 
 SQLite has one writer: the limited claim runs inside the claim's BEGIN IMMEDIATE
 transaction (``_ops.write``), so counting a key's running jobs and taking its jobs see
@@ -14,13 +15,22 @@ import sqlite3
 import time
 from collections.abc import Mapping
 
-from kiln._concurrency import group_of, queue_group
-from kiln._job import JobRow
+from kiln._model._concurrency import group_of, queue_group
+from kiln._model._job import JobRow
+from kiln.stores._rows import RAN_UNIQUE, dumps
+from kiln.stores.sqlite._jobs import row_to_job
+
+# A job cancelled while running whose handler has not ended (attempt_running) holds its
+# slot as a running one does (kiln_jobs_ending, migration 15).
+ENDING = "state = 'cancelled' AND attempt_running"
 
 
 def _count_running(conn: sqlite3.Connection, where: str, value: str) -> int:
+    """The jobs holding slots of the key or queue: running, or cancelled and still ending."""
     row = conn.execute(
-        f"SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND {where} = ?", (value,)
+        f"SELECT (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND {where} = ?)"
+        f" + (SELECT count(*) FROM kiln_jobs WHERE {ENDING} AND {where} = ?)",
+        (value, value),
     ).fetchone()
     return int(row[0])
 
@@ -50,6 +60,8 @@ def _candidates(
     keys = [] if not with_keys else conn.execute(
         "SELECT conc_key, free FROM (SELECT c.conc_key, c.last_claimed_at, c.max - (SELECT"
         " count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running')"
+        " - (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
+        f" AND r.{ENDING})"
         " AS free FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
         " WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = ?"
         f" AND j.kind IN ({marks}))) WHERE free > 0 ORDER BY last_claimed_at, conc_key LIMIT ?",
@@ -78,8 +90,6 @@ def claim(
 ) -> list[JobRow]:
     """The limited claim; ``keys`` False: only the queue's limit counts, and jobs with a
     concurrency key are left alone (Store.job_claim)."""
-    from kiln.stores.sqlite._jobs import row_to_job
-
     if not kinds or limit <= 0:
         return []
     room = _room(conn, queue, limit)
@@ -92,6 +102,7 @@ def claim(
     ids = [p[4] for p in picked]
     rows = conn.execute(
         "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
+        f" {RAN_UNIQUE},"
         f" server_id = ? WHERE id IN ({','.join('?' * len(ids))}) RETURNING *",
         [now, server_id, *ids],
     ).fetchall()
@@ -105,12 +116,68 @@ def claim(
     return jobs
 
 
-def declare(conn: sqlite3.Connection, limits: Mapping[str, int]) -> None:
+def declare(
+    conn: sqlite3.Connection, limits: Mapping[str, int], server_id: str | None = None
+) -> None:
+    """Set the max of these keys; with ``server_id``, also record that this server
+    declares them (queue limits, which follow their live declarations: ``sweep``)."""
     conn.executemany(
         "INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES (?, ?)"
         " ON CONFLICT (conc_key) DO UPDATE SET max = excluded.max WHERE max <> excluded.max",
         sorted(limits.items()),
     )
+    if server_id is None:
+        return
+    now = time.time()
+    for key, limit in sorted(limits.items()):  # an older kiln's declaration ('') gives way
+        conn.execute("DELETE FROM kiln_concurrency_declarations WHERE conc_key = ?"
+                     " AND server_id = ''", (key,))
+        conn.execute(
+            "INSERT INTO kiln_concurrency_declarations (conc_key, server_id, max, declared_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (conc_key, server_id) DO UPDATE SET"
+            " max = excluded.max, declared_at = excluded.declared_at",
+            (key, server_id, limit, now),
+        )
+
+
+def sweep(conn: sqlite3.Connection, dead_after: float) -> list[str]:
+    """Forget the declarations of servers no longer live (an older kiln's, '', stay);
+    remove the queue limits none declares; give the others their newest declaration's
+    max (see the PostgreSQL plan of the same name)."""
+    conn.execute(
+        "DELETE FROM kiln_concurrency_declarations AS d WHERE server_id <> '' AND NOT EXISTS"
+        " (SELECT 1 FROM kiln_servers s WHERE s.id = d.server_id AND s.heartbeat_at >= ?)",
+        (time.time() - dead_after,),
+    )
+    gone = [str(r[0]) for r in conn.execute(
+        "DELETE FROM kiln_concurrency_keys AS c WHERE c.conc_key LIKE 'queue:%' AND NOT EXISTS"
+        " (SELECT 1 FROM kiln_concurrency_declarations d WHERE d.conc_key = c.conc_key)"
+        " RETURNING conc_key"
+    ).fetchall()]
+    conn.execute(
+        "UPDATE kiln_concurrency_keys AS c SET max = d.max FROM (SELECT conc_key, max FROM"
+        " (SELECT conc_key, max, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY"
+        " declared_at DESC, server_id DESC) AS n FROM kiln_concurrency_declarations)"
+        " WHERE n = 1) AS d WHERE d.conc_key = c.conc_key AND c.max <> d.max"
+    )
+    return sorted(gone)
+
+
+def remove(conn: sqlite3.Connection, key: str, actor: str) -> tuple[int | None, list[str]]:
+    """Remove a limit and its declarations, with its audit row (one transaction: the
+    caller's write): the max it had (None: there was none) and who had declared it."""
+    row = conn.execute("DELETE FROM kiln_concurrency_keys WHERE conc_key = ? RETURNING max",
+                       (key,)).fetchone()
+    servers = sorted(str(r[0]) for r in conn.execute(
+        "DELETE FROM kiln_concurrency_declarations WHERE conc_key = ? RETURNING server_id",
+        (key,)).fetchall())
+    found = None if row is None else int(row[0])
+    conn.execute(
+        "INSERT INTO kiln_audit (at, actor, action, count, detail) VALUES (?, ?, ?, ?, ?)",
+        (time.time(), actor, "concurrency_remove", int(found is not None),
+         dumps({"key": key, "max": found, "declared_by": servers})),
+    )
+    return found, servers
 
 
 def in_use(conn: sqlite3.Connection) -> dict[str, int]:
@@ -127,3 +194,38 @@ def in_use(conn: sqlite3.Connection) -> dict[str, int]:
     ).fetchall():
         out[key] = _count_running(conn, "queue", key[len("queue:"):])
     return out
+
+
+# The rows of keys no job uses are pruned (see the PostgreSQL plan of the same name):
+# one writer, so the check and the delete see one database and no enqueue comes
+# between them; an enqueue after it writes the row again.
+UNUSED = (
+    "NOT EXISTS (SELECT 1 FROM kiln_jobs j WHERE j.conc_key = c.conc_key"
+    " AND j.state = 'available') AND NOT EXISTS (SELECT 1 FROM kiln_jobs j"
+    " WHERE j.conc_key = c.conc_key AND j.state = 'running') AND NOT EXISTS (SELECT 1"
+    " FROM kiln_jobs j WHERE j.conc_key = c.conc_key AND j.conc_key IS NOT NULL"
+    " AND j.state IN ('awaiting', 'pending', 'scheduled')) AND NOT EXISTS (SELECT 1"
+    " FROM kiln_jobs j WHERE j.conc_key = c.conc_key AND j.state = 'cancelled'"
+    " AND j.attempt_running)"
+)
+
+
+def keys_prune(conn: sqlite3.Connection, idle_for: float, limit: int) -> int:
+    cur = conn.execute(
+        "DELETE FROM kiln_concurrency_keys WHERE conc_key IN (SELECT c.conc_key"
+        " FROM kiln_concurrency_keys c WHERE c.conc_key NOT LIKE 'queue:%'"
+        f" AND c.last_claimed_at < ? AND {UNUSED} LIMIT ?)",
+        (time.time() - idle_for, limit),
+    )
+    return cur.rowcount
+
+
+def keys_back(conn: sqlite3.Connection, keys: Mapping[str, str]) -> None:
+    """The rows of the keys of requeued jobs (key: kind), a missing one written again
+    with the max of the kind's newest published declaration (1 without one)."""
+    conn.executemany(
+        "INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES (?, coalesce((SELECT"
+        " CAST(json_extract(d.options, '$.concurrency.max') AS INTEGER) FROM kiln_kinds d"
+        " WHERE d.kind = ? ORDER BY d.published_at DESC LIMIT 1), 1))"
+        " ON CONFLICT (conc_key) DO NOTHING", sorted(keys.items()),
+    )

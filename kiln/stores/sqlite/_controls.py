@@ -1,4 +1,4 @@
-"""SQLite statements for queue controls: pause, resume, concurrency limits (kiln._controls).
+"""SQLite statements for queue controls: pause, resume, concurrency limits (kiln._model._controls).
 
 Each change runs in one write transaction with its audit row (the caller's
 ``_plan.write``). Claims check the pauses themselves (_jobs.claim).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from kiln._controls import ALL, QueueControls, from_rows
+from kiln._model._controls import ALL, QueueControls, from_rows
 from kiln.stores._rows import dumps, ts_required
 
 

@@ -21,4 +21,6 @@ def translate(operation: str, where: str, exc: BaseException) -> StoreError:
         return NotMigratedError(
             operation, f"the kiln schema is missing: run `kiln migrate` ({exc})"
         )
-    return StoreError(operation, str(exc))
+    # the file stayed locked past busy_timeout: another writer held it
+    busy = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+    return StoreError(operation, str(exc), contended=busy)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from kiln._job import (
+from kiln._model._job import (
     FINISHED_STATES,
     EnqueueResult,
     JobResult,
@@ -22,15 +22,19 @@ from kiln._job import (
 )
 from kiln.stores._protocol import ApplyResult, ReleaseResult
 from kiln.stores._rows import (
+    RAN_UNIQUE,
     args_text,
     attempt_delta,
+    claim_token,
     dumps,
     errors_from,
     first_state,
+    levels,
     loads,
     next_state,
     readmitted,
     rescue_step,
+    resolved,
     run_at_of,
     ts,
     ts_required,
@@ -99,7 +103,9 @@ KEYS_PER_READ = 500  # bound variables per read of the keys' holders
 
 def _batchable(job: NewJob) -> bool:
     # a job under a concurrency limit takes the row-by-row path, which writes its key
-    return not job.depends_on and job.rate_limit is None and job.conc_key is None
+    # and so does one enqueued without a declaration (it writes the defaulted bits)
+    return (not job.depends_on and job.rate_limit is None and job.conc_key is None
+            and not job.defaulted)
 
 
 def _insert_batch(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
@@ -243,10 +249,19 @@ def _holders(conn: sqlite3.Connection, keys: list[str]) -> dict[str, int]:
 
 
 def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
+    """Insert ``jobs`` in the caller's transaction (``_plan.write`` or ``_plan.joined``);
+    ids in input order, unique jobs' as EnqueueResults."""
+    if any(j.after for j in jobs):  # level by level: each level's ids resolve the next's
+        ids: list[int] = [0] * len(jobs)
+        for level in levels(jobs):
+            got = insert(conn, [resolved(jobs[i], ids) for i in level])
+            for i, job_id in zip(level, got, strict=True):
+                ids[i] = job_id
+        return ids
     if len(jobs) > 1 and conn.in_transaction and all(_batchable(j) for j in jobs):
         return _insert_batch(conn, jobs)
     now = time.time()
-    ids: list[int] = []
+    ids = []
     concurrency_keys_declare(conn, jobs)
     for job in jobs:
         run_at = run_at_of(job, now)
@@ -257,14 +272,15 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
         row = conn.execute(
             "INSERT INTO kiln_jobs (queue, kind, state, args, metadata, priority, run_at,"
             " max_attempts, timeout, backoff, created_at, rate_key, unique_key, unique_states,"
-            " tags, conc_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " tags, conc_key, defaulted)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING RETURNING id",
             (
                 job.queue, job.kind, state.value, args_text(job), dumps(job.metadata),
                 job.priority, run_at, job.max_attempts, job.timeout,
                 None if job.backoff is None else dumps(job.backoff), now, job.rate_key,
                 key, job.unique_states, dumps(list(job.tags)) if job.tags else None,
-                job.conc_key,
+                job.conc_key, job.defaulted,
             ),
         ).fetchone()
         if key is not None:  # the one writer holds the lock: the holder cannot change
@@ -282,7 +298,12 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[int]:
 
 def concurrency_keys_declare(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> None:
     """The rows of the jobs' concurrency keys, with the max they were enqueued with."""
-    keys = {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
+    concurrency_keys_declare_of(
+        conn, {j.conc_key: j.conc_max for j in jobs if j.conc_key is not None}
+    )
+
+
+def concurrency_keys_declare_of(conn: sqlite3.Connection, keys: Mapping[str, int]) -> None:
     if keys:
         conn.executemany(
             "INSERT INTO kiln_concurrency_keys (conc_key, max) VALUES (?, ?)"
@@ -325,6 +346,7 @@ def claim(
     marks = ",".join("?" * len(kinds))
     rows = conn.execute(
         "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
+        f" {RAN_UNIQUE},"
         " server_id = ? WHERE id IN (SELECT id FROM kiln_jobs WHERE state = 'available'"
         f" AND queue = ? AND kind IN ({marks}) AND NOT EXISTS (SELECT 1 FROM kiln_queue_pauses p"
         " WHERE p.queue IN (kiln_jobs.queue, '*')) AND conc_key IS NULL AND NOT EXISTS"
@@ -398,6 +420,7 @@ def _results_apply_sql(with_result: bool) -> str:
         " server_id = CASE WHEN ? IN ('completed', 'failed', 'cancelled')"
         "  THEN server_id ELSE NULL END"
         " WHERE id = ? AND state = 'running' AND server_id = ? AND attempt = ?"
+        " AND (? IS NULL OR abs(attempted_at - ?) < 0.000002)"
         " RETURNING queue, state"
     )
 
@@ -419,7 +442,10 @@ def results_apply(conn: sqlite3.Connection, results: Sequence[JobResult]) -> App
             readmitted(r), state.value, attempt_delta(r),
             None if finished is not None else now + max(r.run_at_delay, 0.0), finished,
         )
-        tail = (rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt)
+        claimed = claim_token(r)
+        token = None if claimed is None else claimed.timestamp()
+        tail = (rescue_step(r), error, error, state.value, r.job_id, r.server_id, r.attempt,
+                token, token)
         if r.result is None:
             cur = conn.execute(RESULTS_APPLY, (*head, *tail)).fetchone()
         else:

@@ -9,7 +9,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from kiln._job import KindDeclaration, PublishedKind
+from kiln._model._job import KindDeclaration, PublishedKind
 from kiln.stores._rows import dumps, loads, ts_required
 
 # a row is live while its server is registered (a server that rejoins under a new id
@@ -24,10 +24,12 @@ PUBLISH = (
     " host = excluded.host, pid = excluded.pid, options = excluded.options,"
     " digest = excluded.digest, published_at = excluded.published_at"
 )
+# a kind's declaration in use: the newest a live server published, else the newest (a
+# kind whose servers are all down still resolves)
 NEWEST = (
     "SELECT kind, options, digest FROM (SELECT kind, options, digest, ROW_NUMBER() OVER"
-    " (PARTITION BY kind ORDER BY published_at DESC, server_id DESC) AS n FROM kiln_kinds)"
-    " WHERE n = 1 ORDER BY kind"
+    f" (PARTITION BY kind ORDER BY {LIVE} DESC, published_at DESC, server_id DESC) AS n"
+    " FROM kiln_kinds AS k) WHERE n = 1 ORDER BY kind"
 )
 LIST = (
     f"SELECT k.kind, k.options, k.digest, k.server_id, k.host, k.published_at, {LIVE}"

@@ -26,7 +26,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from kiln._json import encode
+from kiln._model._json import encode
 
 # the columns a run shares, in the order a ``Run`` holds them; then the args
 RUN_INSERT = (

@@ -18,9 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from kiln._controls import QueueControls
 from kiln._errors import NotMigratedError, UnreachableError
-from kiln._job import (
+from kiln._model._adoption import Adoption, WaitingJob
+from kiln._model._controls import QueueControls
+from kiln._model._job import (
+    DEAD_AFTER,
     AdmitResult,
     AuditEntry,
     CancelRequest,
@@ -38,16 +40,19 @@ from kiln._job import (
     StateCount,
 )
 from kiln.stores import _migrations
+from kiln.stores._filters import ERROR_GROUP_SCAN
 from kiln.stores._protocol import (
-    DEAD_AFTER,
     ApplyResult,
     ReleaseResult,
     TableSize,
 )
-from kiln.stores._translator import Translator
+from kiln.stores._rows import ts_required
+from kiln.stores._timings import TimingRow
+from kiln.stores._translator import StoreFailure, Translator
 from kiln.stores._unnotified import Unnotified
 from kiln.stores.sqlite import (
     _admin,
+    _adopt,
     _cancel,
     _cluster,
     _concurrency,
@@ -59,7 +64,7 @@ from kiln.stores.sqlite import (
     _sizes,
 )
 from kiln.stores.sqlite._errors import is_driver_error, translate
-from kiln.stores.sqlite._plan import write
+from kiln.stores.sqlite._plan import joined, write
 
 T = TypeVar("T")
 
@@ -122,6 +127,10 @@ class SQLiteStore(Unnotified):
         self._queries = 0
         self._errors = Translator(repr(path), is_driver_error, translate)
 
+    def connections(self) -> int:
+        with self._sync_lock:
+            return int(self._conn is not None) + len(self._sync_conns)
+
     # lifecycle -----------------------------------------------------------------
     async def open(self, create: bool = False) -> None:
         """Open the file; a missing file stays missing until ``migrate()`` creates it."""
@@ -171,6 +180,9 @@ class SQLiteStore(Unnotified):
 
         return await asyncio.get_running_loop().run_in_executor(executor, call)
 
+    def failures(self) -> list[StoreFailure]:
+        return self._errors.failures()
+
     def query_count(self) -> int:
         return self._queries
 
@@ -187,8 +199,6 @@ class SQLiteStore(Unnotified):
         return await self._run("schema_version", _schema.version)
 
     async def now(self) -> datetime:
-        from kiln.stores._rows import ts_required
-
         return ts_required(time.time())
 
     # jobs ------------------------------------------------------------------------
@@ -201,7 +211,8 @@ class SQLiteStore(Unnotified):
         if conn is not None:
             if not isinstance(conn, sqlite3.Connection):
                 raise TypeError("SQLiteStore joins only a sqlite3.Connection's transaction")
-            return _jobs.insert(conn, jobs)  # the caller owns the transaction
+            with self._errors("job_insert"):  # the caller's transaction decides
+                return joined(conn, _jobs.insert, jobs)
         return self._run_sync("job_insert", lambda c: write(c, _jobs.insert, jobs))
 
     def _run_sync(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -226,12 +237,50 @@ class SQLiteStore(Unnotified):
             "job_claim", lambda c: write(c, _jobs.claim, queue, list(kinds), limit, server_id)
         )
 
-    async def concurrency_declare(self, limits: Mapping[str, int]) -> None:
+    async def concurrency_declare(
+        self, limits: Mapping[str, int], server_id: str | None = None
+    ) -> None:
         await self._run("concurrency_declare",
-                        lambda c: write(c, _concurrency.declare, limits))
+                        lambda c: write(c, _concurrency.declare, limits, server_id))
+
+    async def concurrency_sweep(self, dead_after: float) -> list[str]:
+        return await self._run("concurrency_sweep",
+                               lambda c: write(c, _concurrency.sweep, dead_after))
+
+    async def concurrency_keys_prune(self, idle_for: float, limit: int) -> int:
+        return await self._run("concurrency_keys_prune",
+                               lambda c: write(c, _concurrency.keys_prune, idle_for, limit))
+
+    async def concurrency_remove(self, key: str, actor: str) -> tuple[int | None, list[str]]:
+        return await self._run("concurrency_remove",
+                               lambda c: write(c, _concurrency.remove, key, actor))
 
     async def concurrency_in_use(self) -> dict[str, int]:
         return await self._run("concurrency_in_use", _concurrency.in_use)
+
+    async def jobs_unkey(self, kinds: Sequence[str]) -> dict[str, int]:
+        if not await self._run("jobs_unkey", lambda c: _adopt.unkey_probe(c, kinds)):
+            return {}
+        return await self._run("jobs_unkey", lambda c: write(c, _adopt.unkey, kinds))
+
+    async def concurrency_resize(self, limits: Mapping[str, int]) -> int:
+        if not await self._run("concurrency_resize", lambda c: _adopt.resize_probe(c, limits)):
+            return 0
+        return await self._run("concurrency_resize",
+                               lambda c: write(c, _adopt.resize, limits))
+
+    async def jobs_waiting(self, kind: str, after_id: int, limit: int) -> list[WaitingJob]:
+        return await self._run("jobs_waiting",
+                               lambda c: _adopt.waiting(c, kind, after_id, limit))
+
+    async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
+        return await self._run("jobs_undeclared", lambda c: _adopt.undeclared(c, kinds, limit))
+
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
+        return await self._run("jobs_rekey", lambda c: write(c, _adopt.rekey, keys, maxes))
+
+    async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
+        return await self._run("jobs_adopt", lambda c: write(c, _adopt.adopt, adoption))
 
     async def job_results_apply(self, results: Sequence[JobResult]) -> ApplyResult:
         return await self._run(
@@ -254,10 +303,11 @@ class SQLiteStore(Unnotified):
 
     async def job_list(
         self, filter: JobFilter, limit: int = 50, before_id: int | None = None,
-        after_id: int | None = None,
+        after_id: int | None = None, *, brief: bool = False,
     ) -> list[JobRow]:
         return await self._run(
-            "job_list", lambda c: _admin.list_jobs(c, filter, limit, before_id, after_id)
+            "job_list",
+            lambda c: _admin.list_jobs(c, filter, limit, before_id, after_id, brief),
         )
 
     async def job_ids(
@@ -268,6 +318,9 @@ class SQLiteStore(Unnotified):
     async def job_count(self, filter: JobFilter) -> int:
         return await self._run("job_count", lambda c: _admin.count(c, filter))
 
+    async def job_id_sums(self, filter: JobFilter) -> tuple[int, int, int, int, int]:
+        return await self._run("job_id_sums", lambda c: _admin.id_sums(c, filter))
+
     async def jobs_requeue(self, filter: JobFilter, dead_after: float = DEAD_AFTER) -> int:
         return await self._run(
             "jobs_requeue", lambda c: write(c, _admin.requeue, filter, dead_after)
@@ -275,6 +328,10 @@ class SQLiteStore(Unnotified):
 
     async def jobs_make_due(self, filter: JobFilter) -> int:
         return await self._run("jobs_make_due", lambda c: write(c, _admin.make_due, filter))
+
+    async def jobs_admit_lifted(self, filter: JobFilter, retries_only: bool = False) -> int:
+        return await self._run("jobs_admit_lifted",
+                               lambda c: write(c, _admin.admit_lifted, filter, retries_only))
 
     async def jobs_cancel(self, filter: JobFilter, actor: str | None = None) -> int:
         return await self._run(
@@ -299,17 +356,37 @@ class SQLiteStore(Unnotified):
             "job_dependency_results", lambda c: _admin.dependency_results(c, job_id)
         )
 
-    async def job_counts(self) -> list[StateCount]:
-        return await self._run("job_counts", _admin.state_counts)
+    async def job_counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
+        return await self._run("job_counts", lambda c: _admin.state_counts(c, states))
 
     async def queue_oldest_available(self) -> dict[str, float]:
         return await self._run("queue_oldest_available", _admin.oldest_available)
+
+    async def queue_scheduled_due(self) -> dict[str, int]:
+        return await self._run("queue_scheduled_due", _admin.scheduled_due)
 
     async def job_throughput(self, since_seconds: float) -> dict[str, int]:
         return await self._run("job_throughput", lambda c: _admin.throughput(c, since_seconds))
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._run("job_counts_by_kind", _admin.counts_by_kind)
+
+    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
+        return await self._run("jobs_available_by_kind", _admin.available_by_kind)
+
+    async def job_error_groups(
+        self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
+    ) -> list[tuple[str, int, int]]:
+        return await self._run(
+            "job_error_groups", lambda c: _admin.error_groups(c, filter, limit, scan)
+        )
+
+    async def job_timings(
+        self, since_seconds: float, bucket_seconds: float, by: str
+    ) -> list[TimingRow]:
+        return await self._run(
+            "job_timings", lambda c: _admin.timings(c, since_seconds, bucket_seconds, by)
+        )
 
     async def job_finished_series(
         self, since_seconds: float, bucket_seconds: float
@@ -334,9 +411,10 @@ class SQLiteStore(Unnotified):
     async def server_register(self, info: ServerInfo) -> None:
         await self._run("server_register", lambda c: write(c, _cluster.server_register, info))
 
-    async def server_heartbeat(self, server_id: str) -> bool:
+    async def server_heartbeat(self, server_id: str, connections: int | None = None) -> bool:
         return await self._run(
-            "server_heartbeat", lambda c: write(c, _cluster.server_heartbeat, server_id)
+            "server_heartbeat",
+            lambda c: write(c, _cluster.server_heartbeat, server_id, connections),
         )
 
     async def server_deregister(self, server_id: str) -> None:
@@ -358,6 +436,9 @@ class SQLiteStore(Unnotified):
     async def leader_get(self) -> str | None:
         return await self._run("leader_get", _cluster.leader_get)
 
+    async def installation_get(self) -> str | None:
+        return await self._run("installation_get", _cluster.installation_get)
+
     async def jobs_rescue_candidates(self, dead_after: float, limit: int) -> list[RescueCandidate]:
         return await self._run(
             "jobs_rescue_candidates", lambda c: _cluster.rescue_candidates(c, dead_after, limit)
@@ -368,6 +449,11 @@ class SQLiteStore(Unnotified):
     ) -> list[RunningJob]:
         return await self._run(
             "jobs_running_on", lambda c: _cluster.running_on(c, server_id, older_than, limit)
+        )
+
+    async def jobs_ending_release(self, dead_after: float) -> int:
+        return await self._run(
+            "jobs_ending_release", lambda c: write(c, _cluster.ending_dead, dead_after)
         )
 
     async def servers_sweep(self, dead_for: float) -> int:
@@ -415,8 +501,26 @@ class SQLiteStore(Unnotified):
     async def rate_keys_pending(self) -> list[str]:
         return await self._run("rate_keys_pending", _rates.rate_keys_pending)
 
-    async def jobs_admit(self, key: str, max_batch: int) -> AdmitResult:
-        return await self._run("jobs_admit", lambda c: write(c, _rates.admit, key, max_batch))
+    async def jobs_admit(
+        self, key: str, max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> AdmitResult:
+        chosen = None if queues is None else sorted(queues)
+        return await self._run(
+            "jobs_admit", lambda c: write(c, _rates.admit, key, max_batch, chosen, ahead))
+
+    async def jobs_admit_keys(
+        self, keys: Sequence[str], max_batch: int, queues: Sequence[str] | None = None,
+        ahead: float = 0.0,
+    ) -> dict[str, AdmitResult]:
+        chosen = None if queues is None else sorted(queues)
+        ordered = sorted(set(keys))
+        return await self._run("jobs_admit_keys", lambda c: write(
+            c, _rates.admit_keys, ordered, max_batch, chosen, ahead))
+
+    async def rate_keys_prune(self, idle_for: float, keep: Sequence[str], limit: int) -> int:
+        return await self._run("rate_keys_prune", lambda c: write(
+            c, _rates.rate_keys_prune, idle_for, sorted(keep), limit))
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
         return await self._run("rate_limit_list", _rates.rate_limit_list)

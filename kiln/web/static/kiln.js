@@ -36,14 +36,73 @@
     });
   }
 
+  // times: UTC or the browser's local time, the operator's choice kept per browser;
+  // a <time class="rel"> reads relative ("3 min ago") with the absolute time on hover
+  var ZONE_KEY = "kiln.tz";
+
+  function zone() { return window.localStorage.getItem(ZONE_KEY) === "local" ? "local" : "utc"; }
+
+  var DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function absolute(d) {
+    if (zone() === "utc") return d.toISOString().substring(0, 19).replace("T", " ") + " UTC";
+    var offset = -d.getTimezoneOffset();
+    var sign = offset < 0 ? "-" : "+";
+    offset = Math.abs(offset);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      " UTC" + sign + pad(Math.floor(offset / 60)) + ":" + pad(offset % 60);
+  }
+
+  function clock(d) {
+    if (zone() === "utc") return d.toISOString().substring(11, 19) + " UTC";
+    return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+  }
+
+  function relative(seconds) {  // seconds before now; negative: in the future
+    var ahead = seconds < 0, s = Math.abs(seconds), text;
+    if (s < 5) return "just now";
+    if (s < 60) text = Math.floor(s) + " s";
+    else if (s < 3600) text = Math.floor(s / 60) + " min";
+    else if (s < 86400) text = Math.floor(s / 3600) + " h";
+    else text = Math.floor(s / 86400) + " d";
+    return ahead ? "in " + text : text + " ago";
+  }
+
   function localTimes(root) {
+    var now = Date.now();
     root.querySelectorAll("time[datetime]").forEach(function (t) {
       var d = new Date(t.getAttribute("datetime"));
-      if (!isNaN(d)) t.title = d.toLocaleString();
+      if (isNaN(d)) return;
+      var text = absolute(d), title = null;
+      if (t.classList.contains("rel")) {
+        text = relative((now - d.getTime()) / 1000);
+        title = absolute(d);
+      } else if (t.closest(".as-of")) {
+        text = clock(d);
+        title = absolute(d);
+      } else if (t.classList.contains("tick")) {  // a chart's time axis: hours and minutes
+        text = clock(d).substring(0, 5);
+        if (t.classList.contains("dated")) text = DAYS[zone() === "utc" ? d.getUTCDay() : d.getDay()] + " " + text;
+        title = absolute(d);
+      }
+      // written only when it changed, so a selection around it survives
+      if (t.textContent !== text) t.textContent = text;
+      if (title !== null && t.title !== title) t.title = title;
     });
   }
 
-  function clock(d) { return d.toISOString().substring(11, 19) + " UTC"; }
+  function bindZone() {
+    var select = document.querySelector("[data-time-zone]");
+    if (!select) return;
+    select.value = zone();
+    select.addEventListener("change", function () {
+      window.localStorage.setItem(ZONE_KEY, select.value);
+      localTimes(document);
+    });
+  }
 
   function ageText(seconds) {  // as the server's age filter writes it
     if (seconds < 60) return seconds.toFixed(1) + "s";
@@ -92,7 +151,22 @@
   function busy() {  // never throw away what the operator is doing
     var active = document.activeElement;
     if (active && active.closest && active.closest("form") && active.matches("input, select, textarea")) return true;
+    var selection = window.getSelection ? window.getSelection() : null;
+    if (selection && !selection.isCollapsed && selection.toString().length) return true;  // copying
     return document.querySelector('input[name="ids"]:checked') !== null;
+  }
+
+  // what the operator opened or closed stays so across a refresh: <details> by id
+  function detailsState(root) {
+    var state = {};
+    root.querySelectorAll("details[id]").forEach(function (d) { state[d.id] = d.open; });
+    return state;
+  }
+
+  function restoreDetails(root, state) {
+    root.querySelectorAll("details[id]").forEach(function (d) {
+      if (Object.prototype.hasOwnProperty.call(state, d.id)) d.open = state[d.id];
+    });
   }
 
   function refreshOnce() {
@@ -106,6 +180,8 @@
         var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
         var current = document.getElementById("main");
         if (!fresh || !current) { failed("the answer was not a dashboard page"); return; }
+        if (busy()) return;  // the operator began something while the answer came
+        restoreDetails(fresh, detailsState(current));
         current.replaceWith(fresh);
         localTimes(fresh);
         recovered();
@@ -114,27 +190,41 @@
       .catch(function () { failed("the dashboard did not answer (network error)"); });
   }
 
+  // the interval is the operator's choice (off, 2, 5, 15, 60 s), kept per browser
+  var REFRESH_KEY = "kiln.refresh";
+
   function bindRefresh() {
     var seconds = parseFloat(document.body.getAttribute("data-refresh") || "0");
-    var toggle = document.querySelector("[data-refresh-toggle]");
-    if (!seconds || !toggle) return;
-    var key = "kiln.autorefresh";
-    toggle.checked = window.localStorage.getItem(key) !== "off";
-    toggle.addEventListener("change", function () {
-      window.localStorage.setItem(key, toggle.checked ? "on" : "off");
+    var select = document.querySelector("[data-refresh-every]");
+    if (!seconds || !select) return;
+    var stored = window.localStorage.getItem(REFRESH_KEY);
+    if (stored === null && window.localStorage.getItem("kiln.autorefresh") === "off") stored = "off";
+    if (stored !== null && select.querySelector('option[value="' + stored + '"]')) select.value = stored;
+    select.addEventListener("change", function () {
+      window.localStorage.setItem(REFRESH_KEY, select.value);
+      schedule();
     });
-    window.setInterval(function () {
-      if (!toggle.checked || document.hidden || busy()) return;
-      refreshOnce();
-    }, seconds * 1000);
+    var timer = null;
+    function schedule() {
+      if (timer !== null) window.clearTimeout(timer);
+      timer = null;
+      var every = parseFloat(select.value);
+      if (!(every > 0)) return;  // off
+      timer = window.setTimeout(function () {
+        var done = (document.hidden || busy()) ? Promise.resolve() : refreshOnce();
+        done.then(schedule, schedule);
+      }, every * 1000);
+    }
+    schedule();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     bindBulk();
     bindConfirm();
+    bindZone();
     localTimes(document);
     bindRefresh();
     tickAges();
-    window.setInterval(tickAges, 1000);
+    window.setInterval(function () { tickAges(); localTimes(document); }, 1000);
   });
 })();

@@ -6,7 +6,7 @@
 SET @kiln_m2 = IF((SELECT COUNT(*) FROM information_schema.columns
     WHERE table_schema = DATABASE() AND table_name = 'kiln_jobs'
     AND column_name = 'has_dependents') = 0,
-    'ALTER TABLE kiln_jobs ADD COLUMN has_dependents BOOLEAN NOT NULL DEFAULT FALSE',
+    'ALTER TABLE kiln_jobs ADD COLUMN has_dependents BOOLEAN NOT NULL DEFAULT FALSE, LOCK=NONE',
     'DO 0');
 PREPARE kiln_m2 FROM @kiln_m2;
 EXECUTE kiln_m2;

@@ -21,7 +21,7 @@ SET @kiln_m4 = IF((SELECT COUNT(*) FROM information_schema.columns
     WHERE table_schema = DATABASE() AND table_name = 'kiln_jobs'
     AND column_name = 'unique_key') = 0,
     'ALTER TABLE kiln_jobs ADD COLUMN unique_key VARCHAR(64) NULL,
-        ADD COLUMN unique_states INT NOT NULL DEFAULT 0',
+        ADD COLUMN unique_states INT NOT NULL DEFAULT 0, LOCK=NONE',
     'DO 0');
 PREPARE kiln_m4 FROM @kiln_m4;
 EXECUTE kiln_m4;
@@ -33,7 +33,16 @@ SET @kiln_m4 = IF((SELECT COUNT(*) FROM information_schema.columns
         AND (unique_states & (CASE state WHEN ''awaiting'' THEN 1 WHEN ''pending'' THEN 2
         WHEN ''scheduled'' THEN 4 WHEN ''available'' THEN 8 WHEN ''running'' THEN 16
         WHEN ''completed'' THEN 32 WHEN ''failed'' THEN 64 ELSE 128 END)) <> 0,
-        unique_key, NULL)) VIRTUAL, ADD UNIQUE KEY kiln_jobs_unique (unique_active)',
+        unique_key, NULL)) VIRTUAL, LOCK=NONE',
+    'DO 0');
+PREPARE kiln_m4 FROM @kiln_m4;
+EXECUTE kiln_m4;
+DEALLOCATE PREPARE kiln_m4;
+-- its index by itself: MariaDB builds an index on a virtual column in place only alone
+SET @kiln_m4 = IF((SELECT COUNT(*) FROM information_schema.statistics
+    WHERE table_schema = DATABASE() AND table_name = 'kiln_jobs'
+    AND index_name = 'kiln_jobs_unique') = 0,
+    'ALTER TABLE kiln_jobs ADD UNIQUE KEY kiln_jobs_unique (unique_active), ALGORITHM=INPLACE, LOCK=NONE',
     'DO 0');
 PREPARE kiln_m4 FROM @kiln_m4;
 EXECUTE kiln_m4;

@@ -20,7 +20,8 @@ SET @kiln_m10 = IF((SELECT COUNT(*) FROM information_schema.statistics
     AND index_name = 'kiln_jobs_conc') = 0,
     'ALTER TABLE kiln_jobs DROP KEY kiln_jobs_claim,'
     ' ADD KEY kiln_jobs_claim (state, queue, conc_key, priority, run_at, id),'
-    ' ADD KEY kiln_jobs_conc (state, conc_key, priority, run_at, id)',
+    ' ADD KEY kiln_jobs_conc (state, conc_key, priority, run_at, id),'
+    ' ALGORITHM=INPLACE, LOCK=NONE',
     'DO 0');
 PREPARE kiln_m10 FROM @kiln_m10;
 EXECUTE kiln_m10;

@@ -4,7 +4,7 @@
 -- holding a bare Client) enqueues with the kind's queue, attempts and rate limit.
 -- The newest row of a kind is its declaration; rows whose server is gone are deleted
 -- when the kind is published again. Read only on a producer's cache miss.
-CREATE TABLE kiln_kinds (
+CREATE TABLE IF NOT EXISTS kiln_kinds (
     kind TEXT NOT NULL,
     server_id TEXT NOT NULL,
     host TEXT NOT NULL,
@@ -21,8 +21,8 @@ CREATE TABLE kiln_kinds (
 -- partial unique index holds only the jobs whose state counts, so a duplicate insert
 -- conflicts (ON CONFLICT DO NOTHING) and a job that leaves those states frees its key
 -- without any statement touching it. Plain jobs (no key) are not in the index.
-ALTER TABLE kiln_jobs ADD COLUMN unique_key TEXT;
-ALTER TABLE kiln_jobs ADD COLUMN unique_states INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kiln_jobs ADD COLUMN IF NOT EXISTS unique_key TEXT;
+ALTER TABLE kiln_jobs ADD COLUMN IF NOT EXISTS unique_states INTEGER NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX kiln_jobs_unique ON kiln_jobs (unique_key)
     WHERE unique_key IS NOT NULL AND (unique_states & (CASE state WHEN 'awaiting' THEN 1
         WHEN 'pending' THEN 2 WHEN 'scheduled' THEN 4 WHEN 'available' THEN 8

@@ -4,4 +4,4 @@
 -- the job has not completed; a requeue clears it. Bounded on the worker by
 -- max_result_bytes before it is written. Read by job_get and by a dependent job's
 -- job_dependency_results, never by claims or listings.
-ALTER TABLE kiln_jobs ADD COLUMN result JSONB NULL;
+ALTER TABLE kiln_jobs ADD COLUMN IF NOT EXISTS result JSONB NULL;

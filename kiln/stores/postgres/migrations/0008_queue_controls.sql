@@ -3,12 +3,12 @@
 -- pauses its queue ("*": every queue), and claims skip a paused queue's jobs;
 -- kiln_queue_limits holds concurrency set at runtime, for every server of a queue
 -- (server_id '') or for one server.
-CREATE TABLE kiln_queue_pauses (
+CREATE TABLE IF NOT EXISTS kiln_queue_pauses (
     queue TEXT PRIMARY KEY,
     paused_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     paused_by TEXT NOT NULL
 );
-CREATE TABLE kiln_queue_limits (
+CREATE TABLE IF NOT EXISTS kiln_queue_limits (
     queue TEXT NOT NULL,
     server_id TEXT NOT NULL DEFAULT '',
     concurrency INTEGER NOT NULL,

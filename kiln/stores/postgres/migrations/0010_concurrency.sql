@@ -13,8 +13,8 @@
 -- limited ones, by key then queue. Counts of available jobs read both (_jobs.
 -- AVAILABLE_PARTS). Rebuilding the index locks kiln_jobs against writes while it
 -- builds (seconds per million available jobs).
-ALTER TABLE kiln_jobs ADD COLUMN conc_key TEXT;
-CREATE TABLE kiln_concurrency_keys (
+ALTER TABLE kiln_jobs ADD COLUMN IF NOT EXISTS conc_key TEXT;
+CREATE TABLE IF NOT EXISTS kiln_concurrency_keys (
     conc_key TEXT PRIMARY KEY,
     max INTEGER NOT NULL CHECK (max >= 1),
     last_claimed_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity'

@@ -1,0 +1,141 @@
+"""Enqueue commits/s from many single-job producers, NOTIFY on / limited / off (issue 41).
+
+Every PostgreSQL enqueue used to send NOTIFY in its transaction, and each notifying
+commit takes PostgreSQL's global notify lock. This runs ``--producers`` concurrent
+producers (spread over ``--procs`` processes, asyncio tasks in each, one connection
+each), every one committing one job per transaction (``store.job_insert_many([job])``,
+what one ``aenqueue`` does) into one queue for ``--seconds``, in three modes:
+
+- ``on``: every insert notifies (``notify_window=0``);
+- ``limited``: the store's default window (``notify_window=0.01``, or ``--window``):
+  per queue at most one NOTIFY per window per process, the rest owed and sent at the
+  window's end (kiln.stores.postgres._limiter);
+- ``off``: a window longer than the run: the first insert notifies, none after.
+
+Each mode and producer count runs on a fresh schema, ``--rounds`` times, interleaved;
+prints one JSON line per (producers, mode) with the median commits/s, then one
+summary line with limited/off and on/off per producer count.
+
+    python -m bench.bench_notify --producers 32 64 --seconds 5 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import statistics
+import time
+import uuid
+from typing import Any
+
+import psycopg
+
+from kiln._model._job import NewJob
+from kiln.stores import store_from_url
+from kiln.stores.postgres._limiter import NOTIFY_WINDOW
+
+WINDOWS = {"on": 0.0, "limited": NOTIFY_WINDOW, "off": 1e9}
+
+
+async def _produce(url: str, window: float, tasks: int, seconds: float, ready: Any) -> int:
+    store = store_from_url(url, max_conns=tasks, min_conns=tasks, notify_window=window)
+    await store.open()
+    commits = 0
+    # every process connected (and imported, which a loaded machine makes slow) first
+    await asyncio.to_thread(ready.wait)
+    until = time.time() + seconds
+
+    async def one() -> None:
+        nonlocal commits
+        job = NewJob(kind="bench.notify", args={}, queue="bench")
+        while time.time() < until:
+            await store.job_insert_many([job])
+            commits += 1
+
+    try:
+        await asyncio.gather(*(one() for _ in range(tasks)))
+    finally:
+        await store.close()
+    return commits
+
+
+def _proc(url: str, window: float, tasks: int, seconds: float, ready: Any, out: Any) -> None:
+    out.put(asyncio.run(_produce(url, window, tasks, seconds, ready)))
+
+
+def run_one(base: str, window: float, producers: int, procs: int, seconds: float) -> float:
+    schema = f"kiln_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    url = f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    try:
+        store = store_from_url(url)
+        asyncio.run(_migrate(store))
+        ctx = multiprocessing.get_context("spawn")
+        out = ctx.Queue()
+        split = [producers // procs + (1 if i < producers % procs else 0) for i in range(procs)]
+        split = [n for n in split if n]
+        ready = ctx.Barrier(len(split))
+        ps = [ctx.Process(target=_proc, args=(url, window, n, seconds, ready, out))
+              for n in split]
+        for p in ps:
+            p.start()
+        total: int = sum(out.get(timeout=seconds + 300) for _ in ps)
+        for p in ps:
+            p.join()
+        return total / seconds
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+async def _migrate(store: Any) -> None:
+    await store.open()
+    try:
+        await store.migrate()
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--producers", type=int, nargs="+", default=[32, 64])
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--window", type=float, default=NOTIFY_WINDOW,
+                        help="the limited mode's notify_window (default: the store's)")
+    args = parser.parse_args()
+    windows = {**WINDOWS, "limited": args.window}
+    rates: dict[tuple[int, str], list[float]] = {}
+    for _ in range(args.rounds):
+        for producers in args.producers:
+            for mode, window in windows.items():
+                rate = run_one(args.url, window, producers, args.procs, args.seconds)
+                rates.setdefault((producers, mode), []).append(rate)
+    summary: dict[str, Any] = {"bench": "notify", "seconds": args.seconds,
+                               "rounds": args.rounds, "procs": args.procs,
+                               "window": args.window}
+    for (producers, mode), values in rates.items():
+        median = statistics.median(values)
+        print(json.dumps({"bench": "notify", "producers": producers, "mode": mode,
+                          "commits_per_s": round(median), "runs": [round(v) for v in values]}))
+        summary[f"{producers}_{mode}"] = round(median)
+    for producers in args.producers:
+        for mode in ("limited", "on"):  # the ratio within each round, then their median
+            summary[f"{producers}_{mode}_over_off_per_round"] = round(statistics.median(
+                a / b for a, b in zip(rates[(producers, mode)], rates[(producers, "off")],
+                                      strict=True)), 3)
+        off = statistics.median(rates[(producers, "off")])
+        summary[f"{producers}_limited_over_off"] = round(
+            statistics.median(rates[(producers, "limited")]) / off, 3)
+        summary[f"{producers}_on_over_off"] = round(
+            statistics.median(rates[(producers, "on")]) / off, 3)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

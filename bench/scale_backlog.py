@@ -1,0 +1,403 @@
+"""The ``backlog`` case of ``bench/bench_scale.py`` (PostgreSQL): kiln with a large
+backlog in the table, each figure beside the same one on a fresh table where it has one.
+
+``--rows`` jobs (default 10,000,000): half available across 20 queues and 100 kinds
+(kind ``k{n}`` in queue ``q{n % 20}``: five kinds a queue), half scheduled over the next
+day; built with INSERT ... SELECT generate_series (bench code writes SQL directly),
+then VACUUM ANALYZE (what autovacuum would have done; the table is ALTERed to
+``autovacuum_enabled = on``, but a server with ``autovacuum = off`` runs no autovacuum
+whatever the table says, and the figures say which it was). Then, with the backlog in
+place, through the store and the public API:
+
+- ``claim``: ``--claims`` claims of 10 per queue (a worker's claim, completed right
+  after), p50/p99/max per queue and over all (goal p99 < 5 ms), and queue q3's beside
+  the same claims of q3's jobs alone in a fresh table;
+- ``drain``: one queue's available jobs (250,000 at 10M) claimed and completed by 4
+  claimers, beside the same jobs alone in a fresh table (goal >= 0.9);
+- ``release``: 100,000 scheduled jobs made due over ``--due-window`` seconds, the
+  releaser's call every 0.5 s: its cost per call and per second, and the most jobs
+  ever overdue by more than 1 s, sampled every 0.25 s on another connection (goal 0:
+  due jobs available within 1 s);
+- ``enqueue``: ``aenqueue_many`` of 20 batches of 1,000, beside a fresh table (>= 0.8);
+- ``maintenance``: each periodic read and write of the leader and the metrics (median
+  of 3), and their cost per minute at their default intervals;
+- ``dashboard``: pages and API calls through the ASGI app (median of 3, goal < 200 ms);
+- ``list_all``: ``kiln jobs list --all`` over up to 1,000,000 rows: rows a second, the
+  child's peak RSS and its progress line on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+import kiln
+from bench.bench_drain import drop_database, fresh_database, pg_execute
+from kiln._model._job import JobResult, JobState, Outcome
+from kiln.stores import store_from_url
+from kiln.web import create_app
+
+PARTS = ("claim", "dashboard", "maintenance", "enqueue", "list_all", "release", "drain")
+LIVE = (JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED, JobState.AVAILABLE,
+        JobState.RUNNING, JobState.FAILED)  # kilnotel._counts.LIVE_STATES
+QUEUES = 20
+KINDS = 100
+CHUNK = 1_000_000
+SERVER = "bench-backlog"
+GOAL_CLAIM_P99_MS = 5.0
+GOAL_PAGE_MS = 200.0
+
+
+def kinds_of(queue: int) -> list[str]:
+    return [f"k{k}" for k in range(KINDS) if k % QUEUES == queue]
+
+
+def log(message: str) -> None:
+    print(f"[backlog {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+async def migrate(url: str) -> None:
+    app = kiln.App(url)
+    try:
+        await app.amigrate()
+    finally:
+        await app.aclose()
+
+
+def fill(url: str, available: int, scheduled: int, only_queue: int | None = None) -> float:
+    """The backlog: ``available`` jobs (of queue ``only_queue``'s share only, when
+    given) and ``scheduled`` ones over the next day; seconds it took."""
+    began = time.perf_counter()
+    pg_execute("ALTER TABLE kiln_jobs SET (autovacuum_enabled = on)", url)
+    for lo in range(1, available + 1, CHUNK):
+        hi = min(lo + CHUNK - 1, available)
+        where = "" if only_queue is None else f" WHERE g % {QUEUES} = {only_queue}"
+        pg_execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, created_at)"
+            f" SELECT 'q' || (g % {QUEUES}), 'k' || (g % {KINDS}), 'available',"
+            " jsonb_build_object('n', g, 'tenant', g % 1000), now() - interval '1 hour', 3,"
+            f" now() - interval '1 hour' FROM generate_series({lo}, {hi}) g{where}", url)
+        log(f"available {hi:,}/{available:,}")
+    for lo in range(1, scheduled + 1, CHUNK):
+        hi = min(lo + CHUNK - 1, scheduled)
+        pg_execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, created_at)"
+            f" SELECT 'q' || (g % {QUEUES}), 'k' || (g % {KINDS}), 'scheduled',"
+            " jsonb_build_object('n', g, 'tenant', g % 1000),"
+            f" now() + interval '10 minutes' + g * (86400.0 / {max(scheduled, 1)})"
+            " * interval '1 second', 3, now() FROM generate_series("
+            f"{lo}, {hi}) g", url)
+        log(f"scheduled {hi:,}/{scheduled:,}")
+    pg_execute("VACUUM ANALYZE kiln_jobs", url)
+    return time.perf_counter() - began
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)], 3)
+
+
+def done(rows: list[Any]) -> list[JobResult]:
+    return [JobResult(job_id=r.id, server_id=SERVER, attempt=r.attempt,
+                      outcome=Outcome.COMPLETED, claimed_at=r.attempted_at) for r in rows]
+
+
+async def claims(url: str, per_queue: int, only: int | None = None) -> dict[str, Any]:
+    store = store_from_url(url, max_conns=2)
+    await store.open()
+    everything: list[float] = []
+    queues: dict[str, Any] = {}
+    try:
+        for q in range(QUEUES) if only is None else [only]:
+            kinds = kinds_of(q)
+            times = []
+            for _ in range(per_queue):
+                began = time.perf_counter()
+                rows = await store.job_claim(f"q{q}", kinds, 10, SERVER)
+                times.append((time.perf_counter() - began) * 1000)
+                await store.job_results_apply(done(rows))
+            everything += times
+            queues[f"q{q}"] = {"p50_ms": pct(times, 0.5), "p99_ms": pct(times, 0.99),
+                               "max_ms": round(max(times), 3)}
+    finally:
+        await store.close()
+    p99 = pct(everything, 0.99)
+    return {"claims": len(everything), "claim_p50_ms": pct(everything, 0.5),
+            "claim_p99_ms": p99, "claim_max_ms": round(max(everything), 3),
+            "claim_p99_goal_met": p99 < GOAL_CLAIM_P99_MS,
+            "worst_queue_p99_ms": max(v["p99_ms"] for v in queues.values()), "queues": queues}
+
+
+async def drain(url: str, queue: int, claimers: int = 4) -> dict[str, Any]:
+    store = store_from_url(url, max_conns=claimers + 1)
+    await store.open()
+    kinds = kinds_of(queue)
+    count = 0
+
+    async def claimer() -> None:
+        nonlocal count
+        while rows := await store.job_claim(f"q{queue}", kinds, 100, SERVER):
+            await store.job_results_apply(done(rows))
+            count += len(rows)
+
+    try:
+        began = time.perf_counter()
+        await asyncio.gather(*(claimer() for _ in range(claimers)))
+        seconds = time.perf_counter() - began
+    finally:
+        await store.close()
+    return {"jobs": count, "seconds": round(seconds, 2), "jobs_per_s": round(count / seconds, 1)}
+
+
+OVERDUE = ("SELECT count(*) FROM kiln_jobs WHERE state = 'scheduled'"
+           " AND run_at < now() - interval '1 second'")
+
+
+async def release(url: str, due: int, window: float) -> dict[str, Any]:
+    """``due`` scheduled jobs fall due over ``window`` seconds, starting in 5 s."""
+    pg_execute(
+        "UPDATE kiln_jobs j SET run_at = now() + interval '5 seconds' + s.r"
+        f" * ({window} / {due}.0) * interval '1 second' FROM (SELECT id, row_number()"
+        " OVER (ORDER BY run_at) AS r FROM kiln_jobs WHERE state = 'scheduled'"
+        f" ORDER BY run_at LIMIT {due}) s WHERE j.id = s.id", url)
+    pg_execute("ANALYZE kiln_jobs", url)
+    store = store_from_url(url, max_conns=2)
+    await store.open()
+    calls: list[float] = []
+    overdue_max = 0
+    released = 0
+    stop = asyncio.Event()
+
+    async def sample() -> None:  # apart from the releaser, so it never slows it
+        nonlocal overdue_max
+        while not stop.is_set():
+            late = await asyncio.to_thread(pg_execute, OVERDUE, url)
+            overdue_max = max(overdue_max, int(late[0][0]))
+            await asyncio.sleep(0.25)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        began = time.perf_counter()
+        while time.perf_counter() - began < window + 8:
+            t = time.perf_counter()
+            result = await store.jobs_release_due()
+            calls.append((time.perf_counter() - t) * 1000)
+            released += sum(result.released.values())
+            await asyncio.sleep(max(0.5 - (time.perf_counter() - t), 0))
+        total = time.perf_counter() - began
+    finally:
+        stop.set()
+        await sampler
+        await store.close()
+    return {"due": due, "released": released, "window_s": window, "calls": len(calls),
+            "call_p50_ms": pct(calls, 0.5), "call_p99_ms": pct(calls, 0.99),
+            "call_max_ms": round(max(calls), 2),
+            "releaser_ms_per_s": round(sum(calls) / total, 2),
+            "overdue_by_1s_max": overdue_max, "due_within_1s": overdue_max == 0}
+
+
+async def enqueue(url: str, batches: int = 20, size: int = 1000) -> dict[str, Any]:
+    app = kiln.App(url)
+    try:
+        await app.aenqueue_many([("k0", {"warm": True})])
+        began = time.perf_counter()
+        for b in range(batches):
+            await app.aenqueue_many([("k0", {"n": b * size + i}) for i in range(size)])
+        seconds = time.perf_counter() - began
+    finally:
+        await app.aclose()
+    return {"jobs": batches * size, "jobs_per_s": round(batches * size / seconds, 1)}
+
+
+# the leader's services, with their default intervals (seconds)
+def maintenance_calls(store: Any) -> dict[str, tuple[Callable[[], Awaitable[Any]], float]]:
+    return {
+        # kilnotel's counts: the live states every counts_ttl (5 s) while scraped, every
+        # state each FINISHED_TTL (300 s)
+        "job_counts live states (metrics)": (lambda: store.job_counts(LIVE), 5.0),
+        "job_counts every state (metrics)": (store.job_counts, 300.0),
+        "table_sizes": (store.table_sizes, 60.0),
+        "jobs_prune completed": (
+            lambda: store.jobs_prune(JobState.COMPLETED, 86400.0, 1000), 60.0),
+        "jobs_prune failed": (lambda: store.jobs_prune(JobState.FAILED, 7 * 86400.0, 1000), 60.0),
+        "servers_sweep": (lambda: store.servers_sweep(3600.0), 60.0),
+        "jobs_rescue_candidates": (lambda: store.jobs_rescue_candidates(60.0, 100), 15.0),
+        "jobs_ending_release": (lambda: store.jobs_ending_release(60.0), 15.0),
+        "jobs_release_stranded": (lambda: store.jobs_release_stranded(1000), 60.0),
+        "concurrency_sweep": (lambda: store.concurrency_sweep(60.0), 60.0),
+        "queue_oldest_available": (store.queue_oldest_available, 15.0),
+        "queue_scheduled_due": (store.queue_scheduled_due, 15.0),
+        "job_counts_by_kind": (store.job_counts_by_kind, 60.0),
+        "jobs_available_by_kind": (store.jobs_available_by_kind, 60.0),
+    }
+
+
+async def maintenance(url: str) -> dict[str, Any]:
+    store = store_from_url(url, max_conns=2)
+    await store.open()
+    out: dict[str, Any] = {}
+    per_minute = 0.0
+    try:
+        for name, (call, every) in maintenance_calls(store).items():
+            times = []
+            for _ in range(3):
+                began = time.perf_counter()
+                try:
+                    await call()
+                except Exception as exc:  # a bench reports, it does not stop
+                    out[name] = {"error": repr(exc)[:200]}
+                    break
+                times.append((time.perf_counter() - began) * 1000)
+            if times:
+                median = statistics.median(times)
+                out[name] = {"median_ms": round(median, 2), "every_s": every}
+                per_minute += median * 60.0 / every
+    finally:
+        await store.close()
+    out["ms_per_minute"] = round(per_minute, 1)
+    return out
+
+
+PAGES = {
+    "overview": "/", "queues": "/queues", "kinds": "/kinds", "servers": "/servers",
+    "jobs": "/jobs", "jobs available": "/jobs?state=available",
+    "jobs scheduled": "/jobs?state=scheduled", "jobs queue q3": "/jobs?queue=q3",
+    "jobs kind k42": "/jobs?kind=k42", "jobs tenant arg": "/jobs?state=available&arg=tenant=7",
+    "api overview": "/api/overview", "api jobs": "/api/jobs",
+}
+
+
+async def dashboard(url: str) -> dict[str, Any]:
+    app = create_app(url)
+    out: dict[str, Any] = {}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://127.0.0.1") as http:
+        for name, path in PAGES.items():
+            times = []
+            status = 0
+            for _ in range(4):
+                began = time.perf_counter()
+                response = await http.get(path)
+                times.append((time.perf_counter() - began) * 1000)
+                status = response.status_code
+            warm = statistics.median(times[1:])
+            out[name] = {"path": path, "status": status, "first_ms": round(times[0], 1),
+                         "median_ms": round(warm, 1), "under_goal": warm < GOAL_PAGE_MS}
+        await app.state.kiln.source.close()
+    out["all_under_goal"] = all(v["under_goal"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
+def list_all(url: str, limit_rows: int) -> dict[str, Any]:
+    """``kiln jobs list --all`` over the available jobs of enough queues to reach about
+    ``limit_rows`` rows (or all of them): its rows a second, peak RSS and progress."""
+    cmd = [sys.executable, "-m", "kiln.cli", "jobs", "list", "--all", "--page-size", "1000",
+           "--database-url", url]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    began = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ))
+    assert proc.stdout is not None and proc.stderr is not None
+    rows = 0
+    for _ in proc.stdout:
+        rows += 1
+        if rows >= limit_rows:
+            break
+    seconds = time.perf_counter() - began
+    proc.terminate()
+    _, err = proc.communicate(timeout=30)
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    progress = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
+    return {"rows": rows, "seconds": round(seconds, 1), "rows_per_s": round(rows / seconds),
+            "peak_rss_mb": round(max(peak_kb, before) / 1024, 1),
+            "progress_lines": len(progress), "last_progress": progress[-1][-200:] if progress
+            else None}
+
+
+def facts(url: str) -> dict[str, Any]:
+    settings = dict(pg_execute(
+        "SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem',"
+        " 'effective_cache_size', 'autovacuum', 'max_connections', 'random_page_cost',"
+        " 'server_version', 'maintenance_work_mem')", url))
+    row = pg_execute("SELECT pg_total_relation_size('kiln_jobs'), pg_indexes_size('kiln_jobs'),"
+                     " (SELECT reloptions FROM pg_class WHERE oid = 'kiln_jobs'::regclass)",
+                     url)[0]
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"cores": os.cpu_count(), "memory_gb": round(mem / 2**30, 1),
+            "load_1m": round(os.getloadavg()[0], 1), "postgres": settings,
+            "table_mb": round(row[0] / 1e6), "indexes_mb": round(row[1] / 1e6),
+            "reloptions": row[2]}
+
+
+def run(rows: int, claims_per_queue: int, window: float, parts: set[str]) -> dict[str, Any]:
+    available, scheduled = rows // 2, rows - rows // 2
+    out: dict[str, Any] = {"case": "backlog", "database": "postgresql", "rows": rows,
+                           "available": available, "scheduled": scheduled,
+                           "queue_share": available // QUEUES}
+    big = fresh_database("kiln_backlog")
+    try:
+        asyncio.run(migrate(big))
+        out["build_s"] = round(fill(big, available, scheduled), 1)
+        out["facts_before"] = facts(big)
+        log(f"built {rows:,} rows in {out['build_s']} s")
+        _on_big(out, big, rows, claims_per_queue, window, parts)
+        out["facts_after"] = facts(big)
+    finally:
+        drop_database(big)
+    if parts & {"drain", "enqueue", "claim"}:
+        fresh = fresh_database("kiln_backlog_fresh")
+        try:
+            asyncio.run(migrate(fresh))
+            _on_fresh(out, fresh, available, claims_per_queue, parts)
+        finally:
+            drop_database(fresh)
+    return out
+
+
+def _on_big(out: dict[str, Any], big: str, rows: int, claims_per_queue: int, window: float,
+            parts: set[str]) -> None:
+    steps: list[tuple[str, str, Callable[[], Any]]] = [
+        ("claim", "claim", lambda: asyncio.run(claims(big, claims_per_queue))),
+        ("dashboard", "dashboard", lambda: asyncio.run(dashboard(big))),
+        ("maintenance", "maintenance", lambda: asyncio.run(maintenance(big))),
+        ("enqueue", "enqueue_big", lambda: asyncio.run(enqueue(big))),
+        ("list_all", "list_all", lambda: list_all(big, min(rows, 1_000_000))),
+        ("drain", "drain_big", lambda: asyncio.run(drain(big, 3))),
+        # last: it makes scheduled jobs available
+        ("release", "release", lambda: asyncio.run(
+            release(big, min(100_000, out["scheduled"]), window))),
+    ]
+    for part, key, step in steps:
+        if part in parts:
+            out[key] = step()
+            log(f"{key}: {str(out[key])[:300]}")
+
+
+def _on_fresh(out: dict[str, Any], fresh: str, available: int, claims_per_queue: int,
+              parts: set[str]) -> None:
+    if "enqueue" in parts:
+        out["enqueue_fresh"] = asyncio.run(enqueue(fresh))
+        out["enqueue_big_over_fresh"] = round(
+            out["enqueue_big"]["jobs_per_s"] / out["enqueue_fresh"]["jobs_per_s"], 3)
+    if not parts & {"drain", "claim"}:
+        return
+    pg_execute("DELETE FROM kiln_jobs", fresh)
+    fill(fresh, available, 0, only_queue=3)  # queue q3's jobs alone
+    if "claim" in parts:
+        one = asyncio.run(claims(fresh, claims_per_queue, only=3))
+        out["claim_fresh_q3"] = {k: one[k] for k in ("claim_p50_ms", "claim_p99_ms")}
+        out["claim_q3_p99_big_over_fresh"] = round(
+            out["claim"]["queues"]["q3"]["p99_ms"] / one["claim_p99_ms"], 2)
+    if "drain" in parts:
+        out["drain_fresh"] = asyncio.run(drain(fresh, 3))
+        out["drain_big_over_fresh"] = round(
+            out["drain_big"]["jobs_per_s"] / out["drain_fresh"]["jobs_per_s"], 3)

@@ -1,0 +1,72 @@
+"""The sync enqueue path's payer of owed wake-ups (the notify limiter's, _limiter).
+
+An async insert that went quiet has its wake-up sent by a timer of its event loop;
+sync code (``app.enqueue`` from a web request) has no loop, so the store starts one
+daemon thread that sleeps until the earliest owed wake-up is due and sends it
+(``send``, on the store's sync connection). It holds the store only weakly through
+``send``, and ends with ``stop`` or when the store is gone. Owns the thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kiln.stores.postgres._limiter import NotifyLimiter
+
+log = logging.getLogger("kiln.stores.postgres")
+
+
+class OwedPayer:
+    def __init__(self, limiter: NotifyLimiter, send: Callable[[list[str]], bool]) -> None:
+        self._limiter = limiter
+        self._send = send  # False: the store is gone
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def owe(self) -> None:
+        """A quiet insert landed: make sure its wake-up is paid when due."""
+        with self._lock:
+            if self._stopped:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="kiln-notify-owed")
+                self._thread.start()
+        self._wake.set()
+
+    def stop(self) -> None:
+        """End the thread and send every wake-up still owed, due or not."""
+        with self._lock:
+            self._stopped = True
+            thread, self._thread = self._thread, None
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        queues = self._limiter.settle()
+        if queues:
+            self._pay(queues)
+
+    def _pay(self, queues: list[str]) -> bool:
+        try:
+            return self._send(queues)
+        except Exception:  # servers find the jobs at their next poll: say so
+            log.warning("kiln: could not send the wake-up owed to %s", queues, exc_info=True)
+            return True
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.clear()
+            delay = self._limiter.delay()
+            if delay is None:
+                self._wake.wait()
+                continue
+            if delay > 0:
+                self._wake.wait(delay)
+                continue
+            queues = self._limiter.due()
+            if queues and not self._pay(queues):
+                return

@@ -1,0 +1,3 @@
+-- kiln schema, version 14 (PostgreSQL): nothing to do. MySQL/MariaDB rebuild their
+-- unique index in descending order (see that migration); PostgreSQL's ON CONFLICT DO
+-- NOTHING over its partial unique index takes no lock on the gap a plain insert needs.

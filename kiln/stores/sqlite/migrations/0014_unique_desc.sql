@@ -1,0 +1,3 @@
+-- kiln schema, version 14 (sqlite): nothing to do. MySQL/MariaDB rebuild their unique
+-- index in descending order (see that migration); sqlite locks the whole database per
+-- write transaction and has no gap locks.

@@ -1,0 +1,5 @@
+import sys
+
+from kilnotel.mixin.build import main
+
+sys.exit(main())

@@ -1,0 +1,200 @@
+"""The declaration changes a deploy can make, one Case each (tests/deploys/plan.py).
+
+A new feature whose declaration can change between deploys adds its change here: A's
+declarations, B's, the jobs each version's producers enqueue in which phase, and the
+end the case expects. Jobs ``in_flight`` run on A until A's servers stop them: they
+are handed back, and B (or nobody) takes them.
+A's producers may enqueue in phase ``b``: a web tier rolls apart from its workers.
+A case that fails on today's main names its issue item in ``xfail``; the lead removes
+it when the fix merges (strict: an xfail that passes fails the run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kiln
+from tests.deploys.plan import (
+    COMPLETED_OR_REPORTED,
+    FAILED,
+    AtOnce,
+    Cap,
+    Case,
+    Enqueue,
+    Rate,
+    Version,
+)
+
+SHORT = 0.2
+Q = "q"
+PER_TENANT = kiln.Concurrency(max=1, key="args.tenant")
+BY_KEY = kiln.Unique(by=("args.key",))
+RATE_A = kiln.RateLimit(rate=10, per=1.0, burst=2)
+RATE_B = kiln.RateLimit(rate=2, per=0.5)
+RATE_TENANT = kiln.RateLimit(rate=2, per=0.5, key="args.tenant")
+
+
+def jobs(n: int, seconds: float = SHORT, **args: Any) -> tuple[dict[str, Any], ...]:
+    return tuple({"seconds": seconds, **args} for _ in range(n))
+
+
+def in_flight(n: int, **args: Any) -> tuple[dict[str, Any], ...]:
+    """Jobs still running on A when it stops (tests/deploys/versions.py)."""
+    return jobs(n, in_flight=True, **args)
+
+
+def app(name: str, queues: dict[str, int] | None = None, **kinds: dict[str, Any]) -> Version:
+    """A version whose kinds are given as keyword arguments (``t_x`` is kind "t.x")."""
+    return Version(name, {k.replace("_", "."): o for k, o in kinds.items()},
+                   queues or {Q: 4})
+
+
+CASES: list[Case] = [
+    Case(
+        "concurrency limit added",
+        a=app("a", t_sync={"queue": Q}),
+        b=app("b", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        jobs=(Enqueue("a", "a", "t.sync", in_flight(2, tenant=1)),
+              Enqueue("b", "ab", "t.sync", jobs(3, tenant=1)),
+              Enqueue("b", "b", "t.sync", jobs(3, tenant=1) + jobs(2, tenant=2))),
+        # from the first enqueue with it (docs/operating.md); A's keyless jobs run as
+        # they were enqueued, and A's servers never take a keyed one
+        caps=(Cap(1, kind="t.sync", by="tenant", enqueued_by=("b",)),),
+    ),
+    Case(
+        "concurrency limit removed",
+        a=app("a", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        b=app("b", t_sync={"queue": Q}),
+        jobs=(Enqueue("a", "a", "t.sync", in_flight(1, tenant=1) + in_flight(1, tenant=2)
+                      + jobs(2, tenant=1)),
+              Enqueue("b", "ab", "t.sync", jobs(2, tenant=1)),
+              Enqueue("b", "b", "t.sync", jobs(2, tenant=3)),
+              # A's web tier rolls on its own: it enqueues under the limit still
+              Enqueue("a", "b", "t.sync", jobs(2, tenant=4))),
+        # no cap to check: B lifted it (A's cap while it runs is the conformance suite's)
+    ),
+    Case(
+        "queue limit removed",
+        a=Version("a", {"t.export": {"queue": "exports"}}, {"exports": 4},
+                  queue_limits={"exports": 1}),
+        b=Version("b", {"t.export": {"queue": "exports"}}, {"exports": 4}),
+        # one at a time while A runs (B's servers too: they find A's limit), in flight
+        # when A stops; then B's alone run the queue without it
+        jobs=(Enqueue("a", "a", "t.export", jobs(5, 0.3)),
+              Enqueue("b", "b", "t.export", jobs(6))),
+        caps=(Cap(1, queue="exports", phases=("a", "ab")),),
+        at_once=(AtOnce(2, queue="exports"),),
+    ),
+    Case(
+        "kind moved to another queue",
+        a=app("a", {"old": 4}, t_move={"queue": "old"}),
+        b=app("b", {"new": 4}, t_move={"queue": "new"}),
+        jobs=(Enqueue("a", "a", "t.move", in_flight(2), expect=COMPLETED_OR_REPORTED),
+              Enqueue("b", "ab", "t.move", jobs(2), queue="new"),
+              Enqueue("b", "b", "t.move", jobs(2), queue="new"),
+              Enqueue("a", "b", "t.move", jobs(1), expect=COMPLETED_OR_REPORTED)),
+    ),
+    Case(
+        "max_attempts lowered",
+        a=app("a", t_flaky={"queue": Q, "max_attempts": 5}),
+        b=app("b", t_flaky={"queue": Q, "max_attempts": 2}),
+        # a job keeps the attempts it was enqueued with, whichever version runs it
+        jobs=(Enqueue("a", "a", "t.flaky", in_flight(1) + jobs(2, fail_below=3),
+                      max_attempts=5),
+              Enqueue("b", "ab", "t.flaky", jobs(1, fail_below=3), expect=FAILED,
+                      max_attempts=2),
+              Enqueue("b", "b", "t.flaky", jobs(1, fail_below=3), expect=FAILED,
+                      max_attempts=2),
+              Enqueue("b", "b", "t.flaky", jobs(1, fail_below=2), max_attempts=2)),
+    ),
+    Case(
+        "unique added",
+        a=app("a", t_u={"queue": Q}),
+        b=app("b", t_u={"queue": Q, "unique": BY_KEY}),
+        jobs=(Enqueue("a", "a", "t.u", in_flight(2, key=1), distinct=2),
+              Enqueue("b", "ab", "t.u", jobs(3, 0.5, key=2), distinct=1, inserted=1),
+              # A's jobs of key 1 hold no key: B's first one inserts
+              Enqueue("b", "b", "t.u", jobs(2, 0.5, key=1), distinct=1, inserted=1)),
+    ),
+    Case(
+        "unique removed",
+        a=app("a", t_u={"queue": Q, "unique": BY_KEY}),
+        b=app("b", t_u={"queue": Q}),
+        jobs=(Enqueue("a", "a", "t.u", in_flight(2, key=1), distinct=1, inserted=1),
+              # A's producer still dedupes against its job, running or handed back
+              Enqueue("a", "ab", "t.u", jobs(1, key=1), inserted=0),
+              Enqueue("b", "ab", "t.u", jobs(2, key=1), distinct=2, inserted=2),
+              Enqueue("b", "b", "t.u", jobs(2, key=1), distinct=2, inserted=2)),
+    ),
+    Case(
+        "rate limit changed",
+        a=app("a", t_r={"queue": Q, "rate_limit": RATE_A}),
+        b=app("b", t_r={"queue": Q, "rate_limit": RATE_B}),
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1) + jobs(3)),
+              Enqueue("b", "b", "t.r", jobs(6, 0.05))),
+        # B's rate from the moment B runs alone: its servers and producer declare it
+        rates=(Rate("t.r", RATE_B, since="b"),),
+    ),
+    Case(
+        "rate limit keyed by args added",
+        a=app("a", t_r={"queue": Q, "rate_limit": RATE_A}),
+        b=app("b", t_r={"queue": Q, "rate_limit": RATE_TENANT}),
+        # A's jobs keep A's key ("t.r") and its limit, and end; B's go to one bucket per
+        # tenant, from B's first enqueue, whoever enqueues (a bare producer too)
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1, tenant=1) + jobs(3, tenant=1)),
+              Enqueue("b", "b", "t.r", jobs(3, 0.05, tenant=1) + jobs(3, 0.05, tenant=2)),
+              Enqueue("b", "b", "t.r", jobs(2, 0.05, tenant=2), bare=True)),
+        rates=(Rate("t.r", RATE_TENANT, since="b", keys=("t.r|1", "t.r|2")),),
+    ),
+    Case(
+        "rate limit key removed",
+        a=app("a", t_r={"queue": Q, "rate_limit": RATE_TENANT}),
+        b=app("b", t_r={"queue": Q, "rate_limit": RATE_B}),
+        # A's pending jobs keep their tenant keys (declared with their insert) and end
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1, tenant=1) + jobs(3, tenant=1)
+                      + jobs(3, tenant=2)),
+              Enqueue("b", "b", "t.r", jobs(5, 0.05, tenant=1))),
+        rates=(Rate("t.r", RATE_TENANT, since="a", keys=("t.r|1", "t.r|2")),),
+    ),
+    Case(
+        "kind removed",
+        a=app("a", t_keep={"queue": Q}, t_old={"queue": Q}),
+        b=app("b", t_keep={"queue": Q}),
+        jobs=(Enqueue("a", "a", "t.old", in_flight(2), expect=COMPLETED_OR_REPORTED),
+              Enqueue("a", "a", "t.keep", in_flight(1)),
+              Enqueue("b", "ab", "t.keep", jobs(2)),
+              Enqueue("b", "b", "t.keep", jobs(2)),
+              Enqueue("a", "b", "t.old", jobs(1), expect=COMPLETED_OR_REPORTED)),
+    ),
+    Case(
+        "a declaration with a field A does not know",
+        a=app("a", t_a={"queue": Q}),
+        b=Version("b", {"t.a": {"queue": Q}, "t.new": {"queue": Q, "max_attempts": 3}},
+                  {Q: 4}, publishes={"t.new": {"retention": {"days": 7}}}),
+        jobs=(Enqueue("a", "a", "t.a", in_flight(2)),
+              Enqueue("a", "ab", "t.new", jobs(2), max_attempts=3),
+              Enqueue("b", "b", "t.new", jobs(1), max_attempts=3)),
+    ),
+    Case(
+        "a declaration value A cannot read",
+        a=app("a", t_a={"queue": Q}),
+        b=Version("b", {"t.a": {"queue": Q}, "t.new": {"queue": Q},
+                        "t.other": {"queue": Q, "max_attempts": 3}}, {Q: 4},
+                  publishes={"t.new": {"unique": {"by": ["meta.tenant"], "key": None,
+                                                  "states": None, "period": None}}}),
+        # A's producer resolves t.other from the published declarations: one it cannot
+        # read (t.new's) must not stop it
+        jobs=(Enqueue("a", "a", "t.a", in_flight(2)),
+              Enqueue("a", "ab", "t.other", jobs(2), max_attempts=3),
+              Enqueue("b", "b", "t.new", jobs(1))),
+    ),
+    Case(
+        "a producer of B enqueues the new kind before any B worker started",
+        a=app("a", t_keep={"queue": Q}),
+        b=app("b", {Q: 4, "mail": 2}, t_keep={"queue": Q},
+              t_mail={"queue": "mail", "max_attempts": 2}),
+        jobs=(Enqueue("a", "a", "t.keep", in_flight(2)),
+              Enqueue("b", "a", "t.mail", jobs(2), bare=True, queue="mail", max_attempts=2),
+              Enqueue("b", "b", "t.mail", jobs(1), queue="mail", max_attempts=2)),
+    ),
+]

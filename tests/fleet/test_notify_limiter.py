@@ -1,0 +1,223 @@
+"""The notify limiter (issue 41 item 3): with ``notify_window`` (10 ms by default), a
+process sends a queue's NOTIFY at most once per window; an insert inside it goes quiet,
+and the wake-up it is owed goes out when the window ends, so no job waits for a poll.
+With a Bus (``notify=False``) the store sends no NOTIFY at all."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pytest
+
+import kiln
+from kiln._model._job import JobFilter, NewJob
+from kiln.stores import Store, store_from_url
+from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, NotifyLimiter
+from tests.support.config import fast_config
+from tests.support.waits import wait_for
+
+
+def _private(url: str) -> str:
+    """``url`` with kiln's schema= setting for its schema, so the notifications go on the
+    schema's own channel: tests of other schemas, on the default channel, are not heard."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query["schema"] = query["options"].removeprefix("-csearch_path=")
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+async def _opened(url: str, **options: float) -> Store:
+    store = store_from_url(_private(url), **options)  # type: ignore[arg-type]
+    await store.open()
+    await store.migrate()
+    return store
+
+
+async def _heard(listener: Store) -> list[tuple[float, str]]:
+    heard: list[tuple[float, str]] = []
+    await listener.listen(lambda channel, payload: heard.append((time.monotonic(), payload)))
+    return heard
+
+
+async def test_a_burst_sends_one_notify_and_the_one_owed_at_the_window_end(
+    postgres_url: str,
+) -> None:
+    producer = await _opened(postgres_url, notify_window=0.5)
+    listener = await _opened(postgres_url)
+    try:
+        heard = await _heard(listener)
+        began = time.monotonic()
+        for _ in range(20):
+            await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail")])
+        burst = time.monotonic() - began
+        await wait_for(lambda: len([p for _, p in heard if p == "mail"]) >= 2 or None, 5,
+                       "the owed wake-up")
+        await asyncio.sleep(1.2)
+        mails = [t for t, p in heard if p == "mail"]
+        if burst < 0.5:  # the burst fit in one window (a loaded machine may be slower)
+            assert len(mails) == 2  # 20 inserts: the first one's NOTIFY, the owed one
+        assert 2 <= len(mails) <= 2 + int(burst / 0.5)  # one per window, and the one owed
+        # a grace after the window's end, not at a poll
+        assert mails[-1] - began < burst + 0.5 * (1 + GRACE) + 0.5
+        counts = {c.queue: c.count for c in await listener.job_counts()}
+        assert counts == {"mail": 20}
+        # a delayed job still says when it is due, whatever the window
+        await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail", delay=60)])
+        await wait_for(lambda: any(p.startswith("scheduled:") for _, p in heard) or None, 5,
+                       "the scheduled notification")
+    finally:
+        await producer.close()
+        await listener.close()
+
+
+async def test_sync_inserts_are_limited_too_and_paid_by_the_store_thread(
+    postgres_url: str,
+) -> None:
+    producer = await _opened(postgres_url, notify_window=0.5)
+    listener = await _opened(postgres_url)
+    try:
+        heard = await _heard(listener)
+        began = time.monotonic()
+        for _ in range(10):  # sync code, as a web request's app.enqueue
+            await asyncio.to_thread(producer.job_insert_many_sync,
+                                    [NewJob(kind="k", args={}, queue="mail")])
+        burst = time.monotonic() - began
+        await wait_for(lambda: len([p for _, p in heard if p == "mail"]) >= 2 or None, 5,
+                       "the owed wake-up")
+        mails = [t for t, p in heard if p == "mail"]
+        assert 2 <= len(mails) <= 2 + int(burst / 0.5)
+        assert mails[-1] - began < burst + 0.5 * (1 + GRACE) + 0.5  # not at a poll
+        # one more owed at close is sent then, not never
+        await asyncio.sleep(0.5 * (1 + GRACE))
+        await asyncio.to_thread(producer.job_insert_many_sync,
+                                [NewJob(kind="k", args={}, queue="mail")])  # notifies
+        await asyncio.to_thread(producer.job_insert_many_sync,
+                                [NewJob(kind="k", args={}, queue="mail")])  # quiet
+        before = len([p for _, p in heard if p == "mail"])
+        await producer.close()
+        await wait_for(lambda: len([p for _, p in heard if p == "mail"]) >= before + 1
+                       or None, 5, "the wake-up owed at close")
+    finally:
+        await producer.close()
+        await listener.close()
+
+
+async def test_without_a_window_every_insert_notifies(postgres_url: str) -> None:
+    producer = await _opened(postgres_url, notify_window=0)
+    listener = await _opened(postgres_url)
+    try:
+        heard = await _heard(listener)
+        for _ in range(5):
+            await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail")])
+        await wait_for(lambda: len(heard) >= 5 or None, 5, "five wake-ups")
+    finally:
+        await producer.close()
+        await listener.close()
+
+
+def test_a_notify_settles_only_the_quiet_inserts_that_landed_before_it() -> None:
+    now = [100.0]
+    limiter = NotifyLimiter(0.05, clock=lambda: now[0])
+    assert not limiter.quiet("mail")  # notifies: the window's NOTIFY
+    assert limiter.quiet("mail")  # a quiet insert, still in flight ...
+    now[0] += 0.06
+    assert not limiter.quiet("mail")  # ... when the next window's insert notifies
+    limiter.landed("mail")  # it commits after that NOTIFY went out: still owed
+    assert limiter.delay() == pytest.approx(0.05 * (1 + GRACE))
+    now[0] += 0.05 * (1 + GRACE) - 0.001
+    assert limiter.due() == []
+    now[0] += 0.002
+    assert limiter.due() == ["mail"]
+    assert limiter.delay() is None
+    assert limiter.quiet("mail")  # the owed one counts as this window's NOTIFY
+    limiter.landed("mail")
+    assert not limiter.quiet("other")
+    now[0] += 0.06
+    assert not limiter.quiet("mail")  # carried by the first insert after the window
+    assert limiter.delay() is None and limiter.due() == []
+
+
+async def test_the_limiter_is_on_by_default(postgres_url: str) -> None:
+    assert NOTIFY_WINDOW == 0.01
+    producer = await _opened(postgres_url)
+    listener = await _opened(postgres_url)
+    try:
+        heard = await _heard(listener)
+        began = time.monotonic()
+        await asyncio.gather(*(  # 8 inserts at once: all within one window, or a few
+            producer.job_insert_many([NewJob(kind="k", args={}, queue="mail")])
+            for _ in range(8)))
+        burst = time.monotonic() - began
+        await wait_for(lambda: [p for _, p in heard if p == "mail"] or None, 5, "a wake-up")
+        await asyncio.sleep(0.2)  # any wake-up still owed has gone out by now
+        mails = [t for t, p in heard if p == "mail"]
+        # one per window at most (and the one owed): fewer than one per insert
+        assert len(mails) <= 2 + int(burst / NOTIFY_WINDOW)
+        if burst < NOTIFY_WINDOW * 3:
+            assert len(mails) < 8
+        # a grace after the window's end
+        assert mails[-1] - began < burst + NOTIFY_WINDOW * (1 + GRACE) + 0.1
+    finally:
+        await producer.close()
+        await listener.close()
+
+
+async def test_without_notify_the_store_sends_none_and_does_not_listen(
+    postgres_url: str,
+) -> None:
+    producer = await _opened(postgres_url, notify=False)
+    listener = await _opened(postgres_url)
+    try:
+        assert not producer.capabilities.listen_notify
+        heard = await _heard(listener)
+        await listener.job_insert_many([NewJob(kind="k", args={}, queue="probe")])
+        await wait_for(lambda: heard or None, 5, "the listener's own insert heard")
+        # plain, delayed, unique and tagged inserts, a cancel, a pause: none notifies
+        await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail")])
+        await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail", delay=60)])
+        await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail",
+                                               unique_key="u1")])
+        await producer.job_insert_many([NewJob(kind="k", args={}, queue="mail",
+                                               tags=("a",))])
+        producer.job_insert_many_sync([NewJob(kind="k", args={}, queue="mail")])
+        assert await producer.jobs_cancel(JobFilter(queue="mail")) == 5
+        await producer.queue_pause("mail", "test")
+        await listener.job_insert_many([NewJob(kind="k", args={}, queue="probe")])
+        await wait_for(lambda: len(heard) >= 2 or None, 5, "the second probe heard")
+        await asyncio.sleep(0.2)
+        assert [p for _, p in heard] == ["probe", "probe"]
+    finally:
+        await producer.close()
+        await listener.close()
+
+
+async def test_an_app_with_a_bus_wakes_its_server_through_the_bus_only(
+    postgres_url: str,
+) -> None:
+    app = kiln.App(_private(postgres_url), bus=kiln.InProcessBus())
+    ran = asyncio.Event()
+
+    @app.job("ping", queue="mail")
+    async def ping(job: kiln.Job) -> None:
+        ran.set()
+
+    await app.amigrate()
+    listener = await _opened(postgres_url)
+    server = app.server({"mail": 1}, fast_config(poll_interval=30))
+    task = asyncio.create_task(server.run())
+    try:
+        heard = await _heard(listener)
+        await wait_for(lambda: server.stats().state == "running" or None, 10, "the server")
+        began = time.monotonic()
+        await app.aenqueue("ping", {})
+        await asyncio.wait_for(ran.wait(), 5)
+        assert time.monotonic() - began < 5  # the bus woke it, not its 30 s poll
+        await asyncio.sleep(0.2)
+        assert heard == []  # and no NOTIFY went out
+    finally:
+        server.stop()
+        await task
+        await app.aclose()
+        await listener.close()

@@ -1,0 +1,1 @@
+"""The tests' one support library: configs, waits, database fixtures, builders."""

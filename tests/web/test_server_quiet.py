@@ -1,0 +1,125 @@
+"""Issue 44, fleet at a glance: the servers page shows each server's running jobs,
+concurrency (limits applied), heartbeat age and version, and "Quiet" stops one server
+claiming (its own concurrency 0 on each of its queues: a control row it obeys like a
+pause) until "Wake", audited like every action. The overview lists paused queues and
+limits, with a check of their own. Checked against a real server in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import UTC, datetime
+
+import httpx
+
+import kiln
+from kiln import Client
+from kiln._model._job import JobFilter, JobState, ServerInfo
+from kiln.web import create_app
+from tests.integration.inprocess import Running, config, open_store
+from tests.support.waits import wait_for
+from tests.support.web import BASE_URL, MakeHttp, post_form
+
+
+def _row(page: str, server_id: str) -> str:
+    return page.split(f'data-server="{server_id}"', 1)[1].split("</tr>", 1)[0]
+
+
+async def test_quiet_stops_a_server_claiming_until_woken(store_url: str) -> None:
+    app = kiln.App(store_url)
+
+    @app.job("pay", queue="payments")
+    async def pay(job: kiln.Job) -> None:
+        pass
+
+    store = await open_store(store_url)
+    client = Client(store)
+    running = await Running(app.server({"payments": 3}, config())).started()
+    server_id = running.server.id
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(client)),
+                             base_url=BASE_URL)
+    try:
+        page = (await http.get("/servers")).text
+        row = _row(page, server_id)
+        assert re.search(r'class="num concurrency">3<', row)
+        assert 'class="num running-n">0<' in row and kiln.__version__ in row
+        assert 'value="quiet"' in row and "quiet</span>" not in row
+
+        response = await post_form(http, "/servers", "/servers/control",
+                                   {"server": server_id, "action": "quiet"})
+        assert response.status_code == 303
+        assert response.headers["location"] == "/servers?done=quiet&n=1"
+        await wait_for(lambda: running.server.stats().queues["payments"].concurrency == 0,
+                       20, "the server to take its concurrency 0")
+        shown = (await http.get(response.headers["location"])).text
+        assert "Quiet: it claims no new job on its 1 queue" in shown
+        row = _row(shown, server_id)
+        assert "quiet</span>" in row and 'value="wake"' in row
+        assert re.search(r'class="num concurrency">0 <small title="as started">of 3<', row)
+        [entry] = [e for e in await client.audit(10) if e.detail.get("queue") == "payments"]
+        assert entry.actor  # who quieted it
+        # the overview lists the limit with the server it holds for
+        overview = (await http.get("/")).text
+        assert 'id="controlled"' in overview and f"<code>{server_id}</code>" in overview
+
+        # a quiet server claims nothing: a job waits while it is quiet, runs once woken
+        job_id = await client.enqueue("pay", {}, queue="payments")
+        await asyncio.sleep(1.0)  # several of the test config's poll intervals
+        assert (await client.get(job_id)).state is JobState.AVAILABLE  # type: ignore[union-attr]
+        response = await post_form(http, "/servers", "/servers/control",
+                                   {"server": server_id, "action": "wake"})
+        assert response.headers["location"] == "/servers?done=wake&n=1"
+
+        async def done() -> bool:
+            row = await client.get(job_id)
+            return row is not None and row.state is JobState.COMPLETED
+
+        await wait_for(done, 20, "the job to run once the server was woken")
+        assert "quiet</span>" not in _row((await http.get("/servers")).text, server_id)
+    finally:
+        await http.aclose()
+        await running.stop()
+        await store.close()
+
+
+async def test_overview_shows_paused_queues_and_limits(http: httpx.AsyncClient,
+                                                      client: Client) -> None:
+    for sid in ("srv-1", "srv-2"):
+        await client._store.server_register(ServerInfo(
+            id=sid, host="h", pid=1, queues={"mail": 4, "reports": 2}, kinds=[],
+            version="test", started_at=datetime.now(UTC)))
+    page = (await http.get("/")).text
+    assert 'id="controlled"' not in page and "none paused" in page
+    await client.pause_queue("mail", actor="alice")
+    await client.set_concurrency("reports", 1, actor="bob")
+    await client.set_concurrency("reports", 0, server="srv-2", actor="bob")
+    page = (await http.get("/")).text
+    assert re.search(r'check-warn"><strong>paused queues</strong><span>1 paused: mail<', page)
+    rows = re.findall(r'<tr class="controlled( paused)?">(.*?)</tr>', page, re.S)
+    assert [(bool(p), re.sub(r"<[^>]+>|\s+", " ", r).split()[0]) for p, r in rows] == [
+        (True, "mail"), (False, "reports")]
+    assert "by alice" in rows[0][1]
+    assert re.search(r'<td class="num">1</td>\s*<td><span class="pair"><code>srv-2</code>'
+                     r'<span class="n">=0</span>', rows[1][1])
+    # and unknown servers or actions write nothing
+    bad = await post_form(http, "/servers", "/servers/control",
+                          {"server": "ghost", "action": "quiet"})
+    assert bad.status_code == 400 and "is not registered" in bad.text
+    bad = await post_form(http, "/servers", "/servers/control",
+                          {"server": "srv-1", "action": "reboot"})
+    assert bad.status_code == 400
+    assert (await client.count(JobFilter())) == 0
+
+
+async def test_read_only_shows_no_quiet_and_refuses_it(make_http: MakeHttp,
+                                                      client: Client) -> None:
+    await client._store.server_register(ServerInfo(
+        id="srv-1", host="h", pid=1, queues={"mail": 4}, kinds=[], version="test",
+        started_at=datetime.now(UTC)))
+    http = make_http(read_only=True)
+    page = await http.get("/servers")
+    assert page.status_code == 200 and 'class="num concurrency">4<' in page.text
+    assert "/servers/control" not in page.text and 'value="quiet"' not in page.text
+    refused = await http.post("/servers/control", data={"server": "srv-1", "action": "quiet"})
+    assert refused.status_code == 403
+    assert (await client.queue_controls()).limits == ()
