@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
 
 CSRF_COOKIE = "kiln_csrf"
 CSRF_FIELD = "csrf"
@@ -34,8 +33,8 @@ class Csrf:
         message = nonce.encode() + b"\x00" + binding.encode("utf-8", "surrogatepass")
         return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
 
-    def valid(self, cookies: Mapping[str, str], submitted: str | None, binding: str) -> bool:
-        nonce = cookies.get(CSRF_COOKIE, "")
+    def valid(self, nonce: str, submitted: str | None, binding: str) -> bool:
+        """Whether ``submitted`` is the token of the cookie's ``nonce`` and ``binding``."""
         if len(nonce) < 16 or not submitted:
             return False
         return hmac.compare_digest(self.token_for(nonce, binding).encode(),

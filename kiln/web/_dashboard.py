@@ -232,7 +232,7 @@ class Dashboard:
         """The CSRF token a state-changing request from this client must carry (form
         field ``csrf`` or header ``X-CSRF-Token``), for a page or a JSON answer alike.
         A client without a nonce cookie gets one with this response (the Guard sets it)."""
-        nonce = request.cookies.get(CSRF_COOKIE)
+        nonce = self.cookie(request, CSRF_COOKIE)
         if nonce is None or len(nonce) < 16:
             nonce = request.scope.get(NEW_NONCE) or Csrf.new_nonce()
             request.scope[NEW_NONCE] = nonce
@@ -253,7 +253,8 @@ class Dashboard:
         submitted = form.get(CSRF_FIELD)
         if not isinstance(submitted, str):
             submitted = request.headers.get(CSRF_HEADER)
-        if not self.csrf.valid(request.cookies, submitted, identity(request).binding):
+        if not self.csrf.valid(self.cookie(request, CSRF_COOKIE) or "", submitted,
+                               identity(request).binding):
             raise HTTPException(
                 403, "CSRF token missing or invalid: reload the page and submit the form again."
             )
@@ -264,6 +265,28 @@ class Dashboard:
         max_age: int | None,
     ) -> None:
         response.set_cookie(
-            name, value, max_age=max_age, path=self.base(request) or "/", httponly=True,
+            self.cookie_name(request, name), value, max_age=max_age,
+            path=self.base(request) or "/", httponly=True, samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+
+    def delete_cookie(self, request: Request, response: Response, name: str) -> None:
+        response.delete_cookie(
+            self.cookie_name(request, name), path=self.base(request) or "/", httponly=True,
             samesite="strict", secure=request.url.scheme == "https",
         )
+
+    def cookie_name(self, request: Request, name: str) -> str:
+        """The cookie's name as this request's scheme and path want it. Over https the
+        name carries the prefix browsers enforce: ``__Host-`` (Secure, Path=/, no Domain:
+        no sub-domain or plain-http page can plant or overwrite it) when the dashboard
+        is served at /, ``__Secure-`` under a path prefix (``__Host-`` requires Path=/).
+        Plain http (loopback, development) keeps the bare name: browsers refuse a
+        prefixed cookie that is not Secure."""
+        if request.url.scheme != "https":
+            return name
+        return ("__Secure-" if self.base(request) else "__Host-") + name
+
+    def cookie(self, request: Request, name: str) -> str | None:
+        """The value of the dashboard's cookie ``name`` (under its prefixed name over https)."""
+        return request.cookies.get(self.cookie_name(request, name))

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiln.web import _api, _audit, _login
 from kiln.web._auth import ANONYMOUS, Identity
-from kiln.web._csrf import CSRF_FIELD, CSRF_HEADER
+from kiln.web._csrf import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER
 from kiln.web._dashboard import SECURITY_HEADERS, Dashboard
 from kiln.web._hosts import origin_refusal
 from kiln.web._sessions import SESSION_COOKIE
@@ -196,7 +196,8 @@ class Guard:
             return ANONYMOUS
         if auth.presented(request.headers):
             return auth.identify(request.headers)
-        return self.dashboard.sessions.identify(request.cookies.get(SESSION_COOKIE, ""))
+        return self.dashboard.sessions.identify(
+            self.dashboard.cookie(request, SESSION_COOKIE) or "")
 
     async def _check_csrf(self, scope: Scope, request: Request, receive: Receive) -> Receive:
         body = await _body(receive)
@@ -211,7 +212,8 @@ class Guard:
         elif request.headers.get("content-type", "").startswith("multipart/form-data"):
             submitted = await _multipart_field(scope, body, submitted)
         who = scope.get("kiln.identity") or ANONYMOUS
-        if not self.dashboard.csrf.valid(request.cookies, submitted, who.binding):
+        nonce = self.dashboard.cookie(request, CSRF_COOKIE) or ""
+        if not self.dashboard.csrf.valid(nonce, submitted, who.binding):
             raise await self._refuse(
                 scope, 403, "Forbidden",
                 "CSRF token missing or invalid: reload the page and submit the form again.",

@@ -91,8 +91,8 @@ async def logout(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     await dashboard.form(request)
     who: Identity = identity(request)
-    if dashboard.sessions.revoke(request.cookies.get(SESSION_COOKIE, "")):
+    if dashboard.sessions.revoke(dashboard.cookie(request, SESSION_COOKIE) or ""):
         await _audit.record(dashboard, request.scope, "logout", {"scheme": who.via})
     response = dashboard.redirect(request, "/login")
-    response.delete_cookie(SESSION_COOKIE, path=dashboard.base(request) or "/")
+    dashboard.delete_cookie(request, response, SESSION_COOKIE)
     return response

@@ -113,15 +113,15 @@ async def test_behind_a_trusted_tls_proxy_cookies_are_secure(client: Client) -> 
     forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
     async with _bare(app) as http:
         page = await http.get("/login", headers=forwarded)
-        assert "Secure" in _set_cookies(page)["kiln_csrf"]
+        assert "Secure" in _set_cookies(page)["__Host-kiln_csrf"]  # see test_cookie_prefix
         assert page.headers["strict-transport-security"] == "max-age=31536000"
-        nonce = _value(_set_cookies(page)["kiln_csrf"])
+        nonce = _value(_set_cookies(page)["__Host-kiln_csrf"])
         response = await http.post(
             "/login", data={"token": TOKEN, "csrf": csrf_of(page.text)},
             headers={**forwarded, "Origin": "https://127.0.0.1",
-                     "Cookie": f"kiln_csrf={nonce}"})
+                     "Cookie": f"__Host-kiln_csrf={nonce}"})
         assert response.status_code == 303
-        assert "Secure" in _set_cookies(response)["kiln_session"]
+        assert "Secure" in _set_cookies(response)["__Host-kiln_session"]
     [entry] = await client._store.audit_list(10)
     assert (entry.action, entry.actor) == ("login", "dashboard:token@203.0.113.7")
 
