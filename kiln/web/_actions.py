@@ -67,6 +67,10 @@ async def single(request: Request) -> Response:
     await dashboard.form(request)
     before = await (await dashboard.source.client()).get(job_id) if action == "cancel" else None
     n = await _apply(dashboard, request, action, JobFilter(ids=(job_id,)))
+    if not n and await (await dashboard.source.client()).get(job_id) is None:
+        # deleted (another tab, the pruner) since the page was shown: say so, not "0 done"
+        raise HTTPException(404, f"Job {job_id} no longer exists (deleted or pruned): it was "
+                                 f"not {VERBS[action]}. Nothing was done.")
     done = f"done={action}&n={n}"
     if before is not None and before.state is JobState.RUNNING and n:
         done += "&running=1"  # its handler is being stopped on its server
@@ -77,6 +81,17 @@ async def single(request: Request) -> Response:
     if action == "delete" and n:
         return dashboard.redirect(request, "/jobs", done)
     return dashboard.redirect(request, f"/jobs/{job_id}", done)
+
+
+async def no_page(request: Request) -> Response:
+    """A GET under a job: an action's URL answers 405 (it takes a POST); anything else
+    is no page at all (404), not a "method not allowed" for a page that never was."""
+    _params.job_id(request.path_params["job_id"])
+    action = str(request.path_params["action"])
+    if action in VERBS:
+        raise HTTPException(405, f"{action} takes a POST (the button on the job's page).",
+                            headers={"Allow": "POST"})
+    raise HTTPException(404, "There is no such page.")
 
 
 async def _held(dashboard: Dashboard, job_id: int) -> bool:

@@ -186,6 +186,7 @@ def _routes() -> list[Route | Mount]:
         Route("/jobs/goto", _jobs.goto, name="goto"),
         Route("/jobs/{job_id}", _jobs.detail, name="job"),
         Route("/jobs/{job_id}/{action}", _actions.single, methods=["POST"]),
+        Route("/jobs/{job_id}/{action}", _actions.no_page, methods=["GET"]),
         Route("/queues", _queues_page.queues, name="queues"),
         Route("/kinds", _pages.kinds, name="kinds"),
         Route("/charts", _pages.charts_page, name="charts"),
