@@ -1,7 +1,8 @@
 """Who may use the dashboard: named bearer tokens (header or login cookie) or HTTP basic auth.
 
 Owns the credential rules (checked at start-up, so a weak secret never serves a
-request), checking what a request presents, and reading credentials from the
+request: long enough, varied enough, not a well-known one: kiln.web._weak_secrets),
+checking what a request presents, and reading credentials from the
 environment. Comparisons are constant-time. Knows nothing about pages or the store;
 the login cookie is kiln.web._sessions'.
 """
@@ -18,6 +19,7 @@ import re
 from collections.abc import Mapping
 
 from kiln._errors import ConfigError
+from kiln.web._weak_secrets import well_known
 
 ENV_TOKEN = "KILN_DASHBOARD_TOKEN"
 ENV_TOKENS = "KILN_DASHBOARD_TOKENS"
@@ -32,6 +34,9 @@ TOKEN_RULE = (f"a dashboard token needs at least {TOKEN_MIN} characters, {TOKEN_
               "python -c 'import secrets; print(secrets.token_urlsafe(24))')")
 PASSWORD_RULE = (f"a dashboard password needs at least {PASSWORD_MIN} characters, "
                  f"{PASSWORD_DISTINCT} of them different, not only whitespace")
+WELL_KNOWN_RULE = ("a dashboard {what} must not be a well-known one (common password words, "
+                   "the user or token name, a keyboard run, only digits): this one is {why}. "
+                   "Make one with python -c 'import secrets; print(secrets.token_urlsafe(24))'")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -66,6 +71,9 @@ def _check_tokens(named: Mapping[str, str]) -> None:
             raise ConfigError("tokens", name, "a token name is 1-64 of A-Z a-z 0-9 _ -")
         if not _strong(token, TOKEN_MIN, TOKEN_DISTINCT, whitespace=False):
             raise ConfigError("token", f"{name}=***", TOKEN_RULE)
+        why = well_known(token, name)
+        if why is not None:
+            raise ConfigError("token", f"{name}=***", WELL_KNOWN_RULE.format(what="token", why=why))
         if token in seen:
             raise ConfigError("tokens", name, "two token names share one token")
         seen.add(token)
@@ -78,6 +86,10 @@ def _check_basic(user: str, password: str) -> None:
                           "characters or surrounding spaces")
     if not _strong(password, PASSWORD_MIN, PASSWORD_DISTINCT, whitespace=True):
         raise ConfigError("basic_auth", (user[:64], "***"), PASSWORD_RULE)
+    why = well_known(password, user)
+    if why is not None:
+        raise ConfigError("basic_auth", (user[:64], "***"),
+                          WELL_KNOWN_RULE.format(what="password", why=why))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,6 +38,35 @@ def test_weak_passwords_are_refused_with_the_rule(password: str) -> None:
         Auth(basic=("alice", password))
 
 
+@pytest.mark.parametrize(("password", "why"), [
+    ("Password123!", "common password words"), ("p@ssw0rd-2024", "common password words"),
+    ("Kiln-Dashboard1", "common password words"), ("adminadmin123", "common password words"),
+    ("123456789012", "only digits"), ("qwertyuiop[]", "common password words"),
+    ("abcdefghijkl", "a run of neighbouring keys"), ("alice-alice-2024", "the user name"),
+    ("Alice2024!!!!", "the user name")])
+def test_well_known_passwords_are_refused_naming_the_rule(password: str, why: str) -> None:
+    with pytest.raises(ConfigError, match="must not be a well-known one") as refused:
+        Auth(basic=("alice", password))
+    assert f"this one is {why}" in str(refused.value) and password not in str(refused.value)
+
+
+@pytest.mark.parametrize("token", ["password-1234567890", "qwertyuiop1234567", "changeme-changeme",
+                                   "P@ssw0rd!2345678", "0987654321-0987654321"])
+def test_well_known_tokens_are_refused(token: str) -> None:
+    with pytest.raises(ConfigError, match="dashboard token must not be a well-known one"):
+        Auth(tokens=(("ci", token),))
+    with pytest.raises(ConfigError, match="well-known"):
+        auth_from_env({"KILN_DASHBOARD_TOKENS": f"ci={token}"})
+
+
+def test_strong_secrets_pass() -> None:
+    import secrets
+
+    for _ in range(200):  # generated ones never trip the well-known check
+        Auth(token=secrets.token_urlsafe(24), basic=("alice", secrets.token_hex(12)))
+    Auth(basic=("alice", "correct horse battery"), token="Tr0ub4dor&3-xK9mP2vL5")
+
+
 def test_names_and_users_are_checked() -> None:
     Auth(basic=("alice", PASSWORD), tokens=(("ci", TOKEN),))
     for user in ("", "a:b", " alice", "al\nice"):
