@@ -17,6 +17,7 @@ from kiln._model._controls import QueueControls
 from kiln._model._job import (
     DEAD_AFTER,
     AuditEntry,
+    AuditQuery,
     JobFilter,
     JobState,
     PublishedKind,
@@ -93,9 +94,17 @@ class FleetReads:
         return await self._store.cron_last_slot(name)
 
     # the audit log ----------------------------------------------------------------
-    async def audit(self, limit: int = 50) -> list[AuditEntry]:
-        """The newest ``limit`` entries of the audit log."""
-        return await self._store.audit_list(limit)
+    async def audit(
+        self, limit: int = 50, *, action: str | None = None, actor: str | None = None,
+        since: datetime | None = None, until: datetime | None = None,
+        before: int | None = None,
+    ) -> list[AuditEntry]:
+        """The newest ``limit`` entries of the audit log; with ``action`` only that one,
+        with ``actor`` only actors containing the text, with ``since``/``until`` only
+        entries written in [since, until), with ``before`` only ids below it (the next
+        page: the last id of the one before)."""
+        query = AuditQuery(action=action, actor=actor, since=since, until=until, before=before)
+        return await self._store.audit_list(limit, query)
 
     async def record_audit(
         self, actor: str, action: str, count: int, detail: dict[str, Any]

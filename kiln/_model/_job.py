@@ -423,6 +423,20 @@ class StateCount:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """Which audit entries to read, newest first: ``action`` exactly, ``actor``
+    containing the text (case-sensitive), written at or after ``since`` and before
+    ``until``, with ids below ``before`` (the next page: the last id of the page
+    before). Every field left None matches everything."""
+
+    action: str | None = None
+    actor: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    before: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One entry of the audit log: who (``actor``) did what (``action``) to how
     many jobs (``count``), when (database time), with the filter or ids in ``detail``."""

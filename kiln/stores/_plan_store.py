@@ -27,6 +27,7 @@ from kiln._model._job import (
     DEAD_AFTER,
     AdmitResult,
     AuditEntry,
+    AuditQuery,
     CancelRequest,
     JobFilter,
     JobRow,
@@ -144,7 +145,9 @@ class ClusterSql(Protocol[S_co, A_contra]):
     def audit_record(
         self, actor: str, action: str, n: int, detail: dict[str, Any]
     ) -> Generator[S_co, A_contra, None]: ...
-    def audit_list(self, limit: int) -> Generator[S_co, A_contra, list[AuditEntry]]: ...
+    def audit_list(
+        self, limit: int, query: AuditQuery
+    ) -> Generator[S_co, A_contra, list[AuditEntry]]: ...
 
 
 class RatesSql(Protocol[S_co, A_contra]):
@@ -491,8 +494,11 @@ class PlanStore(abc.ABC, Generic[S, A]):
             "audit_record", lambda: self._sql.cluster.audit_record(actor, action, count, detail)
         )
 
-    async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
-        return await self._read("audit_list", lambda: self._sql.cluster.audit_list(limit))
+    async def audit_list(
+        self, limit: int = 50, query: AuditQuery | None = None
+    ) -> list[AuditEntry]:
+        q = query or AuditQuery()
+        return await self._read("audit_list", lambda: self._sql.cluster.audit_list(limit, q))
 
     # queue controls ------------------------------------------------------------------
     async def queue_pause(self, queue: str, actor: str) -> bool:

@@ -21,6 +21,7 @@ from kiln._model._job import (
     DEAD_AFTER,
     AdmitResult,
     AuditEntry,
+    AuditQuery,
     CancelRequest,
     JobFilter,
     JobResult,
@@ -442,7 +443,11 @@ class Store(Protocol):
     async def audit_record(
         self, actor: str, action: str, count: int, detail: dict[str, Any]
     ) -> None: ...
-    async def audit_list(self, limit: int = 50) -> list[AuditEntry]: ...
+    async def audit_list(
+        self, limit: int = 50, query: AuditQuery | None = None
+    ) -> list[AuditEntry]:
+        """The newest ``limit`` entries ``query`` matches (kiln._model._job.AuditQuery)."""
+        ...
 
     # queue controls (kiln._model._controls): each change is one transaction with its audit row
     async def queue_pause(self, queue: str, actor: str) -> bool:

@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln._model._job import (
+    AuditEntry,
+    AuditQuery,
+    JobState,
+    NewJob,
+    RescueCandidate,
+    RunningJob,
+    ServerInfo,
+)
+from kiln.stores._audit_sql import audit_where
 from kiln.stores._rows import dumps, loads
 from kiln.stores.mysql._admin import remove
 from kiln.stores.mysql._columns import J_COLS, NOW, row_to_job
@@ -241,10 +250,14 @@ def audit_record(actor: str, action: str, n: int, detail: dict[str, Any]) -> Pla
     )
 
 
-def audit_list(limit: int) -> Plan[list[AuditEntry]]:
+def audit_list(limit: int, q: AuditQuery) -> Plan[list[AuditEntry]]:
+    where, params = audit_where(q, "LOCATE(%s, actor) > 0",
+                                to_db(q.since) if q.since else None,
+                                to_db(q.until) if q.until else None)
     out = yield one(
-        "SELECT id, at, actor, action, count, detail FROM kiln_audit ORDER BY id DESC LIMIT %s",
-        limit,
+        f"SELECT id, at, actor, action, count, detail FROM kiln_audit{where} "
+        "ORDER BY id DESC LIMIT %s",
+        *params, limit,
     )
     return [
         AuditEntry(id=int(r[0]), at=from_db_required(r[1]), actor=r[2], action=r[3],

@@ -9,7 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln._model._job import (
+    AuditEntry,
+    AuditQuery,
+    JobState,
+    NewJob,
+    RescueCandidate,
+    RunningJob,
+    ServerInfo,
+)
+from kiln.stores._audit_sql import audit_where
 from kiln.stores._rows import dumps, epoch, loads
 from kiln.stores.postgres import _admin, _insert, _jobs
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
@@ -222,9 +231,11 @@ def audit_record(actor: str, action: str, n: int, detail: dict[str, Any]) -> Pla
     )
 
 
-def audit_list(limit: int) -> Plan[list[AuditEntry]]:
-    sql = "SELECT id, at, actor, action, count, detail FROM kiln_audit ORDER BY id DESC LIMIT %s"
-    rows = (yield one(sql, limit))[0]
+def audit_list(limit: int, q: AuditQuery) -> Plan[list[AuditEntry]]:
+    where, params = audit_where(q, "strpos(actor, %s) > 0", q.since, q.until)
+    sql = (f"SELECT id, at, actor, action, count, detail FROM kiln_audit{where} "
+           "ORDER BY id DESC LIMIT %s")
+    rows = (yield one(sql, *params, limit))[0]
     return [
         AuditEntry(id=r[0], at=r[1], actor=r[2], action=r[3], count=r[4],
                    detail=loads(r[5]) or {})

@@ -12,7 +12,16 @@ import time
 from datetime import datetime
 from typing import Any
 
-from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
+from kiln._model._job import (
+    AuditEntry,
+    AuditQuery,
+    JobState,
+    NewJob,
+    RescueCandidate,
+    RunningJob,
+    ServerInfo,
+)
+from kiln.stores._audit_sql import audit_where
 from kiln.stores._rows import dumps, epoch, loads, ts, ts_required
 from kiln.stores.sqlite._admin import remove
 from kiln.stores.sqlite._jobs import MET, insert, release_rows, row_to_job
@@ -183,8 +192,13 @@ def audit_record(
     )
 
 
-def audit_list(conn: sqlite3.Connection, limit: int) -> list[AuditEntry]:
-    rows = conn.execute("SELECT * FROM kiln_audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+def audit_list(conn: sqlite3.Connection, limit: int, q: AuditQuery) -> list[AuditEntry]:
+    where, params = audit_where(q, "instr(actor, %s) > 0",
+                                round(q.since.timestamp(), 6) if q.since else None,
+                                round(q.until.timestamp(), 6) if q.until else None,
+                                at="round(at, 6)")
+    sql = f"SELECT * FROM kiln_audit{where} ORDER BY id DESC LIMIT %s".replace("%s", "?")
+    rows = conn.execute(sql, (*params, limit)).fetchall()
     return [
         AuditEntry(id=r["id"], at=ts_required(r["at"]), actor=r["actor"], action=r["action"],
                    count=r["count"], detail=loads(r["detail"]) or {})

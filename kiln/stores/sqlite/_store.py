@@ -25,6 +25,7 @@ from kiln._model._job import (
     DEAD_AFTER,
     AdmitResult,
     AuditEntry,
+    AuditQuery,
     CancelRequest,
     JobFilter,
     JobResult,
@@ -564,5 +565,8 @@ class SQLiteStore(Unnotified):
             lambda c: write(c, _cluster.audit_record, actor, action, count, detail),
         )
 
-    async def audit_list(self, limit: int = 50) -> list[AuditEntry]:
-        return await self._run("audit_list", lambda c: _cluster.audit_list(c, limit))
+    async def audit_list(
+        self, limit: int = 50, query: AuditQuery | None = None
+    ) -> list[AuditEntry]:
+        q = query or AuditQuery()
+        return await self._run("audit_list", lambda c: _cluster.audit_list(c, limit, q))
