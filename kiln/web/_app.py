@@ -33,6 +33,7 @@ from kiln._model._job import DEAD_AFTER
 from kiln.web import (
     _actions,
     _api,
+    _audit_page,
     _jobs,
     _login,
     _pages,
@@ -195,7 +196,7 @@ def _routes() -> list[Route | Mount]:
         Route("/servers/control", _server_actions.control, methods=["POST"]),
         Route("/recurring", _pages.recurring, name="recurring"),
         Route("/rate-limits", _pages.rate_limits, name="rate_limits"),
-        Route("/audit", _pages.audit, name="audit"),
+        Route("/audit", _audit_page.audit, name="audit"),
         Route("/runbooks", _runbooks.runbooks, name="runbooks"),
         Route("/login", _login.form, name="login"),
         Route("/login", _login.submit, methods=["POST"]),

@@ -1,5 +1,5 @@
-"""The pages: overview, servers, kinds, recurring jobs, rate limits, audit log (the
-queues page, the control room, is kiln.web._queues_page).
+"""The pages: overview, servers, kinds, recurring jobs, rate limits (the queues page,
+the control room, is kiln.web._queues_page; the audit log kiln.web._audit_page).
 
 Owns what they read and how health is judged. Aggregates come from the Source's
 caches; the small tables (servers, leader, rate limits, audit) are read per request.
@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from kiln._model._controls import ALL, FLEET, QueueControls, QueuePause
 from kiln._model._job import JobFilter, JobRow, JobState, PublishedKind, ServerInfo
-from kiln.web import _charts, _params, _timings
+from kiln.web import _charts, _timings
 from kiln.web._dashboard import Dashboard
 from kiln.web._series import BUCKET, FINISHED, POINTS, SPAN, Series
 from kiln.web._source import Counts
@@ -298,14 +298,4 @@ async def rate_limits(request: Request) -> Response:
     return dashboard.render(
         request, "rate_limits.html", title="Rate limits", nav="rate_limits",
         limits=await client.rate_limits(),
-    )
-
-
-async def audit(request: Request) -> Response:
-    dashboard: Dashboard = request.app.state.kiln
-    limit = _params.integer(request.query_params, "limit", 100, 1, _params.MAX_LIMIT)
-    client = await dashboard.source.client()
-    return dashboard.render(
-        request, "audit.html", title="Audit log", nav="audit",
-        entries=await client.audit(limit or 100),
     )
