@@ -158,14 +158,22 @@ def _queue_json(v: _queues_page.QueueView) -> dict[str, Any]:
 async def servers(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     client = await dashboard.source.client()
-    rows, leader = await asyncio.gather(client.servers(), client.leader())
+    rows, leader, controls, counts = await asyncio.gather(
+        client.servers(), client.leader(), client.queue_controls(), client.running_counts())
     running = await _pages.running_now(dashboard, rows)
+    views = {v.server.id: v for v in _pages.server_views(rows, controls, counts)}
     return _json({
         "leader": leader,
         "dead_after": dashboard.dead_after,
         "servers": [
             {**server_json(s, leader),
              "alive": s.heartbeat_age is not None and s.heartbeat_age < dashboard.dead_after,
+             "concurrency": views[s.id].concurrency,
+             "configured": views[s.id].configured,
+             "concurrency_by_queue": {q: controls.limit_of(q, s.id, n)
+                                      for q, n in sorted(s.queues.items())},
+             "quiet": views[s.id].quiet,
+             "running_count": views[s.id].running,
              "running": [{"id": r.id, "kind": r.kind, "queue": r.queue, "attempt": r.attempt,
                           "attempted_at": r.attempted_at.isoformat() if r.attempted_at else None}
                          for r in running.get(s.id, [])]}

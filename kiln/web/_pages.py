@@ -181,8 +181,10 @@ def server_views(rows: list[ServerInfo], controls: QueueControls,
                        quiet(s, controls)) for s in rows]
 
 
-SERVER_DONE = {"quiet": "Quiet: it claims no new job on its {n} queue{s} and finishes what it"
-                        " runs.", "wake": "Woken: it claims again on its {n} queue{s}."}
+SERVER_DONE = {
+    "quiet": "Quiet: it claims no new job on its {n} queue{s} and finishes what it runs.",
+    "wake": "Woken: it claims again on its {n} queue{s}, with the limits it had before Quiet.",
+}
 
 
 def server_flash(params: Mapping[str, str]) -> str | None:
@@ -190,6 +192,9 @@ def server_flash(params: Mapping[str, str]) -> str | None:
     raw = params.get("n", "")
     if said is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 6:
         return None
+    if int(raw) == 0:
+        return ("Already quiet: nothing changed." if params.get("done") == "quiet"
+                else "Not quiet: nothing changed.")
     return said.format(n=int(raw), s="" if raw == "1" else "s")
 
 

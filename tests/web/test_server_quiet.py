@@ -123,3 +123,66 @@ async def test_read_only_shows_no_quiet_and_refuses_it(make_http: MakeHttp,
     refused = await http.post("/servers/control", data={"server": "srv-1", "action": "quiet"})
     assert refused.status_code == 403
     assert (await client.queue_controls()).limits == ()
+
+
+async def test_wake_restores_the_limits_before_quiet_even_after_a_restart(
+        make_http: MakeHttp, client: Client) -> None:
+    await client._store.server_register(ServerInfo(
+        id="srv-1", host="h", pid=1, queues={"mail": 4, "reports": 2, "sms": 3}, kinds=[],
+        version="test", started_at=datetime.now(UTC)))
+    await client.set_concurrency("mail", 2, server="srv-1", actor="alice")  # its own limit
+    await client.set_concurrency("sms", 1, actor="alice")  # a fleet-wide one
+    http = make_http()
+    [server] = (await http.get("/api/servers")).json()["servers"]
+    assert (server["concurrency"], server["configured"], server["quiet"]) == (5, 9, False)
+    assert server["concurrency_by_queue"] == {"mail": 2, "reports": 2, "sms": 1}
+    assert server["running_count"] == 0
+
+    quiet = await post_form(http, "/servers", "/servers/control",
+                            {"server": "srv-1", "action": "quiet"})
+    assert quiet.headers["location"] == "/servers?done=quiet&n=3"
+    [server] = (await http.get("/api/servers")).json()["servers"]
+    assert (server["concurrency"], server["quiet"]) == (0, True)
+    [entry] = await client.audit(1, action="server-quiet")
+    assert entry.detail["server"] == "srv-1" and entry.actor.startswith("dashboard:")
+    assert entry.detail["before"] == {"mail": 2, "reports": None, "sms": None}
+    # quieting a quiet server writes nothing (it would lose the limits kept above)
+    again = await post_form(http, "/servers", "/servers/control",
+                            {"server": "srv-1", "action": "quiet"})
+    assert again.headers["location"] == "/servers?done=quiet&n=0"
+    assert "Already quiet: nothing changed." in (await http.get(again.headers["location"])).text
+    assert len(await client.audit(10, action="server-quiet")) == 1
+
+    # a new dashboard process (nothing kept in memory) wakes it: the limits come back
+    restarted = make_http()
+    woken = await post_form(restarted, "/servers", "/servers/control",
+                            {"server": "srv-1", "action": "wake"})
+    assert woken.headers["location"] == "/servers?done=wake&n=3"
+    [server] = (await restarted.get("/api/servers")).json()["servers"]
+    assert server["concurrency_by_queue"] == {"mail": 2, "reports": 2, "sms": 1}
+    assert (server["concurrency"], server["quiet"]) == (5, False)
+    own = {(lim.queue, lim.server_id): lim.concurrency
+           for lim in (await client.queue_controls()).limits}
+    assert own == {("mail", "srv-1"): 2, ("sms", ""): 1}
+    [wake] = await client.audit(1, action="server-wake")
+    assert wake.detail["restored"] == {"mail": 2, "reports": None, "sms": None}
+
+
+async def test_wake_leaves_a_limit_changed_while_quiet(make_http: MakeHttp,
+                                                      client: Client) -> None:
+    await client._store.server_register(ServerInfo(
+        id="srv-1", host="h", pid=1, queues={"mail": 4, "reports": 2}, kinds=[],
+        version="test", started_at=datetime.now(UTC)))
+    await client.set_concurrency("mail", 3, server="srv-1")
+    http = make_http()
+    await post_form(http, "/servers", "/servers/control", {"server": "srv-1", "action": "quiet"})
+    await client.set_concurrency("reports", 1, server="srv-1")  # by hand, while quiet
+    await post_form(http, "/servers", "/servers/control", {"server": "srv-1", "action": "wake"})
+    own = {lim.queue: lim.concurrency for lim in (await client.queue_controls()).limits}
+    assert own == {"mail": 3, "reports": 1}
+    # a second quiet and wake restore what it had then, not the first quiet's limits
+    await post_form(http, "/servers", "/servers/control", {"server": "srv-1", "action": "quiet"})
+    await client.set_concurrency("mail", None, server="srv-1")  # the quiet's 0 lifted by hand
+    await post_form(http, "/servers", "/servers/control", {"server": "srv-1", "action": "wake"})
+    own = {lim.queue: lim.concurrency for lim in (await client.queue_controls()).limits}
+    assert own == {"reports": 1}
