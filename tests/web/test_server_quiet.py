@@ -137,6 +137,10 @@ async def test_wake_restores_the_limits_before_quiet_even_after_a_restart(
     assert (server["concurrency"], server["configured"], server["quiet"]) == (5, 9, False)
     assert server["concurrency_by_queue"] == {"mail": 2, "reports": 2, "sms": 1}
     assert server["running_count"] == 0
+    assert set(server) == {  # as docs/dashboard.md documents /api/servers
+        "id", "host", "pid", "queues", "kinds", "version", "started_at", "heartbeat_at",
+        "heartbeat_age", "connections", "leader", "alive", "concurrency", "configured",
+        "concurrency_by_queue", "quiet", "running_count", "running"}
 
     quiet = await post_form(http, "/servers", "/servers/control",
                             {"server": "srv-1", "action": "quiet"})
