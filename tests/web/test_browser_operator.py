@@ -23,7 +23,8 @@ from tests.web.live import LiveDashboard, serving
 
 LONG_KIND = "billing." + "k" * 192  # 200 characters, the longest name kiln accepts
 LONG_QUEUE = "q" * 200
-PAGES = ["/", "/jobs", "/jobs?state=failed", "/queues", "/kinds", "/servers", "/runbooks"]
+PAGES = ["/", "/jobs", "/jobs?state=failed", "/queues", "/kinds", "/servers", "/runbooks",
+         "/audit", "/audit?action=requeue&since=1h"]
 
 
 @pytest.fixture
