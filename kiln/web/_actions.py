@@ -110,7 +110,12 @@ async def bulk(request: Request) -> Response:
     action = fields.get("action", "")
     n = await _apply(dashboard, request, action, JobFilter(ids=ids))
     held = await _held_of(dashboard, action, ids)
-    extra = {"held": held, "many": 1} if held else {}
+    extra: dict[str, object] = {"held": held, "many": 1} if held else {}
+    if n < len(ids):  # ticked jobs deleted (another tab, the pruner) since the page was shown
+        remaining = await (await dashboard.source.client()).count(JobFilter(ids=ids))
+        gone = len(ids) - remaining - (n if action == "delete" else 0)
+        if gone > 0:
+            extra["gone"] = gone
     return dashboard.redirect(request, "/jobs", back.query(done=action, n=n, **extra))
 
 

@@ -80,7 +80,19 @@ def actions_for(state: JobState) -> list[str]:
 
 
 def flash_of(params: Mapping[str, str]) -> str | None:
-    """The result of the last action, from ``done`` and ``n`` (fixed wording, no echo)."""
+    """The result of the last action, from ``done`` and ``n`` (fixed wording, no echo),
+    and how many of the ticked jobs no longer existed (``gone``)."""
+    said = _flash(params)
+    gone = params.get("gone", "")
+    if said is None or not (gone.isascii() and gone.isdigit()) or not 0 < len(gone) <= 6 \
+            or not int(gone):
+        return said
+    k = int(gone)
+    return (f"{said} {k} of the ticked jobs no longer exist{'s' if k == 1 else ''} "
+            "(deleted or pruned since the page was shown).")
+
+
+def _flash(params: Mapping[str, str]) -> str | None:
     verb = VERBS.get(params.get("done", ""))
     raw = params.get("n", "")
     if verb is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:

@@ -37,3 +37,26 @@ async def test_an_action_on_a_deleted_job_says_it_is_gone(
     assert "Nothing was done" in response.text
     assert await client.get(other) is not None  # nothing else touched
     assert [e.count for e in await client._store.audit_list(10)] in ([0, 1], [1])
+
+
+@pytest.mark.parametrize("action", ["requeue", "delete"])
+async def test_a_selection_says_how_many_ticked_jobs_are_gone(
+        http: httpx.AsyncClient, client: Client, action: str) -> None:
+    ids = await fail_jobs(client, 3)
+    page = await http.get("/jobs?state=failed")
+    await client.delete(JobFilter(ids=(ids[0],)))  # gone before the click
+    response = await http.post("/jobs/bulk", data={
+        "csrf": csrf_of(page.text), "action": action, "state": "failed",
+        "ids": [str(i) for i in ids]})
+    assert response.status_code == 303
+    location = response.headers["location"]
+    assert f"done={action}&n=2&gone=1" in location
+    shown = (await http.get(location)).text
+    assert ("1 of the ticked jobs no longer exists (deleted or pruned since the page was "
+            "shown).") in shown
+    assert f"2 jobs {'requeued' if action == 'requeue' else 'deleted'}." in shown
+    # none gone: no such note
+    [fresh] = await fail_jobs(client, 1, queue="other")
+    again = await http.post("/jobs/bulk", data={
+        "csrf": csrf_of(page.text), "action": "cancel", "ids": [str(fresh)]})
+    assert "gone" not in again.headers["location"]
