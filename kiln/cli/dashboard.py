@@ -26,8 +26,9 @@ def register(commands: Any, common: argparse.ArgumentParser | None = None) -> No
         help="serve the web dashboard",
         description="Serve the web dashboard. Authentication comes from the environment: "
         "KILN_DASHBOARD_TOKEN (16+ characters), KILN_DASHBOARD_TOKENS (name=token,...), or "
-        "KILN_DASHBOARD_USER and KILN_DASHBOARD_PASSWORD (12+ characters). Without any it "
-        "only listens on loopback.",
+        "KILN_DASHBOARD_USER and KILN_DASHBOARD_PASSWORD (12+ characters); a well-known "
+        "token or password (common words, the user name, a keyboard run) is refused at "
+        "start-up. Without any it only listens on loopback.",
     )
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1)")
