@@ -57,4 +57,6 @@ async def test_the_guides_reads_show_the_fleet(store_url: str) -> None:
     assert [(key, limit.rate) for key, limit, _n in seen["limits"]] == [("mail.send", 50)]
     assert seen["controls"].paused("mail")
     assert seen["audit"][0].action == "queue_pause" and seen["audit"][0].actor == "ops"
+    assert seen["mine"] == []  # nobody called alice requeued anything
+    assert all(e.id < seen["audit"][-1].id for e in seen["older"])
     assert "kiln_jobs" in {t.table for t in seen["sizes"]}
