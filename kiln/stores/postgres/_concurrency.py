@@ -114,7 +114,7 @@ CLAIM_LIMITED = (
     "  AND j.state = 'available' AND j.queue = (SELECT queue FROM prm)"
     "  AND j.kind = ANY((SELECT kinds FROM prm)::text[])"
     "  ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1),"
-    " cnt AS MATERIALIZED (SELECT x.conc_key, sum(x.n) AS running FROM ("
+    " cnt AS MATERIALIZED (SELECT x.conc_key, sum(x.n)::int AS running FROM ("
     "  SELECT r.conc_key, count(*) AS n FROM kiln_jobs r WHERE r.state = 'running'"
     "  AND r.conc_key = ANY(ARRAY(SELECT conc_key FROM cand)) GROUP BY r.conc_key"
     "  UNION ALL SELECT r.conc_key, count(*) FROM kiln_jobs r WHERE r.state = 'cancelled'"
