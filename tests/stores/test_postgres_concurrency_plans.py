@@ -130,3 +130,39 @@ async def test_a_claim_is_not_planned_at_every_claim(
         plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                              " WHERE statement NOT LIKE 'INSERT%%'").fetchall()
     assert plans and plans[0][0] >= 5, plans
+
+
+async def test_a_claim_with_keys_counts_running_jobs_once(pg_url: str, store: Store) -> None:
+    """The claim counts the running jobs of all its keys in one grouped read. Counted
+    key by key, the count followed whichever index the statistics favoured: with
+    statistics taken before any job ran (a backlog enqueued, then analyzed),
+    kiln_jobs_state_queue, so each key's count walked every running job of the table,
+    and twice (the filter and the result): ten keys, 500 running jobs, 10,000 rows read
+    a claim (bench/RESULTS.md, "Global concurrency limits", 2026-12-07)."""
+    keys, running, limit = 10, 50, 20
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, conc_key)"
+            " SELECT 'q', 'k', 'available', '{}', now(), 25, 'kind:k|' || (g %% %s)"
+            " FROM generate_series(1, 2000) g", (keys,))
+        conn.execute("INSERT INTO kiln_concurrency_keys (conc_key, max) SELECT"
+                     " 'kind:k|' || g, 1000 FROM generate_series(0, %s - 1) g", (keys,))
+        conn.execute("ANALYZE kiln_jobs")  # before any job runs
+        conn.execute(
+            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, conc_key)"
+            " SELECT 'q', 'k', 'running', '{}', now(), 25, 'kind:k|' || (g %% %s)"
+            " FROM generate_series(1, %s) g", (keys, keys * running))
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE lim AS {_numbered(CLAIM_SQL)}")
+        params = {"qkey": "queue:q", "q": "q", "kinds": ["k"], "limit": limit, "server": "s1"}
+        args = ", ".join(_literal(params[n]) for n in CLAIM_NAMES)
+        conn.execute("BEGIN")
+        plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lim({args})").fetchall()[0][0]
+        conn.execute("ROLLBACK")
+    text = json.dumps(plan)
+    reads = [n for kind in ("Seq Scan", "Index Scan", "Index Only Scan")
+             for n in plan_nodes(plan[0]["Plan"], kind) if n.get("Relation Name") == "kiln_jobs"]
+    read = sum((n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0))
+               * n.get("Actual Loops", 1) for n in reads)
+    assert read <= 2 * keys * running, (read, text)
+    assert len(await store.job_claim("q", ["k"], limit, "s1", limited=True)) == limit

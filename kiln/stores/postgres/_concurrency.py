@@ -68,15 +68,23 @@ _QUEUE_SERVED = (
 # prm holds the parameters, materialized: read through it, their values do not steer
 # the estimates, so PostgreSQL keeps the generic plan of the prepared statement (with
 # table statistics and the parameters inline it planned every claim, 1 to 1.5 ms).
-# lk locks the keys with an available job in the queue and a free slot by this snapshot,
-# least recently served first (FOR NO KEY UPDATE: it excludes the other claims of the
-# key, not the KEY SHARE an enqueue of the key holds, see PRUNE_LOCK); the probe for an
-# available job is a scalar subquery with LIMIT 1, one index probe per key (as EXISTS,
-# the planner turns it into a semi-join that reads the queue's whole backlog), ordered
-# as kiln_jobs_conc_available is (unordered, with statistics it became a sequential scan
-# of the table). `running` is the snapshot's count (a lateral subquery, not locked: an
-# update of the key row, rechecked at the lock, does not recount it), `vid` the ctid of
-# the version locked, the latest one.
+# cand: the keys with an available job in the queue; the probe for one is a scalar
+# subquery with LIMIT 1, one index probe per key (as EXISTS, the planner turns it into a
+# semi-join that reads the queue's whole backlog), ordered as kiln_jobs_conc_available
+# is (unordered, with statistics it became a sequential scan of the table).
+# cnt: their running jobs (and cancelled ones still ending), in the snapshot, counted
+# for all of them at once. Counted key by key (a subquery per key row), the count took
+# whichever index the statistics favoured: with statistics taken before jobs ran,
+# kiln_jobs_state_queue, so each key's count walked every running entry of the table,
+# dead ones included, and a claim over ten keys walked them twenty times; the claim
+# slowed down as jobs went through (0.1 to 0.2 of the plain claim after 10,000 jobs;
+# bench/RESULTS.md, "Global concurrency limits", 2026-12-07). Grouped, either index is
+# walked once at most.
+# lk locks those keys that have a free slot by this snapshot, least recently served
+# first (FOR NO KEY UPDATE: it excludes the other claims of the key, not the KEY SHARE
+# an enqueue of the key holds, see PRUNE_LOCK); `running` is the snapshot's count (not
+# locked: an update of the key row, rechecked at the lock, does not recount it), `vid`
+# the ctid of the version locked, the latest one.
 # k keeps the keys whose locked version is the snapshot's (the rule above).
 # The plain jobs of the queue come in too (a limited queue's plain jobs count against
 # the queue's limit), walked once per kind along kiln_jobs_claim (queue, kind, priority,
@@ -101,15 +109,21 @@ _QUEUE_SERVED = (
 # the queue's row if a job was taken (uq); they are rows lk and ql locked.
 CLAIM_LIMITED = (
     f"{_PRM}"
-    " lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid, n.running"
-    "  FROM kiln_concurrency_keys c CROSS JOIN LATERAL (SELECT (SELECT count(*)"
-    "  FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running')"
-    "  + (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
-    f"  AND {ENDING}) AS running) n"
+    " cand AS MATERIALIZED (SELECT c.conc_key FROM kiln_concurrency_keys c"
     "  WHERE (SELECT 1 FROM kiln_jobs j WHERE j.conc_key = c.conc_key"
     "  AND j.state = 'available' AND j.queue = (SELECT queue FROM prm)"
     "  AND j.kind = ANY((SELECT kinds FROM prm)::text[])"
-    "  ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1 AND n.running < c.max"
+    "  ORDER BY j.priority, j.run_at, j.id LIMIT 1) = 1),"
+    " cnt AS MATERIALIZED (SELECT x.conc_key, sum(x.n)::int AS running FROM ("
+    "  SELECT r.conc_key, count(*) AS n FROM kiln_jobs r WHERE r.state = 'running'"
+    "  AND r.conc_key = ANY(ARRAY(SELECT conc_key FROM cand)) GROUP BY r.conc_key"
+    "  UNION ALL SELECT r.conc_key, count(*) FROM kiln_jobs r WHERE r.state = 'cancelled'"
+    "  AND r.attempt_running AND r.conc_key = ANY(ARRAY(SELECT conc_key FROM cand))"
+    "  GROUP BY r.conc_key) x GROUP BY x.conc_key),"
+    " lk AS MATERIALIZED (SELECT c.conc_key, c.max, c.ctid AS vid,"
+    "  coalesce(cnt.running, 0) AS running"
+    "  FROM kiln_concurrency_keys c LEFT JOIN cnt ON cnt.conc_key = c.conc_key"
+    "  WHERE c.conc_key IN (SELECT conc_key FROM cand) AND coalesce(cnt.running, 0) < c.max"
     "  ORDER BY c.last_claimed_at, c.conc_key LIMIT (SELECT n FROM prm)"
     "  FOR NO KEY UPDATE OF c SKIP LOCKED),"
     " k AS (SELECT lk.conc_key, lk.max - lk.running AS room,"
