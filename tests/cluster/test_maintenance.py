@@ -28,7 +28,7 @@ from kiln._server.maintenance.rescuer import Rescuer, rescue_result
 from kiln._server.maintenance.scheduler import Scheduler
 from kiln._server.maintenance.sweeper import Sweeper
 from kiln.stores import Store, store_from_url
-from tests.stores.factories import delete_row_only, server
+from tests.stores.factories import delete_row_only, rollup_counted_everything, server
 from tests.support.parts import context
 
 SHORT = 0.2
@@ -154,7 +154,8 @@ def test_a_new_leader_waits_dead_after_plus_a_heartbeat() -> None:
     assert r.may_run()
 
 
-async def test_prune_deletes_by_state_retention_in_batches(store: Store) -> None:
+async def test_prune_deletes_by_state_retention_in_batches(store: Store, store_url: str) -> None:
+    rollup_counted_everything(store_url)  # the retention alone decides here
     ctx = context(store, prune_batch=2, prune_completed_after=0.05,
                   prune_cancelled_after=0.05)
     ids = await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(7)])
@@ -172,7 +173,8 @@ async def test_prune_deletes_by_state_retention_in_batches(store: Store) -> None
     assert await pruner.run_once() == {"completed": 0, "cancelled": 0}
 
 
-async def test_prune_keeps_jobs_younger_than_the_retention(store: Store) -> None:
+async def test_prune_keeps_jobs_younger_than_the_retention(store: Store, store_url: str) -> None:
+    rollup_counted_everything(store_url)
     ctx = context(store, prune_completed_after=timedelta(hours=1), prune_failed_after=0.05)
     await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(2)])
     rows = await store.job_claim("q", ["k"], 2, "s")
@@ -193,7 +195,8 @@ def test_prune_rest_shrinks_only_after_a_long_backlog() -> None:
 
 
 async def test_prune_backlog_clock_starts_at_a_capped_pass_and_ends_when_caught_up(
-        store: Store) -> None:
+        store: Store, store_url: str) -> None:
+    rollup_counted_everything(store_url)
     ctx = context(store, prune_batch=1, prune_completed_after=0.05)
     total = MAX_BATCHES + 3  # one pass deletes MAX_BATCHES: the next finds 3 left
     await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(total)])
@@ -326,9 +329,9 @@ async def test_leader_services_include_the_scheduler_only_with_schedules(store: 
     names: Callable[[ServerContext], list[str]] = lambda ctx: [  # noqa: E731
         s.name for s in leader_services(ctx)
     ]
-    assert names(context(store)) == ["rescuer", "pruner", "sweeper"]
+    assert names(context(store)) == ["rescuer", "pruner", "sweeper", "roller"]
     assert names(context(store, [every_second()])) == ["rescuer", "pruner", "sweeper",
-                                                       "scheduler"]
+                                                       "roller", "scheduler"]
 
 
 async def test_scheduler_follows_a_kind_declared_by_another_service(store: Store) -> None:
