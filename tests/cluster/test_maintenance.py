@@ -22,7 +22,7 @@ from kiln._model._job import JobResult, JobRow, JobState, NewJob, Outcome, Serve
 from kiln._model._kinds import make_kind
 from kiln._model._recurring import Recurring
 from kiln._server._context import ServerContext
-from kiln._server.maintenance import leader_services
+from kiln._server.maintenance import leader_services, roller
 from kiln._server.maintenance.pruner import BEHIND_GRACE, MAX_BATCHES, REST, Pruner, rest_factor
 from kiln._server.maintenance.rescuer import Rescuer, rescue_result
 from kiln._server.maintenance.scheduler import Scheduler
@@ -344,3 +344,26 @@ async def test_scheduler_follows_a_kind_declared_by_another_service(store: Store
     assert (await Scheduler(context(store, [item])).run_once())["enqueued"] == 1
     [job] = await store.job_list(kiln.JobFilter(kind="mail.digest"))
     assert (job.queue, job.max_attempts) == ("mail", 3)
+
+
+async def test_the_roller_rolls_a_backlog_in_windows_and_comes_back_at_once(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass rolls window after window until the store says it is caught up (up to
+    MAX_STEPS); a pass cut by MAX_STEPS is followed at once, a caught-up one after the
+    interval. The windows themselves: tests/stores/test_conformance_rollup.py."""
+    answers = [(5, False)] * (roller.MAX_STEPS + 2) + [(3, True)]
+    calls: list[int] = []
+
+    async def timings_roll() -> tuple[int, bool]:
+        calls.append(1)
+        return answers.pop(0)
+
+    monkeypatch.setattr(store, "timings_roll", timings_roll)
+    monkeypatch.setattr(roller, "REST", 0.0)
+    r = roller.Roller(context(store, prune_interval=60))
+    assert r.interval == roller.ROLL_EVERY
+    assert await r.run_once() == {"jobs": 5 * roller.MAX_STEPS}
+    assert r.next_delay({}) == 0.0  # behind: the next pass at once
+    assert await r.run_once() == {"jobs": 5 * 2 + 3}
+    assert r.next_delay({}) >= 0.9 * roller.ROLL_EVERY and r.rolled == 5 * roller.MAX_STEPS + 13
+    assert len(calls) == roller.MAX_STEPS + 3
