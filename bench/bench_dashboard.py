@@ -379,7 +379,8 @@ def main() -> None:
             return
         f = facts(url)
         results = asyncio.run(time_pages(url, args.rounds, f, args.only))
-        timings = None if args.only else asyncio.run(time_timings(url, args.rounds))
+        timings = (asyncio.run(time_timings(url, args.rounds))
+                   if not args.only or re.search(args.only, "timings") else None)
         listing = [v for v in results.values() if v.get("listing")]
         print(json.dumps({
             "bench": "dashboard", "schema": schema, "fill_seconds": fill_s, **f,

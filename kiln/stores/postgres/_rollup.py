@@ -93,7 +93,9 @@ def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
         " WHERE state IN ('completed', 'failed') AND finished_at >= to_timestamp(%s)"
         " GROUP BY 1, 2, 3, 4, 5 LIMIT %s"
     )
+    # planned for its bounds every time (never a generic plan): prepared, PostgreSQL may
+    # settle on one that scans every finished job for the tail of a minute or two
     rows = (yield one(sql, current, bucket, _rollup.width_for(bucket), start, tail,
-                      current, bucket, tail, MAX_TIMING_ROWS))[0]
+                      current, bucket, tail, MAX_TIMING_ROWS, prepare=False))[0]
     return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
             for r in rows]
