@@ -71,12 +71,19 @@ def prune_bound(rolled_to: int | None, now: float) -> float:
 
 
 def read_bounds(rolled_to: int | None, now: float, bucket: float, points: int
-                ) -> tuple[int, float]:
-    """(start of the oldest bucket, where the rollup's part ends and the jobs' tail
-    begins) for a read of ``points`` buckets of ``bucket`` seconds at ``now``."""
+                ) -> tuple[int, int, float]:
+    """(start, quarters_to, tail) for a read of ``points`` buckets of ``bucket`` seconds
+    at ``now``: quarter rows in [start, quarters_to), minute rows in [quarters_to, tail),
+    the jobs finished from ``tail`` on (the watermark, or start). No roll after the
+    watermark was read changes a row in those ranges (a roll adds to the minutes from
+    the watermark on and to the quarter that holds it), so the parts add up, whichever
+    rolls commit between the watermark's read and the rows'."""
     start = int((now // bucket - points + 1) * bucket)
-    wm = rolled_to if rolled_to is not None else start
-    return start, float(max(wm, start))
+    tail = float(max(rolled_to if rolled_to is not None else start, start))
+    quarters_to = start
+    if width_for(bucket) == QUARTER:
+        quarters_to = max(start, int(tail // QUARTER) * QUARTER)
+    return start, quarters_to, tail
 
 
 def expired(now: float) -> dict[int, int]:

@@ -102,18 +102,19 @@ def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
     column = {"queue": "queue", "kind": "kind"}[by]
     out = yield one(f"SELECT ({MARK}), {NOW_S}")
     rolled, now = out[0].rows[0][0], float(out[0].rows[0][1])
-    start, tail = _rollup.read_bounds(None if rolled is None else int(rolled), now, bucket,
-                                      int(since // bucket))
+    start, quarters, tail = _rollup.read_bounds(None if rolled is None else int(rolled), now,
+                                                bucket, int(since // bucket))
     current = int(now // bucket)
     out = yield one(
         f"SELECT {column}, %s - FLOOR(slot / %s), state, run_class, wait_class, SUM(jobs)"
-        " FROM kiln_timings WHERE width = %s AND slot >= %s AND slot < %s"
+        " FROM kiln_timings WHERE (width = %s AND slot >= %s AND slot < %s)"
+        " OR (width = %s AND slot >= %s AND slot < %s)"
         " GROUP BY 1, 2, 3, 4, 5"
         f" UNION ALL SELECT {column}, %s - FLOOR({FINISHED_S} / %s), state, {RUN}, {WAIT},"
         " COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed')"
         f" AND finished_at >= {at('%s')} GROUP BY 1, 2, 3, 4, 5 LIMIT %s",
-        current, bucket, _rollup.width_for(bucket), start, tail, current, bucket,
-        int(tail * 1_000_000), MAX_TIMING_ROWS,
+        current, bucket, _rollup.QUARTER, start, quarters, _rollup.MINUTE, quarters, tail,
+        current, bucket, int(tail * 1_000_000), MAX_TIMING_ROWS,
     )
     return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
             for r in out[0].rows]

@@ -81,12 +81,13 @@ def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
     column = {"queue": "queue", "kind": "kind"}[by]
     mark = (yield one(MARK_READ))[0][0]
     now = float(mark[1])
-    start, tail = _rollup.read_bounds(None if mark[0] is None else int(mark[0]), now,
-                                      bucket, int(since // bucket))
+    start, quarters, tail = _rollup.read_bounds(
+        None if mark[0] is None else int(mark[0]), now, bucket, int(since // bucket))
     current = int(now // bucket)
     sql = (
         f"SELECT {column}, %s - floor(slot / %s)::bigint, state, run_class, wait_class,"
-        " sum(jobs)::bigint FROM kiln_timings WHERE width = %s AND slot >= %s AND slot < %s"
+        " sum(jobs)::bigint FROM kiln_timings WHERE (width = %s AND slot >= %s AND slot < %s)"
+        " OR (width = %s AND slot >= %s AND slot < %s)"
         " GROUP BY 1, 2, 3, 4, 5"
         f" UNION ALL SELECT {column}, %s - floor(date_part('epoch', finished_at) / %s)::bigint,"
         f" state, {RUN}, {WAIT}, count(*) FROM kiln_jobs"
@@ -95,7 +96,8 @@ def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
     )
     # planned for its bounds every time (never a generic plan): prepared, PostgreSQL may
     # settle on one that scans every finished job for the tail of a minute or two
-    rows = (yield one(sql, current, bucket, _rollup.width_for(bucket), start, tail,
-                      current, bucket, tail, MAX_TIMING_ROWS, prepare=False))[0]
+    rows = (yield one(sql, current, bucket, _rollup.QUARTER, start, quarters,
+                      _rollup.MINUTE, quarters, tail, current, bucket, tail, MAX_TIMING_ROWS,
+                      prepare=False))[0]
     return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
             for r in rows]

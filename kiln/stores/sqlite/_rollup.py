@@ -70,17 +70,19 @@ def timings(conn: sqlite3.Connection, since: float, bucket: float, by: str) -> l
     ``bucket``), state, run-time and wait-time class."""
     column = {"queue": "queue", "kind": "kind"}[by]
     now = time.time()
-    start, tail = _rollup.read_bounds(rolled_to(conn), now, bucket, int(since // bucket))
+    start, quarters, tail = _rollup.read_bounds(rolled_to(conn), now, bucket,
+                                                int(since // bucket))
     current = int(now // bucket)
     rows = conn.execute(
         f"SELECT {column}, ? - CAST(slot / ? AS INTEGER), state, run_class, wait_class,"
-        " SUM(jobs) FROM kiln_timings WHERE width = ? AND slot >= ? AND slot < ?"
+        " SUM(jobs) FROM kiln_timings WHERE (width = ? AND slot >= ? AND slot < ?)"
+        " OR (width = ? AND slot >= ? AND slot < ?)"
         " GROUP BY 1, 2, 3, 4, 5"
         f" UNION ALL SELECT {column}, ? - CAST(finished_at / ? AS INTEGER), state, {RUN},"
         f" {WAIT}, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed')"
         " AND finished_at >= ? GROUP BY 1, 2, 3, 4, 5 LIMIT ?",
-        (current, bucket, _rollup.width_for(bucket), start, tail, current, bucket, tail,
-         MAX_TIMING_ROWS),
+        (current, bucket, _rollup.QUARTER, start, quarters, _rollup.MINUTE, quarters, tail,
+         current, bucket, tail, MAX_TIMING_ROWS),
     ).fetchall()
     return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
             for r in rows]
