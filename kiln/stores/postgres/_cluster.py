@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from kiln._model import _rollup
 from kiln._model._job import AuditEntry, JobState, NewJob, RescueCandidate, RunningJob, ServerInfo
 from kiln.stores._rows import dumps, epoch, loads
 from kiln.stores.postgres import _admin, _insert, _jobs
@@ -143,16 +142,10 @@ def sweep(dead_for: float) -> Plan[int]:
     return int(rows[0][0])
 
 
-# the timings rollup's watermark (kiln._model._rollup.prune_bound): no finished job
-# leaves the table before the rollup has counted it
-PRUNE_BOUND = (
-    "coalesce((SELECT to_timestamp(rolled_to) FROM kiln_timings_mark WHERE name = 'default'),"
-    f" now() - {_rollup.START_BACK + _rollup.UNROLLED_GRACE} * interval '1 second')"
-)
 PRUNE = (
     "WITH del AS (DELETE FROM kiln_jobs WHERE id IN (SELECT id FROM kiln_jobs WHERE"
     " state = %s AND finished_at < now() - %s * interval '1 second'"
-    f" AND finished_at < {PRUNE_BOUND} ORDER BY finished_at"
+    f" AND finished_at < {_rollup_sql.PRUNE_BOUND} ORDER BY finished_at"
     " LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id),"
     " edges AS (DELETE FROM kiln_job_deps WHERE job_id IN (SELECT id FROM del))"
     " SELECT id FROM del"

@@ -37,6 +37,12 @@ FIRST = (
     " (SELECT min(finished_at) FROM kiln_jobs WHERE state = 'failed'"
     " AND finished_at >= to_timestamp(%s))))"
 )
+# the timings rollup's watermark (kiln._model._rollup.prune_bound), for the pruner: no
+# finished job leaves the table before the rollup has counted it
+PRUNE_BOUND = (
+    "coalesce((SELECT to_timestamp(rolled_to) FROM kiln_timings_mark WHERE name = 'default'),"
+    f" now() - {_rollup.START_BACK + _rollup.UNROLLED_GRACE} * interval '1 second')"
+)
 MARK_SET = "UPDATE kiln_timings_mark SET rolled_to = %s WHERE name = 'default'"
 EXPIRE = ("DELETE FROM kiln_timings WHERE (width = %s AND slot < %s)"
           " OR (width = %s AND slot < %s)")
