@@ -96,8 +96,10 @@ async def _some_finished(store: Store, clock: Clock) -> None:
     """Jobs of two queues and kinds, in different minutes and duration classes."""
     await _finish(store, clock, "qa", "k.a", 4, wait=2.0, run=40.0, failed=1)
     await clock.advance(130)
-    await _finish(store, clock, "qb", "k.b", 3, wait=0.0, run=0.2)
-    await _finish(store, clock, "qb", "k.c", 2, wait=7.5, run=0.0, failed=2)
+    # each duration a clock step plus the test's own few ms: none within a microsecond
+    # of a class limit, where the store's arithmetic and Python's may round apart
+    await _finish(store, clock, "qb", "k.b", 3, wait=0.4, run=0.2)
+    await _finish(store, clock, "qb", "k.c", 2, wait=7.5, run=0.4, failed=2)
 
 
 RANGES = ((3600.0, 60.0), (6 * 3600.0, 300.0), (86400.0, 900.0), (7 * 86400.0, 7200.0))
