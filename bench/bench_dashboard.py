@@ -7,6 +7,13 @@ rendering, no network). Each page gets one warm-up, then ``--rounds`` timed requ
 ``cold_ms`` is the first request after the cached counts were dropped (it pays for the
 per-state GROUP BY). Prints one JSON object; the schema is dropped unless ``--keep``.
 
+The charts (/charts and /api/timings, every range) read the timings rollup
+(kiln._model._rollup): after the fill, the bench rolls it the way the leader's Roller
+does (Store.timings_roll until caught up, timed as ``rollup``), and ``--reuse`` rolls
+what is new first (``rollup_catchup``). ``timings`` times the store's read per range
+and grouping, uncached, against the same read with the watermark unset (every job read
+from kiln_jobs, as before the rollup), interleaved round by round.
+
     python bench/bench_dashboard.py [--url postgresql://postgres@127.0.0.1:5432/test]
         [--jobs 1000000] [--rounds 7] [--keep | --fill-only | --reuse SCHEMA]
         [--only REGEX]   # time only the pages whose name matches (no store calls)
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import pathlib
 import re
 import statistics
 import sys
@@ -164,7 +172,12 @@ def pages(f: dict[str, Any]) -> dict[str, str]:
     }
 
 
+RANGES = ("1h", "6h", "24h", "7d")
 OTHER_PAGES = {  # not listings: timed, but outside the listing goal
+    **{f"charts {r} by queue": f"/charts?range={r}" for r in RANGES},
+    **{f"charts {r} by kind": f"/charts?range={r}&by=kind" for r in RANGES},
+    **{f"api: timings {r}": f"/api/timings?range={r}" for r in RANGES},
+    **{f"api: timings {r} by kind": f"/api/timings?range={r}&by=kind" for r in RANGES},
     "job page": "/jobs/{mid}",
     "overview": "/",
     "queues": "/queues",
@@ -207,6 +220,7 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any],
             if only and not re.search(only, name):
                 continue
             source.invalidate()
+            source._timings.clear()  # the charts' cached reads too: cold reads the store
             [cold] = await _timed(http, path, 1)
             median = statistics.median(times := await _timed(http, path, rounds))
             refresh = statistics.median(await _timed(busy, path, rounds))
@@ -240,6 +254,62 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any],
         await source.close()
         await refreshing.state.kiln.source.close()
     return results
+
+
+SPANS = {"1h": (3600.0, 60.0), "6h": (21600.0, 300.0), "24h": (86400.0, 900.0),
+         "7d": (604800.0, 7200.0)}
+
+
+async def roll(url: str) -> dict[str, Any]:
+    """Roll the timings rollup until caught up, as the leader's Roller does."""
+    store = store_from_url(url)
+    await store.open()
+    try:
+        started, steps, jobs = time.perf_counter(), 0, 0
+        while True:
+            n, done = await store.timings_roll()
+            steps, jobs = steps + 1, jobs + n
+            if done:
+                break
+        return {"seconds": round(time.perf_counter() - started, 2), "windows": steps,
+                "jobs": jobs}
+    finally:
+        await store.close()
+
+
+async def time_timings(url: str, rounds: int) -> dict[str, Any]:
+    """Store.job_timings per range and grouping, uncached: from the rollup, and with
+    the watermark unset (the jobs read directly, as before it), interleaved."""
+    store = store_from_url(url)
+    await store.open()
+    out: dict[str, Any] = {}
+    try:
+        mark = await store.timings_rolled_to()
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name, (since, bucket) in SPANS.items():
+                for by in ("queue", "kind"):
+                    rolled, direct = [], []
+                    for _ in range(rounds):
+                        for unset, times in ((False, rolled), (True, direct)):
+                            conn.execute("UPDATE kiln_timings_mark SET rolled_to = %s",
+                                         (None if unset else mark,))
+                            started = time.perf_counter()
+                            await store.job_timings(since, bucket, by)
+                            times.append((time.perf_counter() - started) * 1000)
+                    conn.execute("UPDATE kiln_timings_mark SET rolled_to = %s", (mark,))
+                    out[f"{name} by {by}"] = {
+                        "rollup_median_ms": round(statistics.median(rolled), 1),
+                        "rollup_max_ms": round(max(rolled), 1),
+                        "direct_median_ms": round(statistics.median(direct), 1),
+                    }
+                    print(f"  timings {name} by {by}: rollup {statistics.median(rolled):7.1f}"
+                          f" ms, direct {statistics.median(direct):7.1f} ms", file=sys.stderr)
+            rows = conn.execute("SELECT width, count(*) FROM kiln_timings GROUP BY width"
+                                ).fetchall()
+        out["rollup_rows"] = {str(w): n for w, n in rows}
+    finally:
+        await store.close()
+    return out
 
 
 async def _time_action(http: httpx.AsyncClient, rounds: int) -> dict[str, Any]:
@@ -299,18 +369,27 @@ def main() -> None:
             asyncio.run(migrate(url))
             print(f"filling {schema} with {args.jobs:,} jobs", file=sys.stderr)
             fill_s = fill(url, args.jobs)
+            rolled = asyncio.run(roll(url))
+            print(f"rolled the timings: {rolled}", file=sys.stderr)
+        else:
+            rolled = {"catchup": asyncio.run(roll(url))}
         if args.fill_only:
-            print(json.dumps({"bench": "dashboard", "schema": schema, "fill_seconds": fill_s}))
+            print(json.dumps({"bench": "dashboard", "schema": schema, "fill_seconds": fill_s,
+                              "rollup": rolled}))
             return
         f = facts(url)
         results = asyncio.run(time_pages(url, args.rounds, f, args.only))
+        timings = (asyncio.run(time_timings(url, args.rounds))
+                   if not args.only or re.search(args.only, "timings") else None)
         listing = [v for v in results.values() if v.get("listing")]
         print(json.dumps({
             "bench": "dashboard", "schema": schema, "fill_seconds": fill_s, **f,
             "goal_ms": GOAL_MS, "rounds": args.rounds,
             "listings_under_goal": all(v["under_goal"] for v in listing),
             "listings_over_goal": [v["path"] for v in listing if not v["under_goal"]],
-            "pages": results,
+            "pages": results, "rollup": rolled, "timings": timings,
+            "loadavg": pathlib.Path("/proc/loadavg").read_text().split()[:3],
+            "all_under_goal": all(v["median_ms"] < GOAL_MS for v in results.values()),
         }, indent=2))
     finally:
         if not args.keep and not args.reuse and not args.fill_only:

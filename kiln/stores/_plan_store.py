@@ -141,6 +141,8 @@ class ClusterSql(Protocol[S_co, A_contra]):
         self, state: JobState, older_than: float, limit: int
     ) -> Generator[S_co, A_contra, int]: ...
     def release_stranded(self, limit: int) -> Generator[S_co, A_contra, dict[str, int]]: ...
+    def timings_roll(self) -> Generator[S_co, A_contra, tuple[int, bool]]: ...
+    def timings_rolled_to(self) -> Generator[S_co, A_contra, int | None]: ...
     def cron_last_slot(self, name: str) -> Generator[S_co, A_contra, datetime | None]: ...
     def audit_record(
         self, actor: str, action: str, n: int, detail: dict[str, Any]
@@ -417,6 +419,12 @@ class PlanStore(abc.ABC, Generic[S, A]):
         return await self._write(
             "jobs_prune", lambda: self._sql.cluster.prune(state, older_than, limit), tx=True
         )
+
+    async def timings_roll(self) -> tuple[int, bool]:
+        return await self._write("timings_roll", self._sql.cluster.timings_roll, tx=True)
+
+    async def timings_rolled_to(self) -> int | None:
+        return await self._read("timings_rolled_to", self._sql.cluster.timings_rolled_to)
 
     async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
         return await self._write(

@@ -380,6 +380,12 @@ class Store(Protocol):
     async def jobs_prune(self, state: JobState, older_than: float, limit: int) -> int:
         """Delete up to ``limit`` jobs of a finished ``state`` older than ``older_than``;
         their dependents are released as ``jobs_delete`` releases them."""
+    async def timings_roll(self) -> tuple[int, bool]:
+        """Add the completed and failed jobs of the next window to the timings rollup
+        and move its watermark past them, in one transaction (kiln._model._rollup):
+        returns (jobs counted, whether the rollup is now caught up)."""
+    async def timings_rolled_to(self) -> int | None:
+        """The rollup's watermark (unix seconds; None: never rolled)."""
     async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
         """Release up to ``limit`` awaiting jobs none of whose dependencies is unfinished
         (each completed or no longer there), which nothing else would release; returns

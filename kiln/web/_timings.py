@@ -3,8 +3,10 @@ percentiles over a range the operator picks (1 h, 6 h, 24 h, 7 d), from the data
 (the answer to "is it slow, and since when" where Prometheus is absent).
 
 One grouped read per (range, grouping), cached by the Source for a time that grows
-with the range (kiln._model._timings has the classes and percentiles). Owns the view:
-the summary table, the series per bucket and the time axis ticks. Pure; no I/O.
+with the range; the stores read it from the timings rollup (kiln._model._rollup)
+plus the jobs finished since its watermark (kiln._model._timings has the classes and
+percentiles). Owns the view: the summary table, the series per bucket and the time
+axis ticks. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -152,7 +154,9 @@ def view(rows: Sequence[TimingRow], rng: Range, by: str, group: str | None,
     for r in chosen:
         if 0 <= r.bucket < n:
             per_bucket[n - 1 - r.bucket].append(r)
-    starts = [as_of - (n - 1 - i) * rng.bucket for i in range(n)]
+    # buckets start on the epoch's multiples of their width, as the store counts them
+    current = (as_of // rng.bucket) * rng.bucket
+    starts = [current - (n - 1 - i) * rng.bucket for i in range(n)]
     # a tick at the start of every tick_every buckets: the page spaces them evenly
     ticks = [Tick(starts[i], _label(starts[i], rng.dated)) for i in range(0, n, rng.tick_every)]
     return Timings(

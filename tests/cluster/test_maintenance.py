@@ -22,13 +22,13 @@ from kiln._model._job import JobResult, JobRow, JobState, NewJob, Outcome, Serve
 from kiln._model._kinds import make_kind
 from kiln._model._recurring import Recurring
 from kiln._server._context import ServerContext
-from kiln._server.maintenance import leader_services
+from kiln._server.maintenance import leader_services, roller
 from kiln._server.maintenance.pruner import BEHIND_GRACE, MAX_BATCHES, REST, Pruner, rest_factor
 from kiln._server.maintenance.rescuer import Rescuer, rescue_result
 from kiln._server.maintenance.scheduler import Scheduler
 from kiln._server.maintenance.sweeper import Sweeper
 from kiln.stores import Store, store_from_url
-from tests.stores.factories import delete_row_only, server
+from tests.stores.factories import delete_row_only, rollup_counted_everything, server
 from tests.support.parts import context
 
 SHORT = 0.2
@@ -154,7 +154,8 @@ def test_a_new_leader_waits_dead_after_plus_a_heartbeat() -> None:
     assert r.may_run()
 
 
-async def test_prune_deletes_by_state_retention_in_batches(store: Store) -> None:
+async def test_prune_deletes_by_state_retention_in_batches(store: Store, store_url: str) -> None:
+    rollup_counted_everything(store_url)  # the retention alone decides here
     ctx = context(store, prune_batch=2, prune_completed_after=0.05,
                   prune_cancelled_after=0.05)
     ids = await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(7)])
@@ -172,7 +173,8 @@ async def test_prune_deletes_by_state_retention_in_batches(store: Store) -> None
     assert await pruner.run_once() == {"completed": 0, "cancelled": 0}
 
 
-async def test_prune_keeps_jobs_younger_than_the_retention(store: Store) -> None:
+async def test_prune_keeps_jobs_younger_than_the_retention(store: Store, store_url: str) -> None:
+    rollup_counted_everything(store_url)
     ctx = context(store, prune_completed_after=timedelta(hours=1), prune_failed_after=0.05)
     await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(2)])
     rows = await store.job_claim("q", ["k"], 2, "s")
@@ -193,7 +195,8 @@ def test_prune_rest_shrinks_only_after_a_long_backlog() -> None:
 
 
 async def test_prune_backlog_clock_starts_at_a_capped_pass_and_ends_when_caught_up(
-        store: Store) -> None:
+        store: Store, store_url: str) -> None:
+    rollup_counted_everything(store_url)
     ctx = context(store, prune_batch=1, prune_completed_after=0.05)
     total = MAX_BATCHES + 3  # one pass deletes MAX_BATCHES: the next finds 3 left
     await store.job_insert_many([NewJob(kind="k", args={}, queue="q") for _ in range(total)])
@@ -326,9 +329,9 @@ async def test_leader_services_include_the_scheduler_only_with_schedules(store: 
     names: Callable[[ServerContext], list[str]] = lambda ctx: [  # noqa: E731
         s.name for s in leader_services(ctx)
     ]
-    assert names(context(store)) == ["rescuer", "pruner", "sweeper"]
+    assert names(context(store)) == ["rescuer", "pruner", "sweeper", "roller"]
     assert names(context(store, [every_second()])) == ["rescuer", "pruner", "sweeper",
-                                                       "scheduler"]
+                                                       "roller", "scheduler"]
 
 
 async def test_scheduler_follows_a_kind_declared_by_another_service(store: Store) -> None:
@@ -341,3 +344,26 @@ async def test_scheduler_follows_a_kind_declared_by_another_service(store: Store
     assert (await Scheduler(context(store, [item])).run_once())["enqueued"] == 1
     [job] = await store.job_list(kiln.JobFilter(kind="mail.digest"))
     assert (job.queue, job.max_attempts) == ("mail", 3)
+
+
+async def test_the_roller_rolls_a_backlog_in_windows_and_comes_back_at_once(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass rolls window after window until the store says it is caught up (up to
+    MAX_STEPS); a pass cut by MAX_STEPS is followed at once, a caught-up one after the
+    interval. The windows themselves: tests/stores/test_conformance_rollup.py."""
+    answers = [(5, False)] * (roller.MAX_STEPS + 2) + [(3, True)]
+    calls: list[int] = []
+
+    async def timings_roll() -> tuple[int, bool]:
+        calls.append(1)
+        return answers.pop(0)
+
+    monkeypatch.setattr(store, "timings_roll", timings_roll)
+    monkeypatch.setattr(roller, "REST", 0.0)
+    r = roller.Roller(context(store, prune_interval=60))
+    assert r.interval == roller.ROLL_EVERY
+    assert await r.run_once() == {"jobs": 5 * roller.MAX_STEPS}
+    assert r.next_delay({}) == 0.0  # behind: the next pass at once
+    assert await r.run_once() == {"jobs": 5 * 2 + 3}
+    assert r.next_delay({}) >= 0.9 * roller.ROLL_EVERY and r.rolled == 5 * roller.MAX_STEPS + 13
+    assert len(calls) == roller.MAX_STEPS + 3

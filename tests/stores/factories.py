@@ -70,3 +70,47 @@ def delete_row_only(store_url: str, job_id: int) -> None:
         my = mysql_connect(store_url)
         with contextlib.closing(my), my.cursor() as cur:
             cur.execute("DELETE FROM kiln_jobs WHERE id = %s", (job_id,))
+
+
+def sql_exec(store_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement (``%s`` placeholders) on the test's database, directly."""
+    parts = urlsplit(store_url)
+    if parts.scheme == "sqlite":
+        with contextlib.closing(sqlite3.connect(parts.path)) as conn, conn:
+            return list(conn.execute(sql.replace("%s", "?"), params).fetchall())
+    if parts.scheme.startswith("postgres"):
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            cur = pg.execute(sql, params)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    my = mysql_connect(store_url)
+    with contextlib.closing(my), my.cursor() as c:
+        c.execute(sql, params)
+        rows = [tuple(r) for r in c.fetchall()] if c.description else []
+        my.commit()
+        return rows
+
+
+ROLLED_PAST = 4_102_444_800  # 2100-01-01: the rollup has counted everything
+
+
+def rollup_counted_everything(store_url: str) -> None:
+    """Move the timings rollup's watermark past every job (kiln._model._rollup), so the
+    pruner's retention alone decides: for tests of the pruner, not of the rollup."""
+    sql_exec(store_url, "UPDATE kiln_timings_mark SET rolled_to = %s WHERE name = 'default'",
+             (ROLLED_PAST,))
+
+
+async def roll_all(store: Store, clock: Any) -> int:
+    """Move the database clock a LAG and a minute on and roll the timings rollup until
+    it is caught up (kiln._model._rollup): every job finished before counts (and may
+    then be pruned). Returns the jobs counted."""
+    from kiln._model._rollup import LAG, MINUTE
+
+    await clock.advance(LAG + MINUTE)
+    total = 0
+    for _ in range(200):
+        n, done = await store.timings_roll()
+        total += n
+        if done:
+            return total
+    raise AssertionError("the rollup did not catch up in 200 windows")

@@ -41,7 +41,7 @@ async def test_timings_group_finished_jobs_by_queue_or_kind(store: Store) -> Non
         totals: dict[tuple[str, str], int] = {}
         for t in timings:
             totals[(t.group, t.state)] = totals.get((t.group, t.state), 0) + t.jobs
-            assert t.bucket == 0  # this minute
+            assert t.bucket in (0, 1)  # this minute (on the clock's), or the one before
             # run and wait took well under 70 s here
             assert 0 <= t.run <= LIMITS.index(70.0) and 0 <= t.wait <= LIMITS.index(70.0)
         assert totals == {(a, "completed"): 3, (b, "failed"): 2}, by

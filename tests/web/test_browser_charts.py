@@ -114,12 +114,15 @@ async def test_charts_per_kind_and_queue_over_a_range(
     waits = [_seconds(t) for t in await slow.locator(".wait").all_inner_texts()]
     assert waits == sorted(waits) and waits[-1] <= 15.0  # waited at most the test's time
 
-    # one kind's charts: only its jobs; the run p95 bar of this minute is its p95
+    # one kind's charts: only its jobs; the run p95 bar of the minute they finished in
+    # (on the clock's minutes: this one or, just past a minute, the one before) is its p95
     await slow.locator("a").click()
     await expect(page.locator("h2 code")).to_have_text("report.slow")
     assert await _sum(page, "throughput") == 5
     run = await page.locator("#chart-run svg").get_attribute("data-values")
-    assert run is not None and float(run.split(",")[-1]) > SLOW
+    assert run is not None
+    bars = [float(v) for v in run.split(",")]
+    assert bars[-1] > SLOW or (bars[-1] == 0 and bars[-2] > SLOW), bars[-3:]
     await page.screenshot(path=str(shots / "timings.png"), full_page=True)
 
     # a week: 84 two-hour bars, ticks that name the day; the same jobs

@@ -24,11 +24,11 @@ from kiln.stores._filters import (
     page,
 )
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, loads, uncut
-from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, case_sql
 from kiln.stores.mysql._columns import COLUMNS, JOB_COLS, NOW, row_to_job
 from kiln.stores.mysql._concurrency import keys_back_stmt
 from kiln.stores.mysql._jobs import lock_dependents, release_dependents
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
+from kiln.stores.mysql._rollup import timings as timings
 
 CHUNK = 1000  # ids per statement in bulk operations
 
@@ -373,24 +373,6 @@ def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, in
         *params, scan, limit,
     )
     return [(r[0] or "", int(r[1]), int(r[2])) for r in out[0].rows]
-
-
-def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
-    """Finished (completed, failed) jobs of the last ``since`` seconds by ``by`` (queue
-    or kind), bucket, state, run-time and wait-time class: one GROUP BY."""
-    column = {"queue": "queue", "kind": "kind"}[by]
-    run = case_sql("TIMESTAMPDIFF(MICROSECOND, attempted_at, finished_at) / 1000000")
-    wait = case_sql("TIMESTAMPDIFF(MICROSECOND, run_at, attempted_at) / 1000000")
-    out = yield one(
-        f"SELECT {column}, FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b,"
-        f" state, {run} AS rc, {wait} AS wc, COUNT(*) FROM kiln_jobs"
-        " WHERE state IN ('completed', 'failed')"
-        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND"
-        " GROUP BY 1, 2, 3, 4, 5 LIMIT %s",
-        micros(bucket), micros(since), MAX_TIMING_ROWS,
-    )
-    return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
-            for r in out[0].rows]
 
 
 def running_by_server() -> Plan[list[tuple[str, str, int]]]:

@@ -21,6 +21,7 @@ from kiln._model._job import (
 )
 from kiln.stores._audit_sql import audit_where
 from kiln.stores._rows import dumps, loads
+from kiln.stores.mysql import _rollup as _rollup_sql
 from kiln.stores.mysql._admin import remove
 from kiln.stores.mysql._columns import J_COLS, NOW, row_to_job
 from kiln.stores.mysql._jobs import insert, release_dependents
@@ -162,12 +163,14 @@ def sweep(dead_for: float) -> Plan[int]:
 def prune(state: JobState, older_than: float, limit: int) -> Plan[int]:
     """Delete finished jobs past their retention, releasing their dependents as delete
     does (``_admin.remove``)."""
+    bound = yield from _rollup_sql.prune_bound()  # nothing the rollup has not seen
     out = yield step(
         Stmt(
             "SELECT id FROM kiln_jobs WHERE state = %s"
             f" AND finished_at < {NOW} - INTERVAL %s MICROSECOND"
+            f" AND finished_at < {_rollup_sql.at('%s')}"
             " ORDER BY finished_at LIMIT %s FOR UPDATE SKIP LOCKED",
-            (state.value, micros(older_than), limit),
+            (state.value, micros(older_than), int(bound * 1_000_000), limit),
         ),
         begin=True,
     )
@@ -264,3 +267,8 @@ def audit_list(limit: int, q: AuditQuery) -> Plan[list[AuditEntry]]:
                    count=int(r[4]), detail=loads(r[5]) or {})
         for r in out[0].rows
     ]
+
+
+# the timings rollup (kiln.stores.mysql._rollup) ----------------------------------------
+timings_roll = _rollup_sql.roll
+timings_rolled_to = _rollup_sql.rolled_to

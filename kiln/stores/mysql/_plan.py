@@ -125,8 +125,11 @@ async def run_async(conn: Any, plan: Plan[T], counter: Counter, *, own: bool) ->
         while True:
             if own:
                 stmts, start = _frame(st, in_tx)
-                in_tx = (in_tx or st.begin) and not st.last
+                # open until the step has run: a failed last step (before its COMMIT)
+                # leaves the transaction for _recover to roll back, not to the pool
+                in_tx = in_tx or st.begin
                 results = await _exec_async_multi(conn, stmts, counter)
+                in_tx = in_tx and not st.last
                 results = results[start : start + len(st.stmts)]
             else:
                 results = [await _exec_async_one(conn, s, counter) for s in st.stmts]

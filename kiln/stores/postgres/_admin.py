@@ -26,10 +26,10 @@ from kiln.stores._filters import (
     page,
 )
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, uncut
-from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, width_bucket_sql
 from kiln.stores.postgres._insert import NOTIFIED, notify_from
 from kiln.stores.postgres._jobs import COLUMNS, JOB_COLS, NOT_HELD, release_stmts, row_to_job
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
+from kiln.stores.postgres._rollup import timings as timings
 
 # the error messages only, not the JSON around them (keys, timestamps, tracebacks)
 ERROR_MATCH = (
@@ -453,26 +453,6 @@ def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, in
     )
     rows = (yield one(sql, *params, scan, limit))[0]
     return [(r[0] or "", int(r[1]), int(r[2])) for r in rows]
-
-
-def timings(since: float, bucket: float, by: str) -> Plan[list[TimingRow]]:
-    """Finished (completed, failed) jobs of the last ``since`` seconds by ``by`` (queue
-    or kind), bucket, state, run-time and wait-time class (kiln._model._timings): one
-    GROUP BY over the kiln_jobs_finished index's range."""
-    column = {"queue": "queue", "kind": "kind"}[by]
-    # date_part is double precision (extract is numeric: several times slower here)
-    run = width_bucket_sql("date_part('epoch', finished_at - attempted_at)")
-    wait = width_bucket_sql("date_part('epoch', attempted_at - run_at)")
-    sql = (
-        f"SELECT {column}, floor(date_part('epoch', now() - finished_at) / %s)::int AS b,"
-        f" state, {run} AS rc, {wait} AS wc, count(*) FROM kiln_jobs"
-        " WHERE state IN ('completed', 'failed')"
-        " AND finished_at >= now() - %s * interval '1 second'"
-        " GROUP BY 1, 2, 3, 4, 5 LIMIT %s"
-    )
-    rows = (yield one(sql, bucket, since, MAX_TIMING_ROWS))[0]
-    return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
-            for r in rows]
 
 
 def running_by_server() -> Plan[list[tuple[str, str, int]]]:

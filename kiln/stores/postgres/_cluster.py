@@ -21,6 +21,7 @@ from kiln._model._job import (
 from kiln.stores._audit_sql import audit_where
 from kiln.stores._rows import dumps, epoch, loads
 from kiln.stores.postgres import _admin, _insert, _jobs
+from kiln.stores.postgres import _rollup as _rollup_sql
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 
 # servers and leader ------------------------------------------------------------------
@@ -152,7 +153,8 @@ def sweep(dead_for: float) -> Plan[int]:
 
 PRUNE = (
     "WITH del AS (DELETE FROM kiln_jobs WHERE id IN (SELECT id FROM kiln_jobs WHERE"
-    " state = %s AND finished_at < now() - %s * interval '1 second' ORDER BY finished_at"
+    " state = %s AND finished_at < now() - %s * interval '1 second'"
+    f" AND finished_at < {_rollup_sql.PRUNE_BOUND} ORDER BY finished_at"
     " LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id),"
     " edges AS (DELETE FROM kiln_job_deps WHERE job_id IN (SELECT id FROM del))"
     " SELECT id FROM del"
@@ -241,3 +243,8 @@ def audit_list(limit: int, q: AuditQuery) -> Plan[list[AuditEntry]]:
                    detail=loads(r[5]) or {})
         for r in rows
     ]
+
+
+# the timings rollup (kiln.stores.postgres._rollup) ------------------------------------
+timings_roll = _rollup_sql.roll
+timings_rolled_to = _rollup_sql.rolled_to

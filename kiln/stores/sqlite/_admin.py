@@ -26,9 +26,9 @@ from kiln.stores._filters import (
     page,
 )
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, epoch, loads, uncut
-from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, case_sql
 from kiln.stores.sqlite._concurrency import keys_back
 from kiln.stores.sqlite._jobs import NOT_HELD, release_dependents, row_to_job
+from kiln.stores.sqlite._rollup import timings as timings
 
 # the error messages only, not the JSON around them (keys, timestamps, tracebacks)
 ERROR_MATCH = (
@@ -324,22 +324,6 @@ def error_groups(
         (*params, scan, limit),
     ).fetchall()
     return [(r[0] or "", int(r[1]), int(r[2])) for r in rows]
-
-
-def timings(conn: sqlite3.Connection, since: float, bucket: float, by: str) -> list[TimingRow]:
-    """Finished (completed, failed) jobs of the last ``since`` seconds by ``by`` (queue
-    or kind), bucket, state, run-time and wait-time class: one GROUP BY."""
-    column = {"queue": "queue", "kind": "kind"}[by]
-    run, wait = case_sql("(finished_at - attempted_at)"), case_sql("(attempted_at - run_at)")
-    now = time.time()
-    rows = conn.execute(
-        f"SELECT {column}, CAST((? - finished_at) / ? AS INTEGER) AS b, state, {run} AS rc,"
-        f" {wait} AS wc, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed')"
-        " AND finished_at >= ? GROUP BY 1, 2, 3, 4, 5 LIMIT ?",
-        (now, bucket, now - since, MAX_TIMING_ROWS),
-    ).fetchall()
-    return [TimingRow(r[0], max(int(r[1]), 0), r[2], int(r[3]), int(r[4]), int(r[5]))
-            for r in rows]
 
 
 def completed_series_by_queue(

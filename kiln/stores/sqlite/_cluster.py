@@ -25,6 +25,7 @@ from kiln.stores._audit_sql import audit_where
 from kiln.stores._rows import dumps, epoch, loads, ts, ts_required
 from kiln.stores.sqlite._admin import remove
 from kiln.stores.sqlite._jobs import MET, insert, release_rows, row_to_job
+from kiln.stores.sqlite._rollup import prune_bound
 
 
 # servers and leader ------------------------------------------------------------------
@@ -142,7 +143,8 @@ def sweep(conn: sqlite3.Connection, dead_for: float) -> int:
 
 
 def prune(conn: sqlite3.Connection, state: JobState, older_than: float, limit: int) -> int:
-    cutoff = time.time() - older_than
+    now = time.time()
+    cutoff = min(now - older_than, prune_bound(conn, now))  # nothing the rollup has not seen
     ids = [
         int(r[0])
         for r in conn.execute(

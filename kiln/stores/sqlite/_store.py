@@ -61,6 +61,7 @@ from kiln.stores.sqlite import (
     _jobs,
     _kinds,
     _rates,
+    _rollup,
     _schema,
     _sizes,
 )
@@ -464,6 +465,12 @@ class SQLiteStore(Unnotified):
         return await self._run(
             "jobs_prune", lambda c: write(c, _cluster.prune, state, older_than, limit)
         )
+
+    async def timings_roll(self) -> tuple[int, bool]:
+        return await self._run("timings_roll", lambda c: write(c, _rollup.roll))
+
+    async def timings_rolled_to(self) -> int | None:
+        return await self._run("timings_rolled_to", _rollup.rolled_to)
 
     async def jobs_release_stranded(self, limit: int) -> dict[str, int]:
         return await self._run(
