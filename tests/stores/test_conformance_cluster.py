@@ -7,19 +7,20 @@ Ages and leases wait on the database clock, moved forward by ``clock.advance``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from kiln._model._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
-from tests.stores.clock import Clock, clockable_url
+from tests.stores.clock import Clock, clockable
 from tests.stores.factories import claim, complete, insert, job, result, server
 
 
 @pytest.fixture
-def store_url(store_url: str) -> str:
-    return clockable_url(store_url)
+def store_url(store_url: str) -> Iterator[str]:
+    yield from clockable(store_url)
 
 
 async def test_register_list_heartbeat_deregister(store: Store) -> None:

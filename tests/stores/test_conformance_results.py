@@ -3,18 +3,20 @@ waits on the database clock (``clock.advance``, tests/stores/clock.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from kiln._model._job import JobState, Outcome
 from kiln.stores import Store
-from tests.stores.clock import Clock, clockable_url
+from tests.stores.clock import Clock, clockable
 from tests.stores.factories import claim, insert, job, result
 from tests.support.waits import wait_for
 
 
 @pytest.fixture
-def store_url(store_url: str) -> str:
-    return clockable_url(store_url)
+def store_url(store_url: str) -> Iterator[str]:
+    yield from clockable(store_url)
 
 
 async def test_complete(store: Store) -> None:
