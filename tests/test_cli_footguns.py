@@ -52,7 +52,7 @@ def test_a_filter_without_state_needs_yes_off_a_terminal(url: str) -> None:
     assert count_jobs(url) == 0
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 @pytest.mark.parametrize(("answer", "left"), [("n", 2), ("y", 0)])
 def test_a_terminal_is_asked_with_the_count(url: str, answer: str, left: int) -> None:
     for _ in range(2):

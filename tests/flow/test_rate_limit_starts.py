@@ -65,7 +65,11 @@ async def test_a_paused_queue_starts_at_its_rate_when_resumed(store_url: str) ->
             await _backlog(app, 120)
             await wait_for(lambda: len(starts) >= 3, 10, "the first jobs to start")
             await client.pause_queue("mail", actor="test")
-            await asyncio.sleep(0.5)  # the pause reaches the server (governor, admitter)
+            # the pause reaches the server's governor (a wait on its state, not on the
+            # clock: a loaded machine takes longer), then a claim already out returns
+            await wait_for(lambda: running.server.stats().queues["mail"].paused, 10,
+                           "the pause to reach the server")
+            await asyncio.sleep(0.5)
             paused_at = len(starts)
             await asyncio.sleep(STOP)
             assert len(starts) - paused_at <= 1, "jobs started while the queue was paused"

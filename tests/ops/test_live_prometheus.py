@@ -85,7 +85,7 @@ MAY_STAY_ZERO = {"Results pending [A]", "Running vs concurrency [A]",
                  # every claim is well within the latency SLO's 30 s
                  "Claim latency budget burn rate [A]", "Claim latency budget burn rate [B]"}
 
-pytestmark = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+pytestmark = pytest.mark.parametrize("database_backend", ["postgres"])
 
 
 def live_rules(workdir: Path) -> list[Path]:

@@ -119,7 +119,7 @@ def test_seeding_hundreds_of_kinds_stays_within_half_the_limit() -> None:
     assert len(small) == 10 and {q for q, _ in small} == {"default", "mail"}
 
 
-@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["postgres"])
 async def test_four_hundred_declared_kinds_do_not_overflow(
     store_url: str, client: kiln.Client
 ) -> None:

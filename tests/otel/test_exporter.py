@@ -111,7 +111,7 @@ async def test_the_exporter_reports_the_queues_as_the_database_holds_them(
     provider.shutdown()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_a_failing_read_is_counted_and_the_numbers_withdrawn(
     client: kiln.Client, store_url: str
 ) -> None:

@@ -114,7 +114,7 @@ async def _async(value: bool) -> bool:
     return value
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_the_standard_environment_variables_apply(
     app: kiln.App, client: kiln.Client, otlp: Receiver, quick_export: None,
     monkeypatch: pytest.MonkeyPatch,
@@ -192,7 +192,7 @@ def _cli(project: Path, *args: str, **env: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 def test_kiln_worker_exports_over_otlp_and_serves_metrics(
     store_url: str, tmp_path: Path, otlp: Receiver
 ) -> None:

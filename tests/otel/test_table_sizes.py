@@ -70,7 +70,7 @@ class CountingClient:
         return await self._client.table_sizes()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_sizes_are_read_at_most_once_per_ttl_and_never_fail_the_counts(
     store_url: str,
 ) -> None:

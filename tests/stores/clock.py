@@ -16,6 +16,7 @@ offset to it, each store's way, in tests only.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Iterator
@@ -51,6 +52,25 @@ def clockable_url(url: str) -> str:
         )
     query["options"] = f"-csearch_path={schema},pg_catalog"
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def clockable(url: str) -> Iterator[str]:
+    """``clockable_url(url)`` for one test (a module's ``store_url`` fixture); after it,
+    PostgreSQL's clock table and now() are removed, in one transaction, so that the pool
+    (tests/plugins/pool.py) empties and reuses the schema instead of dropping it and
+    migrating a new one for the next test (its fingerprint sees the extra table)."""
+    ready = clockable_url(url)
+    yield ready
+    if ready == url:
+        return
+    import psycopg
+
+    schema = dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1]
+    # at worst the pool drops the schema, as before
+    with contextlib.suppress(psycopg.Error), psycopg.connect(url, connect_timeout=5) as conn:
+        conn.execute("SET lock_timeout = '5s'")
+        conn.execute(f"DROP FUNCTION {schema}.now()")
+        conn.execute(f"DROP TABLE {schema}.{TABLE}")
 
 
 class _ShiftedTime:

@@ -7,19 +7,20 @@ Ages and leases wait on the database clock, moved forward by ``clock.advance``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from kiln._model._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
-from tests.stores.clock import Clock, clockable_url
+from tests.stores.clock import Clock, clockable
 from tests.stores.factories import claim, complete, insert, job, result, roll_all, server
 
 
 @pytest.fixture
-def store_url(store_url: str) -> str:
-    return clockable_url(store_url)
+def store_url(store_url: str) -> Iterator[str]:
+    yield from clockable(store_url)
 
 
 async def test_register_list_heartbeat_deregister(store: Store) -> None:
@@ -69,11 +70,12 @@ async def test_heartbeat_age_follows_the_database_clock(store: Store, clock: Clo
 
 async def test_leader_lease_is_exclusive_until_it_expires(store: Store, clock: Clock) -> None:
     assert await store.leader_get() is None
-    assert await store.leader_elect("a", 0.4)
-    assert not await store.leader_elect("b", 0.4)
-    assert await store.leader_elect("a", 0.4)  # renew
+    # leases of 40 s on the moved clock: a loaded machine's real seconds do not end them
+    assert await store.leader_elect("a", 40)
+    assert not await store.leader_elect("b", 40)
+    assert await store.leader_elect("a", 40)  # renew
     assert await store.leader_get() == "a"
-    await clock.advance(0.5)
+    await clock.advance(50)
     assert await store.leader_get() is None
     assert await store.leader_elect("b", 5)
     assert not await store.leader_elect("a", 5)
@@ -98,10 +100,10 @@ async def test_concurrent_elections_have_one_winner(
     for round_ in range(3):
         names = [f"r{round_}-{i}" for i in range(6)]
         stores = [store, other_store] * 3
-        won = await asyncio.gather(*(s.leader_elect(n, 0.2) for s, n in zip(stores, names,
-                                                                             strict=True)))
+        won = await asyncio.gather(*(s.leader_elect(n, 20) for s, n in zip(stores, names,
+                                                                            strict=True)))
         assert sum(won) == 1
-        await clock.advance(0.25)
+        await clock.advance(25)
 
 
 async def test_rescue_candidates_only_from_silent_servers(store: Store, clock: Clock) -> None:
@@ -111,33 +113,34 @@ async def test_rescue_candidates_only_from_silent_servers(store: Store, clock: C
     [r1] = await claim(store, limit=1, server="dead")
     [r2] = await claim(store, limit=1, server="alive")
     [r3] = await claim(store, limit=1, server="never-registered")
-    assert await store.jobs_rescue_candidates(0.3, 10) == []
-    await clock.advance(0.2)
+    # dead_after 30 s on the moved clock: a loaded machine's real seconds do not reach it
+    assert await store.jobs_rescue_candidates(30, 10) == []
+    await clock.advance(20)
     await store.server_heartbeat("alive")
-    await clock.advance(0.2)
+    await clock.advance(20)
     await store.server_heartbeat("alive")
-    found = await store.jobs_rescue_candidates(0.3, 10)
+    found = await store.jobs_rescue_candidates(30, 10)
     assert sorted((c.job.id, c.dead_server_id) for c in found) == sorted(
         [(r1.id, "dead"), (r3.id, "never-registered")]
     )
     assert all(c.job.state is JobState.RUNNING for c in found)
-    assert len(await store.jobs_rescue_candidates(0.3, 1)) == 1
+    assert len(await store.jobs_rescue_candidates(30, 1)) == 1
     # the rescuer's result, fenced like any other
     applied = await store.job_results_apply(
         [result(c.job, Outcome.RETRY, rescued=True, error="rescued") for c in found]
     )
     assert applied.applied == 2 and applied.released == {"q": 2}
-    assert await store.jobs_rescue_candidates(0.3, 10) == []
+    assert await store.jobs_rescue_candidates(30, 10) == []
     assert r2.server_id == "alive"
 
 
 async def test_sweep_removes_servers_silent_for_long(store: Store, clock: Clock) -> None:
     await store.server_register(server("old"))
-    await clock.advance(0.25)
+    await clock.advance(25)
     await store.server_register(server("new"))
-    assert await store.servers_sweep(0.2) == 1
+    assert await store.servers_sweep(20) == 1
     assert [s.id for s in await store.server_list()] == ["new"]
-    assert await store.servers_sweep(0.2) == 0
+    assert await store.servers_sweep(20) == 0
 
 
 async def test_prune_is_bounded_by_limit_and_state(store: Store, clock: Clock) -> None:
@@ -172,15 +175,15 @@ async def test_jobs_running_on_a_server_past_a_margin(store: Store, clock: Clock
     mine = await claim(store, limit=3, server="s1")
     [theirs] = await claim(store, limit=1, server="s2")
     assert await store.jobs_running_on("s1", 60.0, 100) == []  # all claimed just now
-    await clock.advance(0.3)
+    await clock.advance(30)
     [late] = await claim(store, limit=1, server="s1")
     await complete(store, mine[0])
-    found = await store.jobs_running_on("s1", 0.2, 100)
+    found = await store.jobs_running_on("s1", 20, 100)
     assert [(r.id, r.queue, r.kind, r.attempt) for r in found] == [
         (row.id, "q", "k", 1) for row in mine[1:]
     ]
     assert late.id not in {r.id for r in found} and theirs.id not in {r.id for r in found}
-    assert [r.id for r in await store.jobs_running_on("s1", 0.2, 1)] == [mine[1].id]
+    assert [r.id for r in await store.jobs_running_on("s1", 20, 1)] == [mine[1].id]
 
 
 async def test_the_installation_id_is_made_once_by_the_migration(store: Store) -> None:

@@ -12,6 +12,8 @@ sleeps.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import kiln
@@ -21,15 +23,15 @@ from kiln._model._adoption import Adoption
 from kiln._model._job import JobFilter, JobState, NewJob
 from kiln._model._kinds import make_kind
 from kiln.stores import Store
-from tests.stores.clock import Clock, clockable_url
+from tests.stores.clock import Clock, clockable
 from tests.stores.factories import claim, insert, job, server
 
 DEAD_AFTER = 60.0
 
 
 @pytest.fixture
-def store_url(store_url: str) -> str:
-    return clockable_url(store_url)
+def store_url(store_url: str) -> Iterator[str]:
+    yield from clockable(store_url)
 
 
 async def limits(store: Store) -> dict[str, int]:

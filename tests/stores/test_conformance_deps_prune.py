@@ -4,11 +4,13 @@ database clock (``clock.advance``, tests/stores/clock.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from kiln._model._job import JobFilter, JobState, Outcome
 from kiln.stores import Store
-from tests.stores.clock import Clock, clockable_url
+from tests.stores.clock import Clock, clockable
 from tests.stores.factories import (
     claim,
     complete,
@@ -22,8 +24,8 @@ from tests.stores.factories import (
 
 
 @pytest.fixture
-def store_url(store_url: str) -> str:
-    return clockable_url(store_url)
+def store_url(store_url: str) -> Iterator[str]:
+    yield from clockable(store_url)
 
 
 async def _finished(store: Store, outcome: Outcome) -> int:

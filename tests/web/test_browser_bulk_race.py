@@ -14,7 +14,7 @@ from tests.support.web import TOKEN, fail_jobs, fail_running, running_job
 from tests.web.live import LiveDashboard
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_a_state_change_between_confirm_and_act_is_refused(
     browser: Browser, live: LiveDashboard, admin: Client
 ) -> None:

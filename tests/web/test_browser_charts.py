@@ -76,7 +76,7 @@ async def _sum(page: object, chart: str) -> int:
     return int(sum(float(v) for v in values.split(",")))
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_charts_per_kind_and_queue_over_a_range(
     browser: Browser, live: LiveDashboard, tmp_path: Path
 ) -> None:

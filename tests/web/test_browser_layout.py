@@ -24,7 +24,7 @@ BROKEN = """() => [...document.querySelectorAll('a.job-id, .state, .badge, td.nu
   .filter(m => m.text.trim() && (m.lines > 1 || m.height > m.limit))"""
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_ids_and_badges_stay_on_one_line(browser: Browser,
                                                live: LiveDashboard) -> None:  # noqa: F811
     for width, height in ((1280, 900), (390, 844)):

@@ -63,7 +63,7 @@ def foreign_site(live: LiveDashboard) -> Iterator[str]:
         thread.join(timeout=5)
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_a_foreign_page_cannot_lock_the_operator_out(
     browser: Browser, live: LiveDashboard, admin: Client, foreign_site: str
 ) -> None:

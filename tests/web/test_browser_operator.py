@@ -88,7 +88,7 @@ async def _widest(page: Page) -> str:
         return out.slice(0, 8); }"""))
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_operator_views_in_the_browser(
     browser: Browser, live: LiveDashboard, jobs: dict[str, Sequence[int]], tmp_path: Path
 ) -> None:

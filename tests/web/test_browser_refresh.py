@@ -63,7 +63,7 @@ async def _still(page: Page, seconds: float) -> None:
     assert not await page.evaluate(REPLACED), "the page refreshed"
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_refresh_keeps_what_the_operator_reads(
     browser: Browser, live_fast: LiveDashboard, admin: Client
 ) -> None:

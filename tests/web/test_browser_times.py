@@ -17,7 +17,7 @@ from tests.support.web import TOKEN, fail_jobs
 from tests.web.live import LiveDashboard
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_relative_times_in_utc_or_local_time(
     browser: Browser, live: LiveDashboard, admin: Client
 ) -> None:

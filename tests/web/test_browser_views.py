@@ -84,7 +84,7 @@ async def _overflow(page: Page) -> str:
         return out.slice(0, 8); }"""))
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("database_backend", ["sqlite"])
 async def test_new_views_on_a_desktop_a_phone_and_in_the_dark(
     browser: Browser, live: LiveDashboard, seeded: dict[str, list[int]], tmp_path: Path
 ) -> None:
