@@ -212,6 +212,21 @@ def rate_limit_list() -> Plan[list[tuple[str, RateLimit, int]]]:
     return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in out[0].rows]
 
 
+# The keys with the most pending jobs that are due, with their limits (see PostgreSQL's).
+BACKLOG = (
+    "SELECT j.rate_key, COUNT(*), r.rate, r.per, r.burst FROM kiln_jobs j"
+    " LEFT JOIN kiln_rate_limits r ON r.`key` = j.rate_key WHERE j.state = 'pending'"
+    f" AND j.rate_key IS NOT NULL AND j.run_at <= {NOW}"
+    " GROUP BY j.rate_key, r.rate, r.per, r.burst ORDER BY COUNT(*) DESC, j.rate_key LIMIT %s"
+)
+
+
+def rate_keys_backlog(limit: int) -> Plan[list[tuple[str, RateLimit | None, int]]]:
+    out = yield one(BACKLOG, limit)
+    return [(r[0], None if r[2] is None else RateLimit(rate=r[2], per=r[3], burst=r[4]),
+             int(r[1])) for r in out[0].rows]
+
+
 def rate_keys_prune(idle_for: float, keep: list[str], limit: int) -> Plan[int]:
     """Delete the rows of keys idle for ``idle_for`` plus a window and a full refill
     that no unfinished job uses, not in ``keep``: locked first (skipping rows an open
