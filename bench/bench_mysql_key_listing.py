@@ -57,8 +57,9 @@ async def main(keys: int, jobs: int, repeats: int) -> dict[str, object]:
         names = [f"tenant-{i:03d}" for i in range(keys)]
         for name in names:
             await store.rate_limit_declare(name, RateLimit(rate=1))
-        await store.job_insert_many([NewJob(kind="k", args={}, rate_key=name)
-                                     for name in names for _ in range(jobs)])
+        rows = [NewJob(kind="k", args={}, rate_key=name) for name in names for _ in range(jobs)]
+        for start in range(0, len(rows), 5000):
+            await store.job_insert_many(rows[start:start + 5000])
         plans = {"per_key": per_key, "batched": _rates.rate_keys_pending}
         times: dict[str, list[float]] = {name: [] for name in plans}
         for _ in range(repeats):
