@@ -7,7 +7,8 @@ database, so they read only what this cache holds. A refresh is one short task o
 server's own event loop, started when the cache is older than ``ttl`` by the server's
 events (claims, heartbeats) or by a scrape; at most one runs at a time, so the database
 sees one counts query (plus one oldest-age, one kind-conflicts, one concurrency-in-use
-query and the three reads of the unhandled jobs) per ``ttl``, whatever the number of
+query, the three reads of the unhandled jobs and one grouped read of the rate keys
+most behind) per ``ttl``, whatever the number of
 scrapes; the table sizes (kilnotel._sizes) ride on the same refresh at their own, slower
 pace. It never writes and never touches the server's state.
 
@@ -38,7 +39,8 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
-from kiln import Client, JobState
+from kiln import Client, JobState, RateLimit
+from kilnotel._names import RATE_KEYS_BACKLOG
 from kilnotel._sizes import SizesCache
 
 log = logging.getLogger("kilnotel.counts")
@@ -89,6 +91,9 @@ class CountsCache:
         self.in_use: dict[str, int] = {}  # key group -> running limited jobs, zero-filled
         # (queue, kind) -> available jobs no live server handles there, zero-filled
         self.unhandled: dict[tuple[str, str], int] = {}
+        # rate key -> (configured jobs per second, None if undeclared; due pending jobs),
+        # for the RATE_KEYS_BACKLOG keys with the most
+        self.rate_backlog: dict[str, tuple[float | None, int]] = {}
         self._dead_after = dead_after  # the server's: who counts as a live server
         self.loaded = False
         self.refreshed_at = -math.inf  # monotonic
@@ -154,6 +159,7 @@ class CountsCache:
         self.kind_conflicts = await self._client.kind_conflicts()
         in_use = await self._client.concurrency_in_use()  # one grouped count
         waiting = await self._client.unhandled(self._dead_after)
+        behind = await self._client.rate_backlog(RATE_KEYS_BACKLOG)
         table = {(c.state.value, c.queue): c.count for c in counts}
         if every:
             self.finished_at = time.monotonic()
@@ -169,6 +175,7 @@ class CountsCache:
         self.in_use = {**dict.fromkeys(self.in_use, 0), **in_use}
         self.unhandled = {**dict.fromkeys(self.unhandled, 0),
                           **{(u.queue, u.kind): u.jobs for u in waiting}}
+        self.rate_backlog = _backlog(behind, self.rate_backlog)
         self.loaded = True
         self.refreshed_at = self.ok_at = time.monotonic()
         self.refreshes += 1
@@ -209,8 +216,27 @@ class CountsCache:
         """Running limited jobs by key group; empty unless fresh."""
         return sorted(self.in_use.items()) if self.fresh() else []
 
+    def rate_keys_behind(self) -> list[tuple[str, float | None, int]]:
+        """(rate key, jobs per second or None, due pending jobs); empty unless fresh."""
+        if not self.fresh():
+            return []
+        return [(k, rate, jobs) for k, (rate, jobs) in sorted(self.rate_backlog.items())]
+
     def unhandled_by_kind(self) -> list[tuple[str, str, int]]:
         """(queue, kind, jobs) no live server handles; empty unless fresh."""
         if not self.fresh():
             return []
         return [(q, k, n) for (q, k), n in sorted(self.unhandled.items())]
+
+
+def _backlog(
+    rows: list[tuple[str, RateLimit | None, int]], before: dict[str, tuple[float | None, int]]
+) -> dict[str, tuple[float | None, int]]:
+    """The keys read now; when the read is whole (fewer than its limit), a key listed
+    before with jobs is listed once more at 0, so its backlog series ends at 0."""
+    now = {key: (None if limit is None else limit.rate / float(limit.per), jobs)
+           for key, limit, jobs in rows}
+    if len(rows) < RATE_KEYS_BACKLOG:
+        now.update((key, (rate, 0)) for key, (rate, jobs) in before.items()
+                   if jobs > 0 and key not in now)
+    return now

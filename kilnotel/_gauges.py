@@ -125,6 +125,10 @@ class GaugeSet:
         observable(meter, n.BUILD_INFO, self._build_info)
         observable(meter, n.RATE_KEYS_UNDECLARED,
                    self._scalar(lambda s: s.stats().rate_keys_undeclared, max))
+        observable(meter, n.RATE_LIMIT_RATE, self._rate_keys(lambda rate, jobs: rate))
+        observable(meter, n.RATE_LIMIT_BACKLOG, self._rate_keys(lambda rate, jobs: jobs))
+        observable(meter, n.RATE_LIMIT_LAG,
+                   self._rate_keys(lambda rate, jobs: None if not rate else jobs / rate))
         observable(meter, n.QUEUE_SCHEDULED_DUE,
                    self._exported(lambda q: q.scheduled_due))
         observable(meter, n.QUEUE_SERVERS, self._exported(lambda q: q.servers))
@@ -178,6 +182,20 @@ class GaugeSet:
             for group, count in source.counts.in_use_by_group():
                 merged[group] = max(merged.get(group, count), count)
         return [Observation(c, {n.KEY_GROUP: g}) for g, c in merged.items()]
+
+    def _rate_keys(self, read: Callable[[float | None, int], float | None]) -> Callback:
+        """A kiln.rate_limit.* gauge: the keys most behind, as each source last read
+        them (merged by max)."""
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            merged: dict[str, float] = {}
+            for source in self._live():
+                for key, rate, jobs in source.counts.rate_keys_behind():
+                    value = read(rate, jobs)
+                    if value is not None:
+                        merged[key] = max(merged.get(key, value), value)
+            return [Observation(v, {n.RATE_KEY: k}) for k, v in merged.items()]
+
+        return observe
 
     def _unhandled(self, options: CallbackOptions) -> Iterable[Observation]:
         merged: dict[tuple[str, str], int] = {}

@@ -47,7 +47,8 @@ from kilnotel._counts import CountsCache
 from kilnotel._exemplars import ExemplarOf, Traced, producer_of
 from kilnotel._gauges import ServerSource
 from kilnotel._histograms import Histogram, Recorder
-from kilnotel._instruments import counter, tally
+from kilnotel._instruments import counter, shared, tally
+from kilnotel._rate_keys import rate_key_tally
 
 Attrs = dict[str, str]
 Handlers = dict[type[Event], Callable[[Any], None]]
@@ -158,6 +159,7 @@ class EventMetrics:
         self.admission_delay = histograms(n.ADMISSION_DELAY)
         self.job_duration = histograms(n.JOB_DURATION)
         self.cancel_latency = histograms(n.CANCEL_LATENCY)
+        self.rate_keys = shared(provider, "kilnotel.rate_keys", lambda: rate_key_tally(meter))
         self._cancels: dict[tuple[str, str], Recorder] = {}
         self._latency_traced = Traced(self.claim_latency)
         traced = Traced(self.job_duration)
@@ -255,6 +257,8 @@ class EventMetrics:
         row = e.job
         s = self._kinds.get((row.queue, row.kind)) or self._by_kind(row.queue, row.kind)
         s.claimed[1] += 1
+        if row.rate_key is not None:  # a claimed job starts at once (its slot is free)
+            self.rate_keys.started(row.rate_key)
         if row.metadata and self._latency_traced:
             ids = producer_of(row)  # the claim wait links to the trace of the enqueue
             if ids is not None:
@@ -308,6 +312,7 @@ class EventMetrics:
             record = s.admission = self.admission_delay.recorder(s.key, s.attrs)
         for delay in e.delays:
             record(delay)
+        self.rate_keys.admitted(e.key, len(e.delays))
 
     def _store_failed(self, e: StoreFailed) -> None:
         self.db_errors.add(1, self._attr(n.OPERATION, e.operation))

@@ -33,6 +33,12 @@ KEY_GROUP = "key_group"  # kiln.concurrency.in_use: "kind:NAME" | "queue:NAME", 
 VERSION = "version"  # kiln.build.info: kiln's version
 PYTHON_VERSION = "python.version"  # kiln.build.info: the interpreter's (3.11.7)
 TABLE = "table"  # kiln.table.*: the kiln table measured (kiln_jobs)
+# kiln.rate_limit.*: a rate key ("stripe", "email|42"). Bounded: the per-key counters
+# name at most RATE_KEYS_REPORTED keys per process (the busiest), the per-key gauges the
+# RATE_KEYS_BACKLOG keys with the most due pending jobs; never every key of a tenant fleet.
+RATE_KEY = "rate_key"
+RATE_KEYS_REPORTED = 50
+RATE_KEYS_BACKLOG = 20
 # kiln.build.info: the installation the process's servers (or the exporter) read from:
 # a random id made by `kiln migrate` (migration 12), one per kiln database or schema. The
 # monitoring mixin joins it onto every kiln series of the target (kiln_installation), so
@@ -386,6 +392,39 @@ RATE_KEYS_UNDECLARED = Metric(
     "saw them: their jobs are admitted only once a kind or an enqueue declares the key "
     "(every worker reports the same database: aggregate with max)",
 )
+RATE_LIMIT_ADMITTED = Metric(
+    "kiln.rate_limit.admitted", "counter", "{job}",
+    "Jobs this server's admitter admitted, by rate key (the busiest keys of the process: "
+    "at most 50 keys at a time; sum over instances, compare with kiln.rate_limit.rate)",
+    (RATE_KEY,),
+)
+RATE_LIMIT_STARTED = Metric(
+    "kiln.rate_limit.started", "counter", "{job}",
+    "Attempts of rate-limited jobs this server started (counted at the claim that hands "
+    "them to a slot), by rate key, for the same keys as kiln.rate_limit.admitted; sum over "
+    "instances",
+    (RATE_KEY,),
+)
+RATE_LIMIT_RATE = Metric(
+    "kiln.rate_limit.rate", "gauge", "{job}",
+    "The configured rate of a rate key, in jobs per second (rate / per), for the 20 keys "
+    "with the most due pending jobs (cached like the state gauges; aggregate with max)",
+    (RATE_KEY,),
+)
+RATE_LIMIT_BACKLOG = Metric(
+    "kiln.rate_limit.backlog", "gauge", "{job}",
+    "Pending jobs of a rate key that are due (waiting for admission), for the 20 keys with "
+    "the most (0 once a key listed before has none; cached like the state gauges; "
+    "aggregate with max)",
+    (RATE_KEY,),
+)
+RATE_LIMIT_LAG = Metric(
+    "kiln.rate_limit.lag", "gauge", "s",
+    "Admission lag of a rate key: how far behind its rate its backlog is, the seconds its "
+    "due pending jobs take to admit at the configured rate (backlog x per / rate); absent "
+    "for an undeclared key (cached like the state gauges; aggregate with max)",
+    (RATE_KEY,),
+)
 SERVER_RESULTS_PENDING = Metric(
     "kiln.server.results_pending", "gauge", "{result}",
     "Results computed but not yet written to the store",
@@ -485,6 +524,11 @@ METRICS: tuple[Metric, ...] = (
     BUILD_INFO,
     EVENTS_SUBSCRIBER_ERRORS,
     RATE_KEYS_UNDECLARED,
+    RATE_LIMIT_ADMITTED,
+    RATE_LIMIT_STARTED,
+    RATE_LIMIT_RATE,
+    RATE_LIMIT_BACKLOG,
+    RATE_LIMIT_LAG,
     SERVER_RESULTS_PENDING,
     SERVER_CONNECTIONS,
     SERVER_HEARTBEAT_AGE,

@@ -81,6 +81,11 @@ class FleetReads:
         """(key, limit, pending jobs) for each declared rate-limit key, by key."""
         return await self._store.rate_limit_list()
 
+    async def rate_backlog(self, limit: int = 20) -> list[tuple[str, RateLimit | None, int]]:
+        """(key, limit or None if undeclared, due pending jobs) for the ``limit`` rate
+        keys with the most pending jobs due now, most first: the keys behind their rate."""
+        return await self._store.rate_keys_backlog(limit)
+
     async def concurrency_in_use(self) -> dict[str, int]:
         """Running jobs per key group ("kind:NAME", "queue:NAME"), fleet-wide."""
         return await self._store.concurrency_in_use()

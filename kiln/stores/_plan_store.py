@@ -166,6 +166,9 @@ class RatesSql(Protocol[S_co, A_contra]):
         self, idle_for: float, keep: list[str], limit: int
     ) -> Generator[S_co, A_contra, int]: ...
     def rate_limit_list(self) -> Generator[S_co, A_contra, list[tuple[str, RateLimit, int]]]: ...
+    def rate_keys_backlog(
+        self, limit: int
+    ) -> Generator[S_co, A_contra, list[tuple[str, RateLimit | None, int]]]: ...
 
 
 class KindsSql(Protocol[S_co, A_contra]):
@@ -490,6 +493,10 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
         return await self._read("rate_limit_list", self._sql.rates.rate_limit_list)
+
+    async def rate_keys_backlog(self, limit: int) -> list[tuple[str, RateLimit | None, int]]:
+        return await self._read("rate_keys_backlog",
+                                lambda: self._sql.rates.rate_keys_backlog(limit))
 
     # recurring jobs and audit --------------------------------------------------------
     async def cron_last_slot(self, name: str) -> datetime | None:

@@ -439,6 +439,10 @@ class Store(Protocol):
         holds is left. Returns how many."""
         ...
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]: ...
+    async def rate_keys_backlog(self, limit: int) -> list[tuple[str, RateLimit | None, int]]:
+        """Up to ``limit`` keys with the most pending jobs that are due (run_at passed),
+        most first (then by key): (key, its limit or None if undeclared, those jobs).
+        One grouped read of the pending jobs (what kilnotel's per-key gauges show)."""
 
     # recurring jobs
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:

@@ -37,6 +37,10 @@ THRESHOLDS: Mapping[str, float] = MappingProxyType({
     # SLO alerts: the fewest jobs (or claims) that must end in the long window before a
     # burn rate counts; one failure of a rare kind is not a page
     "slo_min_events": 10.0,
+    # KilnRateLimitBelowRate: a rate key more than this many seconds of its rate behind
+    # (kiln_rate_limit_lag_seconds) that starts less than this share of its rate, for 15m
+    "rate_limit_lag_seconds": 60.0,
+    "rate_limit_drain_ratio": 0.8,
 })
 QUEUE_THRESHOLDS = frozenset({"failure_ratio", "oldest_available_seconds",
                               "claim_latency_p99_seconds", "admission_delay_p99_seconds",

@@ -287,6 +287,42 @@ def latency_section() -> list[tuple[Panel, int, int]]:
     ]
 
 
+def rate_limits_section() -> list[tuple[Panel, int, int]]:
+    """Per rate key: at most the 50 busiest keys of each worker (the counters) and the
+    20 keys with the most due pending jobs (the gauges): docs/rate-limits.md."""
+    return [
+        (row("Rate limits"), 24, 1),
+        (timeseries(
+            "Rate keys: started and admitted against their rate",
+            "Jobs per second by rate key: attempts started and jobs admitted (summed over "
+            "workers; each worker names its 50 busiest keys), and the configured rate "
+            "(rate / per) of the 20 keys with the most jobs waiting for admission. A key "
+            "with a backlog should start at its rate. Alert KilnRateLimitBelowRate.",
+            "none",
+            [target(f"sum by (rate_key) (rate(kiln_rate_limit_started_total[{RATE}]))",
+                    "{{rate_key}} started"),
+             target(f"sum by (rate_key) (rate(kiln_rate_limit_admitted_total[{RATE}]))",
+                    "{{rate_key}} admitted"),
+             target("max by (rate_key) (kiln_rate_limit_rate)", "{{rate_key}} rate")]),
+         12, 8),
+        (timeseries(
+            "Admission lag by rate key",
+            "How far behind its rate each key's backlog is: the seconds its due pending "
+            "jobs take to admit at the configured rate (backlog x per / rate), for the 20 "
+            "keys with the most. Falls by one second a second while a key drains at its "
+            "rate; grows while jobs come faster than the rate.",
+            "s",
+            [target("max by (rate_key) (kiln_rate_limit_lag_seconds)", "{{rate_key}}")]),
+         6, 8),
+        (timeseries(
+            "Rate key backlog",
+            "Due pending jobs waiting for admission by rate key, for the 20 keys with the "
+            "most (jobs whose run_at has not come yet are not counted).",
+            "short",
+            [target("max by (rate_key) (kiln_rate_limit_backlog)", "{{rate_key}}")]), 6, 8),
+    ]
+
+
 def recovery_section() -> list[tuple[Panel, int, int]]:
     return [
         (row("Recovery and errors"), 24, 1),
@@ -607,7 +643,8 @@ def _scope_panels(c: Config, panels: list[Panel]) -> list[Panel]:
 
 
 def overview(c: Config) -> dict[str, Any]:
-    sections = [*jobs_section(), *queues_section(), *latency_section(), *slo_section(c),
+    sections = [*jobs_section(), *queues_section(), *latency_section(), *rate_limits_section(),
+                *slo_section(c),
                 *recovery_section(), *servers_section(), *results_section(),
                 *tables_section()]
     return {

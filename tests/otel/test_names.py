@@ -90,9 +90,12 @@ def test_every_state_and_outcome_is_covered() -> None:
 def test_attributes_are_low_cardinality_and_do_not_collide_with_target_labels() -> None:
     # the build info's versions: one value per process; table: the kiln tables measured;
     # key_group: a declared concurrency limit's group (kind:NAME or queue:NAME, never a key);
-    # the installation: one value per database, on the build info only
+    # the installation: one value per database, on the build info only; rate_key: at most
+    # RATE_KEYS_REPORTED keys per process (counters) and RATE_KEYS_BACKLOG (gauges), never
+    # every tenant (tests/otel/test_rate_key_tally.py)
     allowed = {n.QUEUE, n.KIND, n.OUTCOME, n.OPERATION, n.CHANGE, n.VERSION, n.PYTHON_VERSION,
-               n.TABLE, n.KEY_GROUP, n.INSTALLATION}
+               n.TABLE, n.KEY_GROUP, n.INSTALLATION, n.RATE_KEY}
+    assert n.RATE_KEYS_REPORTED <= 50 and n.RATE_KEYS_BACKLOG <= 50
     for metric in n.METRICS:
         assert set(metric.attributes) <= allowed, metric.name
         assert not {"job", "instance", "le", "job_id", "server"} & set(metric.prometheus_labels)

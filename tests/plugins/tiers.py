@@ -35,6 +35,7 @@ SLOW = {  # a module, or a test function with all its parameters
     "tests/deploys/test_deploys.py",
     "tests/deploys/test_contention.py",
     "tests/ops/test_live_prometheus.py",
+    "tests/otel/test_rate_limit_metrics.py",  # drains a backlog at 5 a second, per store
     "tests/ops/test_alerts.py::test_promtool_unit_tests",
     "tests/cluster/test_rescue.py",
     "tests/cluster/test_recurring.py::test_every_slot_once_across_servers_and_leader_changes",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from kiln._model._job import JobState, RateLimit
 from kiln.stores import Store
@@ -92,3 +92,19 @@ async def test_no_window_admits_more_than_rate_plus_burst(store: Store, other_st
     assert _max_in_window(times, limit.per) <= limit.rate + limit.burst
     pending = [r for r in rows if r is not None and r.state is JobState.PENDING]
     assert len(pending) == 40 - len(times)
+
+
+async def test_backlog_lists_the_keys_most_behind_first(store: Store) -> None:
+    """rate_keys_backlog: the keys with the most due pending jobs, most first, with their
+    limit (None: undeclared); jobs not due yet, and other states, are not counted."""
+    limit = RateLimit(rate=5, per=1.0)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    await insert(store, *(job(rate_key="big", rate_limit=limit) for _ in range(4)),
+                 *(job(rate_key="small", rate_limit=RateLimit(rate=2)) for _ in range(2)),
+                 job(rate_key="nolimit"),
+                 *(job(rate_key="later", rate_limit=limit, run_at=later) for _ in range(9)))
+    assert await store.rate_keys_backlog(10) == [
+        ("big", limit, 4), ("small", RateLimit(rate=2), 2), ("nolimit", None, 1)]
+    assert await store.rate_keys_backlog(2) == [("big", limit, 4), ("small", RateLimit(rate=2), 2)]
+    await store.jobs_admit("big", 100)  # the bucket holds one: three left pending
+    assert (await store.rate_keys_backlog(1)) == [("big", limit, 3)]

@@ -28,30 +28,46 @@ def rate_limit_declare(key: str, limit: RateLimit) -> Plan[None]:
 # The keys with pending jobs due now, by a loose index scan done by hand: MariaDB
 # neither skips along kiln_jobs_pending for DISTINCT nor seeks it in a recursive CTE
 # (it walks the index from its start for each key), so each step asks for the key
-# after the last one found (one index seek) and whether the last one has a job due
-# (one more), in one round trip. Work per call grows with the keys that have pending
-# jobs, not with the pending jobs (tests/flow/test_admission_cost.py).
+# after the last one found (one index seek) and whether it has a job due (one more).
+# KEYS_PER_TRIP such steps go in one round trip, chained through a session variable
+# passed to prepared statements (EXECUTE ... USING: a bound value, which the optimizer
+# seeks the index with; the variable in the statement's text made it scan the index):
+# 40 keys cost two round trips, not 41 (the first trip takes FIRST_TRIP keys, so that a
+# pass over one key sends about the statements it did before). Work per call grows with
+# the keys that have pending jobs, not with the pending jobs
+# (tests/flow/test_admission_cost.py).
 # (MIN: the optimizer reads it off the index; ORDER BY ... LIMIT 1 was a filesort)
-KEY_AFTER = "SELECT MIN(rate_key) FROM kiln_jobs WHERE state = 'pending' AND rate_key > %s"
-KEY_DUE = (
-    "SELECT EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'pending' AND rate_key = %s"
-    f" AND run_at <= {NOW})"
+KEYS_PER_TRIP = 50
+FIRST_TRIP = 4
+KEY_PREPARE = (
+    "PREPARE kiln_key_after FROM 'SELECT MIN(rate_key) INTO @kiln_rate_key FROM kiln_jobs"
+    " WHERE state = ''pending'' AND rate_key > ?'"
 )
+DUE_PREPARE = (
+    "PREPARE kiln_key_due FROM 'SELECT ?, EXISTS (SELECT 1 FROM kiln_jobs"
+    f" WHERE state = ''pending'' AND rate_key = ? AND run_at <= {NOW})'"
+)
+KEY_AFTER = "EXECUTE kiln_key_after USING @kiln_rate_key"
+KEY_DUE = "EXECUTE kiln_key_due USING @kiln_rate_key, @kiln_rate_key"
 
 
 def rate_keys_pending() -> Plan[list[str]]:
     keys: list[str] = []
-    last: str | None = None
+    last = ""
+    trip = FIRST_TRIP
     while True:
-        stmts = [Stmt(KEY_AFTER, ("" if last is None else last,))]
-        if last is not None:
-            stmts.append(Stmt(KEY_DUE, (last,)))
+        stmts = [Stmt(KEY_PREPARE), Stmt(DUE_PREPARE), Stmt("SET @kiln_rate_key = %s", (last,))]
+        for _ in range(trip):
+            stmts += [Stmt(KEY_AFTER), Stmt(KEY_DUE)]
+        trip = KEYS_PER_TRIP
         out = yield step(*stmts)
-        if last is not None and out[1].rows[0][0]:
-            keys.append(last)
-        if out[0].rows[0][0] is None:
-            return keys
-        last = str(out[0].rows[0][0])
+        for result in out[4::2]:
+            key, due = result.rows[0]
+            if key is None:
+                return keys
+            last = str(key)
+            if due:
+                keys.append(last)
 
 
 def admit(
@@ -210,6 +226,21 @@ def rate_limit_list() -> Plan[list[tuple[str, RateLimit, int]]]:
         " ORDER BY r.`key`"
     )
     return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in out[0].rows]
+
+
+# The keys with the most pending jobs that are due, with their limits (see PostgreSQL's).
+BACKLOG = (
+    "SELECT j.rate_key, COUNT(*), r.rate, r.per, r.burst FROM kiln_jobs j"
+    " LEFT JOIN kiln_rate_limits r ON r.`key` = j.rate_key WHERE j.state = 'pending'"
+    f" AND j.rate_key IS NOT NULL AND j.run_at <= {NOW}"
+    " GROUP BY j.rate_key, r.rate, r.per, r.burst ORDER BY COUNT(*) DESC, j.rate_key LIMIT %s"
+)
+
+
+def rate_keys_backlog(limit: int) -> Plan[list[tuple[str, RateLimit | None, int]]]:
+    out = yield one(BACKLOG, limit)
+    return [(r[0], None if r[2] is None else RateLimit(rate=r[2], per=r[3], burst=r[4]),
+             int(r[1])) for r in out[0].rows]
 
 
 def rate_keys_prune(idle_for: float, keep: list[str], limit: int) -> Plan[int]:

@@ -128,6 +128,22 @@ def rate_limit_list(conn: sqlite3.Connection) -> list[tuple[str, RateLimit, int]
     return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in rows]
 
 
+def rate_keys_backlog(
+    conn: sqlite3.Connection, limit: int
+) -> list[tuple[str, RateLimit | None, int]]:
+    """The keys with the most pending jobs that are due, with their limits (None:
+    undeclared); one grouped read of the pending index."""
+    rows = conn.execute(
+        "SELECT j.rate_key, COUNT(*), r.rate, r.per, r.burst FROM kiln_jobs j"
+        " LEFT JOIN kiln_rate_limits r ON r.key = j.rate_key WHERE j.state = 'pending'"
+        " AND j.rate_key IS NOT NULL AND j.run_at <= ?"
+        " GROUP BY j.rate_key, r.rate, r.per, r.burst ORDER BY COUNT(*) DESC, j.rate_key"
+        " LIMIT ?", (time.time(), limit),
+    ).fetchall()
+    return [(r[0], None if r[2] is None else RateLimit(rate=r[2], per=r[3], burst=r[4]),
+             int(r[1])) for r in rows]
+
+
 def rate_keys_prune(
     conn: sqlite3.Connection, idle_for: float, keep: list[str], limit: int
 ) -> int:

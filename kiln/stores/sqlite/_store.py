@@ -533,6 +533,10 @@ class SQLiteStore(Unnotified):
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
         return await self._run("rate_limit_list", _rates.rate_limit_list)
 
+    async def rate_keys_backlog(self, limit: int) -> list[tuple[str, RateLimit | None, int]]:
+        return await self._run("rate_keys_backlog",
+                               lambda c: _rates.rate_keys_backlog(c, limit))
+
     # recurring jobs ----------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
         return await self._run(
