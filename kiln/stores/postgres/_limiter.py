@@ -1,32 +1,36 @@
-"""The notify limiter: per queue, at most one NOTIFY per ``window`` from this process,
-and none inside a producer's transaction.
+"""The notify limiter: per queue, at most one NOTIFY per ``window`` from this process.
 
 Every notifying commit takes PostgreSQL's global notify lock, so many producers each
 committing one job serialise on it (issue 41; Oban measured 698 inserts/s with its
-notify trigger against 1,967 without). River's answer is a per-queue limit; this goes
-one step further, as Oban did: a plain insert never notifies in its own transaction
-(``_jobs.INSERT_FAST_QUIET``); once it has committed (``landed``) its queue is owed a
-wake-up, which the store's payer (_owed: one thread, on the store's sync connection)
-sends outside every producer's transaction: at once if the payer sent none within the
-window, else when the window ends. So a job waits at most one window (plus a round
-trip) for its wake-up, never a poll, and a producer's commit never takes the notify
-lock. A wake-up is owed only once its insert has committed, so the NOTIFY
-that pays it always comes after the commit it announces. Owns only the bookkeeping;
-PostgresStore decides which inserts go quiet (plain jobs available at once).
+notify trigger against 1,967 without). River's answer, which this follows: a process
+sends a queue's notification at most once per short window. An insert inside the
+window goes without (``_jobs.INSERT_FAST_QUIET``) and, once it has committed
+(``landed``), the queue is owed one. The first insert after the window carries it in
+its own transaction (a producer inserting steadily sends no statement of its own for
+it); if none comes, the store sends it, outside any producer's transaction, a
+``GRACE`` after the window's end (``due``), so a job inserted just after a
+notification waits at most 1.5 windows for its wake-up, never a poll. Only landed
+inserts are owed: an insert that notifies settles what committed before it started,
+never a quiet insert still in flight (whose commit may come after its NOTIFY). Owns
+only the bookkeeping; PostgresStore decides which inserts may go quiet (plain jobs
+available at once, all of one queue).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 # the store's default window: a burst of inserts into one queue sends one NOTIFY per
-# 2 ms per process (at most 500/s, from one connection), and a job inserted inside a
-# window waits at most 2 ms more for its wake-up; since none of those NOTIFYs is in a
-# producer's transaction, a short window no longer costs producers' commits
-# (bench/RESULTS.md, "Notifications after the commit")
-NOTIFY_WINDOW = 0.002
+# 10 ms per process (at most 100/s), and a job inserted inside a window waits at most
+# 15 ms more for its wake-up; a job inserted more than 10 ms after the queue's last
+# NOTIFY from this process (one job every 50 ms, say) notifies as it commits. 2 ms
+# left single-job producers at half the rate without NOTIFY (docs/scaling.md)
+NOTIFY_WINDOW = 0.01
+# an owed wake-up is sent this long (a fraction of the window) after the window ends,
+# unless an insert after the window carried it first
+GRACE = 0.5
 
 
 class NotifyLimiter:
@@ -35,21 +39,29 @@ class NotifyLimiter:
         self._clock = clock
         self._sent: dict[str, float] = {}  # queue -> monotonic time of its last notify
         self._owed: set[str] = set()
-        self._lock = threading.Lock()  # inserts come from any thread
+        self._lock = threading.Lock()  # sync enqueues come from any thread
 
-    def landed(self, queues: Iterable[str]) -> bool:
-        """Quiet inserts into ``queues`` committed: each is owed a wake-up. True when
-        nothing was owed before (an idle payer must wake up; a payer with something
-        owed is already due to look again within a window)."""
+    def quiet(self, queue: str) -> bool:
+        """Whether an insert into ``queue`` now may skip its NOTIFY (one went out
+        within the window); if not, the insert's NOTIFY counts as this window's and
+        settles what is owed (the quiet inserts that landed before it started). A quiet
+        insert must call ``landed`` once it has committed."""
+        now = self._clock()
         with self._lock:
-            owed = self._owed
-            idle = not owed
-            owed.update(queues)
-            return idle
+            sent = self._sent.get(queue)
+            if sent is not None and now - sent < self.window:
+                return True
+            self._sent[queue] = now
+            self._owed.discard(queue)
+            return False
+
+    def landed(self, queue: str) -> None:
+        """A quiet insert into ``queue`` committed: the queue is owed a wake-up."""
+        with self._lock:
+            self._owed.add(queue)
 
     def _pay_at(self, queue: str) -> float:
-        sent = self._sent.get(queue)
-        return float("-inf") if sent is None else sent + self.window
+        return self._sent[queue] + self.window * (1.0 + GRACE)
 
     def delay(self) -> float | None:
         """Seconds until the earliest owed wake-up is due; None when none is owed."""

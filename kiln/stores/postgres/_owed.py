@@ -1,14 +1,10 @@
-"""The payer of owed wake-ups (the notify limiter's, _limiter), for async and sync
-inserts alike.
+"""The sync enqueue path's payer of owed wake-ups (the notify limiter's, _limiter).
 
-A quiet insert's wake-up is never sent in its producer's transaction: once it has
-committed, its queue is owed one, and the store's one daemon thread sends it on the
-store's sync connection (``send``), at once if nothing was sent within the window,
-else when the window ends. The producer (an ``aenqueue`` on the event loop, an
-``app.enqueue`` from a web request) only wakes the thread, and only when nothing was
-owed before: a steady producer wakes it not at all, the thread paying once a window.
-The thread holds the store only weakly through ``send``, and ends with ``stop`` or
-when the store is gone. Owns the thread only.
+An async insert that went quiet has its wake-up sent by a timer of its event loop;
+sync code (``app.enqueue`` from a web request) has no loop, so the store starts one
+daemon thread that sleeps until the earliest owed wake-up is due and sends it
+(``send``, on the store's sync connection). It holds the store only weakly through
+``send``, and ends with ``stop`` or when the store is gone. Owns the thread only.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ class OwedPayer:
     def __init__(self, limiter: NotifyLimiter, send: Callable[[list[str]], bool]) -> None:
         self._limiter = limiter
         self._send = send  # False: the store is gone
-        self._wake = threading.Event()  # something became owed while none was
-        self._stopping = threading.Event()
+        self._wake = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -49,7 +44,6 @@ class OwedPayer:
         with self._lock:
             self._stopped = True
             thread, self._thread = self._thread, None
-        self._stopping.set()
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
@@ -67,25 +61,20 @@ class OwedPayer:
             self._failing = True
             return True
         if self._failing:
-            log.warning("kiln: wake-ups go out again")
+            log.warning("kiln: owed wake-ups go out again")
             self._failing = False
         return sent
 
     def _run(self) -> None:
-        """Idle until something is owed; pay what is due; after a payment wait one
-        window (the limiter would send nothing sooner), so a steady producer costs
-        this thread one wake-up per window, and the producer no signal at all."""
-        window = self._limiter.window
         while not self._stopped:
-            self._wake.clear()  # before looking: a queue owed after the look sets it
+            self._wake.clear()
             delay = self._limiter.delay()
             if delay is None:
                 self._wake.wait()
                 continue
             if delay > 0:
-                self._stopping.wait(delay)
+                self._wake.wait(delay)
                 continue
             queues = self._limiter.due()
             if queues and not self._pay(queues):
                 return
-            self._stopping.wait(window)

@@ -14,6 +14,7 @@ multi-statement plans send BEGIN and COMMIT in the same pipelines as their state
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import weakref
@@ -114,6 +115,9 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
         # without notify (a Bus carries the wake-ups) every insert is quiet
         self._notifies = notify
         self._limiter = NotifyLimiter(notify_window) if notify and notify_window > 0 else None
+        self._owed: asyncio.TimerHandle | None = None
+        self._owing: set[asyncio.Task[None]] = set()
+        self._notify_failing = False  # the last owed NOTIFY failed (warned once per streak)
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._open_lock: asyncio.Lock | None = None
         self._counter = Counter()
@@ -168,9 +172,19 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
         return UnreachableError("open", f"cannot reach PostgreSQL at {self._where}: {reason}")
 
     async def close(self) -> None:
-        payer, self._payer = self._payer, None
-        if payer is not None:  # what is owed goes out now (sync connection), not never
-            await asyncio.to_thread(payer.stop)
+        if self._owed is not None:
+            self._owed.cancel()
+            self._owed = None
+        if self._payer is not None:
+            self._payer.stop()  # what is owed goes out now (sync connection), not never
+            self._payer = None
+        elif self._limiter is not None and self._pool is not None:
+            queues = self._limiter.settle()  # what is owed goes out now, not never
+            if queues:
+                await self._notify(queues)
+        for task in list(self._owing):
+            with contextlib.suppress(Exception):
+                await task
         await self._listener.stop()
         pool, self._pool = self._pool, None
         if pool is not None:
@@ -263,48 +277,64 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is None:
             quiet = self._quiet(jobs)
-            ids = await self._run("job_insert",
-                                  lambda: _jobs.insert(jobs, quiet=quiet is not None), tx=True)
-            if quiet:
-                self._landed(quiet)
+            ids = await self._run("job_insert", lambda: _jobs.insert(jobs, quiet=quiet),
+                                  tx=True)
+            if quiet and self._limiter is not None:
+                self._limiter.landed(jobs[0].queue)
+                self._owe()
             return ids
         if isinstance(conn, psycopg.Connection):
             return self.job_insert_many_sync(jobs, conn)
         if not isinstance(conn, psycopg.AsyncConnection):
             raise TypeError("PostgresStore joins only a psycopg Connection or AsyncConnection")
-        # a caller's transaction: its NOTIFY goes out with that commit, never before
         with self._errors("job_insert"):
             return await run_async(conn, _jobs.insert(jobs), self._counter, tx=_no_tx(conn),
                                    prepared=self._prepared, qualify=self._qualify)
 
-    def _quiet(self, jobs: Sequence[NewJob]) -> tuple[str, ...] | None:
-        """The queues this insert makes owed a wake-up after its commit, when it may
-        skip its own NOTIFY (the limiter's call; () without notifications, a Bus
-        carrying the wake-ups): only plain jobs available at once. None: it notifies in
-        its transaction (delayed, unique, rate-limited and dependent jobs, and every
-        insert with ``notify_window=0``)."""
-        if self._limiter is None:
-            return None if self._notifies else ()
-        if len(jobs) == 1:
-            j = jobs[0]
-            if (j.after or j.unique_key is not None or j.rate_key or j.depends_on
-                    or j.run_at is not None or j.delay > 0):
-                return None
-            return (j.queue,)
-        queues: set[str] = set()
+    def _quiet(self, jobs: Sequence[NewJob]) -> bool:
+        """Whether this insert may skip its NOTIFY (the limiter's call): only plain
+        jobs available at once, all of one queue, whose queue was notified within the
+        window."""
+        if self._limiter is None or not jobs:
+            return not self._notifies
+        queue = jobs[0].queue
         for j in jobs:
-            if (j.after or j.unique_key is not None or j.rate_key or j.depends_on
-                    or j.run_at is not None or j.delay > 0):
-                return None
-            queues.add(j.queue)
-        return tuple(queues) if queues else None
+            if (j.queue != queue or j.after or j.unique_key is not None or j.rate_key
+                    or j.depends_on or j.run_at is not None or j.delay > 0):
+                return False
+        return self._limiter.quiet(queue)
 
-    def _landed(self, queues: tuple[str, ...]) -> None:
-        """Quiet inserts committed: their queues' wake-ups go out from the payer's
-        thread (_owed), now or at the window's end, never in a producer's commit."""
+    def _owe(self) -> None:
+        """A quiet insert's queue is owed its wake-up when the window ends."""
         limiter = self._limiter
-        if limiter is not None and limiter.landed(queues):
-            self._owed_payer().owe()
+        if limiter is None or self._owed is not None:
+            return
+        delay = limiter.delay()
+        if delay is not None:
+            self._owed = asyncio.get_running_loop().call_later(delay, self._pay)
+
+    def _pay(self) -> None:
+        self._owed = None
+        assert self._limiter is not None
+        queues = self._limiter.due()
+        if queues:
+            task = asyncio.ensure_future(self._notify(queues))
+            self._owing.add(task)
+            task.add_done_callback(self._owing.discard)
+        self._owe()  # queues owed later than these
+
+    async def _notify(self, queues: list[str]) -> None:
+        try:
+            await self._run("job_notify", lambda: _notify_plan(queues))
+        except Exception:  # servers find the jobs at their next poll: say so, once
+            if not self._notify_failing:
+                log.warning("kiln: could not send the wake-up owed to %s (servers find"
+                            " the jobs at their next poll)", queues, exc_info=True)
+            self._notify_failing = True
+            return
+        if self._notify_failing:
+            log.warning("kiln: owed wake-ups go out again")
+            self._notify_failing = False
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
@@ -314,14 +344,14 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
                 return run_sync(conn, _jobs.insert(jobs), self._counter, tx=_no_tx(conn),
                                 prepared=self._prepared, qualify=self._qualify)
         quiet = self._quiet(jobs)
-        ids = self._run_sync("job_insert", lambda: _jobs.insert(jobs, quiet=quiet is not None),
-                             tx=True)
-        if quiet:
-            self._landed(quiet)
+        ids = self._run_sync("job_insert", lambda: _jobs.insert(jobs, quiet=quiet), tx=True)
+        if quiet and self._limiter is not None:
+            self._limiter.landed(jobs[0].queue)
+            self._owed_payer().owe()
         return ids
 
     def _owed_payer(self) -> OwedPayer:
-        """The thread that sends the wake-ups owed to quiet inserts (_owed)."""
+        """The thread that sends the wake-ups owed to sync inserts (_owed)."""
         if self._payer is None:
             with self._sync_lock:
                 if self._payer is None:
@@ -454,11 +484,12 @@ def _sender(store: weakref.ref[PostgresStore]) -> Callable[[list[str]], bool]:
     return send
 
 
-# The payer's NOTIFY is a transaction of its own that writes nothing but its commit: it
-# commits without waiting for the WAL flush (synchronous_commit off for this transaction
-# only, no session state: fine behind a transaction-mode pooler). The jobs it announces
-# committed, flushed, before it was sent; a crash can lose only the wake-up, which the
-# servers' next poll makes up for.
+# An owed wake-up's NOTIFY (sent outside every producer's transaction) is a transaction
+# of its own that writes nothing but its commit: it commits without waiting for the WAL
+# flush (synchronous_commit off for this transaction only, no session state: fine behind
+# a transaction-mode pooler), so it holds the notify lock only briefly. The jobs it
+# announces committed, flushed, before it was sent; a crash can lose only the wake-up,
+# which the servers' next poll makes up for.
 _NOTIFY_ONE = (f"SELECT set_config('synchronous_commit', 'off', true),"
                f" pg_notify('{CHANNEL}', %s)")
 _NOTIFY_MANY = (f"SELECT set_config('synchronous_commit', 'off', true),"
