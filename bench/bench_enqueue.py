@@ -35,6 +35,8 @@ then the ratios kiln/peer taken per run (same round) and their median.
     python bench/bench_enqueue.py --url mysql://root@127.0.0.1:3306/test
     python bench/bench_enqueue.py --producers
     python bench/bench_enqueue.py --stages --rounds 9
+    python bench/bench_enqueue.py --systems kiln kiln_baseline pgqueuer --batches \
+        --baseline DIR --rounds 6   # single enqueues only
 
 ``--stages`` times each step of ``await app.aenqueue_many`` of 1,000 jobs on PostgreSQL
 on its own, per job: building and validating the jobs, the statement's columns, the
@@ -109,7 +111,9 @@ def _tracer_provider() -> Any:
     return provider
 
 
-def kiln_worker(url: str, single: int, jobs: int, otel: bool) -> None:
+def kiln_worker(
+    url: str, single: int, jobs: int, otel: bool, batches: tuple[int, ...] = BATCHES
+) -> None:
     app = kiln.App(url)
     app.register(KIND, lambda job: None, queue="bench")
     app.migrate()
@@ -124,7 +128,7 @@ def kiln_worker(url: str, single: int, jobs: int, otel: bool) -> None:
     with Timer("enqueue", 1, single):
         for a in args[:single]:
             app.enqueue(KIND, a)
-    for size in BATCHES:
+    for size in batches:
         app.enqueue_many([(KIND, a) for a in args[:size]])  # warm-up of this size
         with Timer("enqueue_many", size, jobs):
             for chunk in chunks(args[:jobs], size):
@@ -136,7 +140,7 @@ def kiln_worker(url: str, single: int, jobs: int, otel: bool) -> None:
         with Timer("aenqueue", 1, single):
             for a in args[:single]:
                 await app.aenqueue(KIND, a)
-        for size in BATCHES:
+        for size in batches:
             await app.aenqueue_many([(KIND, a) for a in args[:size]])
             with Timer("aenqueue_many", size, jobs):
                 for chunk in chunks(args[:jobs], size):
@@ -562,15 +566,18 @@ def systems(store: str, peers_python: str, baseline: str | None) -> list[str]:
     return names
 
 
-def command(name: str, url: str, peers_python: str, single: int, jobs: int) -> list[str]:
+def command(
+    name: str, url: str, peers_python: str, single: int, jobs: int,
+    batches: tuple[int, ...] = BATCHES,
+) -> list[str]:
     """The command line of one run of ``name`` on its fresh database ``url``."""
     if name in PEERS:
         return [peers_python, "-c", textwrap.dedent(PEERS[name]), url, str(single),
-                str(jobs), *(str(b) for b in BATCHES)]
+                str(jobs), *(str(b) for b in batches)]
     worker = {"sqlite_executemany": "sqlite", "mysql_executemany": "mysql",
               "kiln_baseline": "kiln"}.get(name, name)
     return [sys.executable, __file__, "--worker", worker, url, "--single", str(single),
-            "--jobs", str(jobs)]
+            "--jobs", str(jobs), "--batches", *(str(b) for b in batches)]
 
 
 Results = dict[tuple[str, int], list[dict[str, float]]]  # (op, batch) -> one per round
@@ -596,10 +603,11 @@ def run_one(
 
 
 def main_runs(
-    url: str, rounds: int, peers_python: str, single: int, jobs: int, baseline: str | None
+    url: str, rounds: int, peers_python: str, single: int, jobs: int, baseline: str | None,
+    only: list[str] | None = None, batches: tuple[int, ...] = BATCHES,
 ) -> None:
     store = store_of(url)
-    names = systems(store, peers_python, baseline)
+    names = [n for n in systems(store, peers_python, baseline) if not only or n in only]
     results: dict[str, Results] = {name: {} for name in names}
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -609,7 +617,7 @@ def main_runs(
                     continue
                 db = fresh(url, f"kiln_bench_enq_{name}", Path(tmp))
                 try:
-                    got = run_one(command(name, db, peers_python, single, jobs),
+                    got = run_one(command(name, db, peers_python, single, jobs, batches),
                                   baseline if name == "kiln_baseline" else None)
                 finally:
                     drop(db)
@@ -663,8 +671,13 @@ def main() -> None:
                         " measured in the same run as kiln_baseline")
     parser.add_argument("--stages", action="store_true",
                         help="PostgreSQL: time each step of aenqueue_many per job instead")
+    parser.add_argument("--systems", nargs="+", metavar="NAME",
+                        help="only these systems (kiln, kiln_otel, kiln_baseline, pgqueuer, ...)")
+    parser.add_argument("--batches", type=int, nargs="*", default=list(BATCHES),
+                        help="batch sizes (none: single enqueues only)")
     parser.add_argument("--worker", nargs=2, metavar=("SYSTEM", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    batches = tuple(args.batches)
     if args.worker:
         system, url = args.worker
         if system in ("sqlite", "sqlite_json_each"):
@@ -672,7 +685,8 @@ def main() -> None:
         elif system == "mysql":
             mysql_worker(url, args.single, args.jobs)
         else:
-            kiln_worker(url, args.single, args.jobs, otel=system == "kiln_otel")
+            kiln_worker(url, args.single, args.jobs, otel=system == "kiln_otel",
+                        batches=batches)
         return
     if args.stages:
         db = fresh(args.url, "kiln_bench_stages", Path(tempfile.gettempdir()))
@@ -685,7 +699,8 @@ def main() -> None:
         url = fresh(args.url, "kiln_bench_producers", Path(tempfile.gettempdir()))
         report_producers(asyncio.run(bench_producers(url, args.rounds)))
         return
-    main_runs(args.url, args.rounds, args.peers_python, args.single, args.jobs, args.baseline)
+    main_runs(args.url, args.rounds, args.peers_python, args.single, args.jobs, args.baseline,
+              args.systems, batches)
 
 
 if __name__ == "__main__":

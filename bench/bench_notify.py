@@ -12,7 +12,9 @@ what one ``aenqueue`` does) into one queue for ``--seconds``, in three modes:
   window's end (kiln.stores.postgres._limiter);
 - ``off``: a window longer than the run: the first insert notifies, none after.
 
-Each mode and producer count runs on a fresh schema, ``--rounds`` times, interleaved;
+Each mode and producer count runs on a fresh schema, ``--rounds`` times, interleaved
+(``--modes`` picks the modes and their order within a round: a mode run right after
+``on`` may inherit the server's state from it);
 prints one JSON line per (producers, mode) with the median commits/s, then one
 summary line with limited/off and on/off per producer count.
 
@@ -108,8 +110,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window", type=float, default=NOTIFY_WINDOW,
                         help="the limited mode's notify_window (default: the store's)")
+    parser.add_argument("--modes", nargs="+", default=list(WINDOWS), choices=list(WINDOWS),
+                        help="the modes, in the order each round runs them")
     args = parser.parse_args()
-    windows = {**WINDOWS, "limited": args.window}
+    windows = {mode: args.window if mode == "limited" else WINDOWS[mode]
+               for mode in args.modes}
     rates: dict[tuple[int, str], list[float]] = {}
     for _ in range(args.rounds):
         for producers in args.producers:
@@ -125,15 +130,16 @@ def main() -> None:
                           "commits_per_s": round(median), "runs": [round(v) for v in values]}))
         summary[f"{producers}_{mode}"] = round(median)
     for producers in args.producers:
-        for mode in ("limited", "on"):  # the ratio within each round, then their median
+        if "off" not in windows:
+            continue
+        for mode in [m for m in ("limited", "on") if m in windows]:
+            # the ratio within each round, then their median
             summary[f"{producers}_{mode}_over_off_per_round"] = round(statistics.median(
                 a / b for a, b in zip(rates[(producers, mode)], rates[(producers, "off")],
                                       strict=True)), 3)
-        off = statistics.median(rates[(producers, "off")])
-        summary[f"{producers}_limited_over_off"] = round(
-            statistics.median(rates[(producers, "limited")]) / off, 3)
-        summary[f"{producers}_on_over_off"] = round(
-            statistics.median(rates[(producers, "on")]) / off, 3)
+            off = statistics.median(rates[(producers, "off")])
+            summary[f"{producers}_{mode}_over_off"] = round(
+                statistics.median(rates[(producers, mode)]) / off, 3)
     print(json.dumps(summary))
 
 

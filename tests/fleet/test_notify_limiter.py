@@ -6,6 +6,7 @@ With a Bus (``notify=False``) the store sends no NOTIFY at all."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -15,6 +16,7 @@ import kiln
 from kiln._model._job import JobFilter, NewJob
 from kiln.stores import Store, store_from_url
 from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, NotifyLimiter
+from kiln.stores.postgres._owed import OwedPayer
 from tests.support.config import fast_config
 from tests.support.waits import wait_for
 
@@ -221,3 +223,20 @@ async def test_an_app_with_a_bus_wakes_its_server_through_the_bus_only(
         await task
         await app.aclose()
         await listener.close()
+
+
+def test_the_payer_warns_once_while_its_sends_fail(caplog: pytest.LogCaptureFixture) -> None:
+    outcomes: list[Exception | bool] = [RuntimeError("down"), RuntimeError("down"), True]
+
+    def send(queues: list[str]) -> bool:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    payer = OwedPayer(NotifyLimiter(0.01), send)
+    with caplog.at_level(logging.WARNING, logger="kiln.stores.postgres"):
+        assert payer._pay(["mail"]) and payer._pay(["mail"]) and payer._pay(["mail"])
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "could not send" in m]) == 1  # not one a window
+    assert messages[-1] == "kiln: owed wake-ups go out again"

@@ -26,6 +26,7 @@ class OwedPayer:
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._failing = False  # the last send failed (warned once per streak)
 
     def owe(self) -> None:
         """A quiet insert landed: make sure its wake-up is paid when due."""
@@ -52,10 +53,17 @@ class OwedPayer:
 
     def _pay(self, queues: list[str]) -> bool:
         try:
-            return self._send(queues)
-        except Exception:  # servers find the jobs at their next poll: say so
-            log.warning("kiln: could not send the wake-up owed to %s", queues, exc_info=True)
+            sent = self._send(queues)
+        except Exception:  # servers find the jobs at their next poll: say so, once
+            if not self._failing:
+                log.warning("kiln: could not send the wake-up owed to %s (servers find"
+                            " the jobs at their next poll)", queues, exc_info=True)
+            self._failing = True
             return True
+        if self._failing:
+            log.warning("kiln: owed wake-ups go out again")
+            self._failing = False
+        return sent
 
     def _run(self) -> None:
         while not self._stopped:

@@ -117,6 +117,7 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
         self._limiter = NotifyLimiter(notify_window) if notify and notify_window > 0 else None
         self._owed: asyncio.TimerHandle | None = None
         self._owing: set[asyncio.Task[None]] = set()
+        self._notify_failing = False  # the last owed NOTIFY failed (warned once per streak)
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._open_lock: asyncio.Lock | None = None
         self._counter = Counter()
@@ -325,8 +326,15 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
     async def _notify(self, queues: list[str]) -> None:
         try:
             await self._run("job_notify", lambda: _notify_plan(queues))
-        except Exception:  # servers find the jobs at their next poll: say so, go on
-            log.warning("kiln: could not send the wake-up owed to %s", queues, exc_info=True)
+        except Exception:  # servers find the jobs at their next poll: say so, once
+            if not self._notify_failing:
+                log.warning("kiln: could not send the wake-up owed to %s (servers find"
+                            " the jobs at their next poll)", queues, exc_info=True)
+            self._notify_failing = True
+            return
+        if self._notify_failing:
+            log.warning("kiln: owed wake-ups go out again")
+            self._notify_failing = False
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is not None:
@@ -476,8 +484,23 @@ def _sender(store: weakref.ref[PostgresStore]) -> Callable[[list[str]], bool]:
     return send
 
 
+# An owed wake-up's NOTIFY (sent outside every producer's transaction) is a transaction
+# of its own that writes nothing but its commit: it commits without waiting for the WAL
+# flush (synchronous_commit off for this transaction only, no session state: fine behind
+# a transaction-mode pooler), so it holds the notify lock only briefly. The jobs it
+# announces committed, flushed, before it was sent; a crash can lose only the wake-up,
+# which the servers' next poll makes up for.
+_NOTIFY_ONE = (f"SELECT set_config('synchronous_commit', 'off', true),"
+               f" pg_notify('{CHANNEL}', %s)")
+_NOTIFY_MANY = (f"SELECT set_config('synchronous_commit', 'off', true),"
+                f" pg_notify('{CHANNEL}', q) FROM unnest(%s::text[]) AS q")
+
+
 def _notify_plan(queues: list[str]) -> Plan[None]:
-    yield one(f"SELECT pg_notify('{CHANNEL}', q) FROM unnest(%s::text[]) AS q", queues)
+    if len(queues) == 1:  # the usual case: no array to encode
+        yield one(_NOTIFY_ONE, queues[0])
+        return
+    yield one(_NOTIFY_MANY, queues)
 
 
 def _probe_plan(channel: str) -> Plan[None]:
