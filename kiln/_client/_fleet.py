@@ -104,10 +104,16 @@ class FleetReads:
         await self._store.audit_record(actor, action, count, detail)
 
     # jobs in aggregate ------------------------------------------------------------
-    async def counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
+    async def counts(
+        self, states: Sequence[JobState] | None = None, *, cap: int | None = None
+    ) -> list[StateCount]:
         """Jobs by queue and state; with ``states``, only those (each counted through its
-        index: cheap for the live states however many finished jobs the table keeps)."""
-        return await self._store.job_counts(states)
+        index: cheap for the live states however many finished jobs the table keeps).
+        With ``cap`` (the dashboard and kilnotel pass 1,000), PostgreSQL
+        counts each queue and state exactly up to ``cap`` jobs and estimates beyond,
+        marking those ``estimated``: the read then costs the same with ten million jobs
+        as with a thousand. MariaDB and SQLite always count exactly."""
+        return await self._store.job_counts(states, cap=cap)
 
     async def counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """Jobs by kind and state."""

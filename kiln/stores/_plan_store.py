@@ -88,7 +88,7 @@ class AdminSql(Protocol[S_co, A_contra]):
     def dependents(self, job_id: int) -> Generator[S_co, A_contra, list[int]]: ...
     def dependency_results(self, job_id: int) -> Generator[S_co, A_contra, dict[int, Any]]: ...
     def state_counts(
-        self, states: Sequence[JobState] | None = None
+        self, states: Sequence[JobState] | None = None, cap: int | None = None
     ) -> Generator[S_co, A_contra, list[StateCount]]: ...
     def oldest_available(self) -> Generator[S_co, A_contra, dict[str, float]]: ...
     def scheduled_due(self) -> Generator[S_co, A_contra, dict[str, int]]: ...
@@ -304,8 +304,10 @@ class PlanStore(abc.ABC, Generic[S, A]):
             "job_dependency_results", lambda: self._sql.admin.dependency_results(job_id)
         )
 
-    async def job_counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
-        return await self._read("job_counts", lambda: self._sql.admin.state_counts(states))
+    async def job_counts(
+        self, states: Sequence[JobState] | None = None, *, cap: int | None = None
+    ) -> list[StateCount]:
+        return await self._read("job_counts", lambda: self._sql.admin.state_counts(states, cap))
 
     async def queue_oldest_available(self) -> dict[str, float]:
         return await self._read("queue_oldest_available", self._sql.admin.oldest_available)

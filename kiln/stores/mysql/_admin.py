@@ -302,9 +302,12 @@ def dependents(job_id: int) -> Plan[list[int]]:
     return [int(r[0]) for r in out[0].rows]
 
 
-def state_counts(states: Sequence[JobState] | None = None) -> Plan[list[StateCount]]:
+def state_counts(
+    states: Sequence[JobState] | None = None, cap: int | None = None
+) -> Plan[list[StateCount]]:
     """Every state's counts, or ``states``' only: a range of kiln_jobs_claim (state,
-    queue, ...) per state asked for, so the live states never read the finished jobs."""
+    queue, ...) per state asked for, so the live states never read the finished jobs.
+    Exact whatever ``cap`` (no estimate here: PostgreSQL's is kiln.stores.postgres._counts)."""
     where = ""
     if states is not None:
         names = sorted({JobState(s).value for s in states})
