@@ -157,7 +157,7 @@ class CountsCache:
         oldest = await self._client.oldest_available()
         self.kind_conflicts = await self._client.kind_conflicts()
         in_use = await self._client.concurrency_in_use()  # one grouped count
-        waiting = await self._client.unhandled(self._dead_after)
+        waiting = await self._client.unhandled(self._dead_after, cap=COUNT_CAP)
         table = {(c.state.value, c.queue): c.count for c in counts}
         if every:
             self.finished_at = time.monotonic()

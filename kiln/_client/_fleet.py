@@ -119,12 +119,15 @@ class FleetReads:
         """Jobs by kind and state."""
         return await self._store.job_counts_by_kind()
 
-    async def unhandled(self, dead_after: float = DEAD_AFTER) -> list[Unhandled]:
+    async def unhandled(
+        self, dead_after: float = DEAD_AFTER, *, cap: int | None = None
+    ) -> list[Unhandled]:
         """Available jobs that no live server handles in their queue, by queue and kind:
         enqueued before their kind was declared, or left in a queue no server of their
         kind serves any more (kiln._client._unhandled). Three reads, as costly as
-        ``counts``."""
-        return await unhandled(self._store, dead_after)
+        ``counts``; with ``cap`` as ``counts(cap=...)``: on PostgreSQL exact up to
+        ``cap`` jobs of a queue and kind, estimated above, at a bounded cost."""
+        return await unhandled(self._store, dead_after, cap)
 
     async def running_counts(self) -> list[tuple[str, str, int]]:
         """Running jobs as (queue, server id, count); "" for a job without a server."""

@@ -94,7 +94,9 @@ class AdminSql(Protocol[S_co, A_contra]):
     def scheduled_due(self) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def throughput(self, since: float) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def counts_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, JobState, int]]]: ...
-    def available_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
+    def available_by_kind(
+        self, cap: int | None = None
+    ) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
     def finished_series(
         self, since: float, bucket: float
     ) -> Generator[S_co, A_contra, list[tuple[int, str, int]]]: ...
@@ -323,8 +325,9 @@ class PlanStore(abc.ABC, Generic[S, A]):
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._read("job_counts_by_kind", self._sql.admin.counts_by_kind)
 
-    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
-        return await self._read("jobs_available_by_kind", self._sql.admin.available_by_kind)
+    async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
+        return await self._read("jobs_available_by_kind",
+                                lambda: self._sql.admin.available_by_kind(cap))
 
     async def job_error_groups(
         self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN

@@ -316,9 +316,11 @@ class Store(Protocol):
     async def job_throughput(self, since_seconds: float) -> dict[str, int]: ...
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """(kind, state, jobs) for every kind and state that has jobs (one GROUP BY)."""
-    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
+    async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
         """(queue, kind, jobs) of the available jobs, for every pair that has some (one
-        GROUP BY; a read as costly as job_counts, made as rarely)."""
+        GROUP BY; a read as costly as job_counts, made as rarely). With ``cap``, as
+        job_counts: PostgreSQL counts each pair exactly up to ``cap`` and estimates
+        above it (never below ``cap + 1``); MariaDB and SQLite count exactly."""
     async def job_error_groups(
         self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
     ) -> list[tuple[str, int, int]]:

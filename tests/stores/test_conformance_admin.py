@@ -145,3 +145,4 @@ async def test_capped_counts_are_exact_on_a_small_table(store: Store) -> None:
             assert not [c for c in capped if c.estimated], (cap, states)
             assert {(c.queue, c.state): c.count for c in capped} == {
                 k: v for k, v in everything.items() if states is None or k[1] in states}
+        assert await store.jobs_available_by_kind(cap) == await store.jobs_available_by_kind()

@@ -23,7 +23,7 @@ import pytest
 from kiln._model._job import JobState
 from kiln.stores import Store
 from kiln.stores.postgres import _counts
-from kiln.stores.postgres._admin import AVAILABLE_PARTS, state_counts
+from kiln.stores.postgres._admin import AVAILABLE_PARTS, available_by_kind, state_counts
 from kiln.stores.postgres._plan import Plan
 from tests.stores.pg_plans import plan_nodes, postgres_only
 
@@ -58,14 +58,15 @@ def fill(conn: psycopg.Connection[Any]) -> None:
 
 
 def rows_read(conn: psycopg.Connection[Any], sql: str, params: Any = ()) -> int:
-    """Rows every scan of kiln_jobs returned, over all its loops (EXPLAIN ANALYZE)."""
+    """Rows every scan of kiln_jobs read (returned or filtered out), over all its loops
+    (EXPLAIN ANALYZE)."""
     plan = conn.execute(("EXPLAIN (ANALYZE, FORMAT JSON) " + sql).encode(),
                         params).fetchall()[0][0][0]["Plan"]
     scans = [n for n in plan_nodes(plan) if n.get("Relation Name") == "kiln_jobs"]
     assert scans, json.dumps(plan)
-    assert not [n for n in scans if n["Node Type"] == "Seq Scan"
-                and "Sampling" not in json.dumps(n)], json.dumps(plan)
-    return sum(int(n["Actual Rows"]) * int(n["Actual Loops"]) for n in scans)
+    return sum((int(n["Actual Rows"]) + int(n.get("Rows Removed by Filter", 0))
+                + int(n.get("Rows Removed by Index Recheck", 0))) * int(n["Actual Loops"])
+               for n in scans)
 
 
 def first_sql(plan: Plan[Any]) -> tuple[str, tuple[Any, ...]]:
@@ -94,6 +95,16 @@ def test_the_capped_counts_read_a_bounded_number_of_rows(
         assert new <= bound < old, (states, new, bound, old)
     sample = rows_read(filled, _counts.SAMPLE, (1.0, ["available", "scheduled"]))
     assert sample < jobs[0] / 10
+
+
+def test_the_available_jobs_by_kind_read_a_bounded_number_of_rows(
+    filled: psycopg.Connection[Any],
+) -> None:
+    """What kilnotel reads every counts_ttl for kiln_jobs_unhandled."""
+    pairs = 6 * 5  # (queue, kind) pairs of the plain available jobs
+    new = rows_read(filled, *first_sql(available_by_kind(CAP)))
+    old = rows_read(filled, *first_sql(available_by_kind()))
+    assert new <= pairs * (CAP + 3) + CAP + 1 < old, (new, old)
 
 
 def test_the_oldest_ages_read_one_entry_per_group(filled: psycopg.Connection[Any]) -> None:
@@ -127,6 +138,10 @@ async def test_exact_up_to_the_cap_and_marked_estimates_above(
             if n <= CAP:
                 assert not c.estimated and c.count == n, c
             else:  # an estimate, never below the cap, and not wildly off at 20 pages
-                assert c.estimated and CAP < c.count and 0.4 * n < c.count < 2.5 * n, (c, n)
+                assert c.estimated and c.count > CAP and 0.4 * n < c.count < 2.5 * n, (c, n)
+    by_kind = {(q, k): n for q, k, n in await store.jobs_available_by_kind()}
+    for q, k, n in await store.jobs_available_by_kind(CAP):
+        want = by_kind[(q, k)]  # 400 plain ones a pair, 500 limited: all over the cap
+        assert n > CAP and 0.4 * want < n < 2.5 * want, (q, k, n, want)
     rare = [c for c in await store.job_counts(cap=CAP) if c.queue == "rare"]
     assert [(c.state, c.count, c.estimated) for c in rare] == [(JobState.FAILED, 40, False)]

@@ -338,7 +338,8 @@ def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
 
 
-def available_by_kind() -> Plan[list[tuple[str, str, int]]]:
+def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:
+    # exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)
     out = yield one("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
                     " GROUP BY queue, kind")
     return [(str(r[0]), str(r[1]), int(r[2])) for r in out[0].rows]

@@ -28,7 +28,7 @@ from kiln.stores._filters import (
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, uncut
 from kiln.stores._timings import MAX_TIMING_ROWS, TimingRow, width_bucket_sql
 from kiln.stores.postgres import _counts
-from kiln.stores.postgres._counts import capped_counts
+from kiln.stores.postgres._counts import capped_available_by_kind, capped_counts
 from kiln.stores.postgres._insert import NOTIFIED, notify_from
 from kiln.stores.postgres._jobs import COLUMNS, JOB_COLS, NOT_HELD, release_stmts, row_to_job
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
@@ -413,7 +413,9 @@ def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
 
 
-def available_by_kind() -> Plan[list[tuple[str, str, int]]]:
+def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:
+    if cap is not None:  # exact up to cap a pair, estimated above (_counts)
+        return (yield from capped_available_by_kind(cap))
     sql = (  # in parts, as state_counts: the plain ones read kiln_jobs_claim alone
         "SELECT queue, kind, sum(n) FROM (SELECT queue, kind, count(*) AS n FROM kiln_jobs"
         " WHERE state = 'available' AND conc_key IS NULL GROUP BY queue, kind UNION ALL"

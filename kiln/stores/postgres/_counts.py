@@ -15,7 +15,9 @@ of pages read) and marked ``estimated``, never below ``cap + 1``. So a read cost
 most (pairs x cap) index entries plus SAMPLE_PAGES pages, whatever the table holds.
 The available jobs of concurrency-limited queues (kiln_jobs_conc_available, whose
 first column is the key) are counted together up to the cap; past it every queue's
-available count is estimated.
+available count is estimated. Each capped read is ordered as its index is, so the
+planner walks the index rather than the table (a LIMIT over a scan of the table looked
+cheap to it on a small table, and reads the whole table where the rows are rare).
 
 Ages: the first entry of each (queue, kind, priority) group of kiln_jobs_claim (and
 of each (key, queue, priority) group of kiln_jobs_conc_available) is that group's
@@ -43,11 +45,11 @@ _QUEUES = (
 _PLAIN_COUNTS = (
     "SELECT aq.queue, 'available', (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs j"
     " WHERE j.state = 'available' AND j.conc_key IS NULL AND j.queue = aq.queue"
-    " LIMIT %s) c), 'p' FROM aq WHERE aq.queue IS NOT NULL"
+    " ORDER BY j.kind LIMIT %s) c), 'p' FROM aq WHERE aq.queue IS NOT NULL"
 )
 _LIMITED_COUNTS = (
     f"SELECT queue, 'available', count(*), 'l' FROM (SELECT queue FROM kiln_jobs"
-    f" WHERE {_LIMITED} LIMIT %s) l GROUP BY queue"
+    f" WHERE {_LIMITED} ORDER BY conc_key LIMIT %s) l GROUP BY queue"
 )
 # the (state, queue) pairs of the other states, through kiln_jobs_state_queue
 _PAIRS = (
@@ -59,7 +61,7 @@ _PAIRS = (
 _OTHER_COUNTS = (
     "SELECT op.queue, op.state, (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs j"
     " WHERE j.state = op.state AND j.queue = op.queue AND j.state <> 'available'"
-    " LIMIT %s) c), 'o' FROM op"
+    " ORDER BY j.id LIMIT %s) c), 'o' FROM op"
 )
 _PAGES = ("SELECT NULL, NULL, greatest(pg_relation_size('kiln_jobs')"
           " / current_setting('block_size')::int, 1), 'n'")
@@ -144,6 +146,59 @@ def capped_counts(states: Sequence[JobState] | None, cap: int) -> Plan[list[Stat
         else:
             out.append(StateCount(queue=queue, state=JobState(state), count=exact[key]))
     return out
+
+
+# available jobs by (queue, kind): the pairs by a loose scan of kiln_jobs_claim (its
+# first two columns), each counted up to the cap; the limited ones counted together
+_KIND_PAIRS = (
+    "WITH RECURSIVE qk(queue, kind) AS ((SELECT queue, kind FROM kiln_jobs"
+    f" WHERE {_PLAIN} ORDER BY queue, kind LIMIT 1) UNION ALL SELECT n.queue, n.kind"
+    " FROM qk CROSS JOIN LATERAL (SELECT k.queue, k.kind FROM kiln_jobs k"
+    " WHERE k.state = 'available' AND k.conc_key IS NULL AND (k.queue, k.kind)"
+    " > (qk.queue, qk.kind) ORDER BY k.queue, k.kind LIMIT 1) n)"
+    " SELECT qk.queue, qk.kind, (SELECT count(*) FROM (SELECT 1 FROM kiln_jobs j"
+    " WHERE j.state = 'available' AND j.conc_key IS NULL AND j.queue = qk.queue"
+    " AND j.kind = qk.kind ORDER BY j.priority LIMIT %s) c), 'p' FROM qk"
+    " UNION ALL SELECT queue, kind, count(*), 'l' FROM (SELECT queue, kind FROM kiln_jobs"
+    f" WHERE {_LIMITED} ORDER BY conc_key LIMIT %s) l GROUP BY queue, kind UNION ALL {_PAGES}"
+)
+KIND_SAMPLE = (
+    "SELECT queue, kind, count(*) FROM kiln_jobs TABLESAMPLE SYSTEM (%s::real)"
+    " REPEATABLE (45) WHERE state = 'available' GROUP BY queue, kind"
+)
+
+
+def capped_available_by_kind(cap: int) -> Plan[list[tuple[str, str, int]]]:
+    """(queue, kind, available jobs): exact up to ``cap`` a pair, estimated above it
+    (never below ``cap + 1``) from the same sample as the counts'."""
+    rows = (yield one(_KIND_PAIRS, cap + 1, cap + 1, prepare=True))[0]
+    exact: dict[tuple[str, str], int] = {}
+    over: set[tuple[str, str]] = set()
+    limited, pages = 0, 1
+    for queue, kind, n, part in rows:
+        if part == "n":
+            pages = int(n)
+            continue
+        key = (str(queue), str(kind))
+        exact[key] = exact.get(key, 0) + int(n)
+        if part == "l":
+            limited += int(n)
+        elif int(n) > cap:
+            over.add(key)
+    if limited > cap:
+        over |= set(exact)
+    if over:
+        percent = min(100.0, 100.0 * SAMPLE_PAGES / pages)
+        sampled = (yield one(KIND_SAMPLE, percent))[0]
+        estimates = {(str(r[0]), str(r[1])): round(int(r[2]) * 100.0 / percent)
+                     for r in sampled}
+        if percent >= 100.0:
+            return sorted((q, k, n) for (q, k), n in estimates.items())
+        if limited > cap:
+            over |= set(estimates)
+        exact.update({key: max(cap + 1, exact.get(key, 0), estimates.get(key, 0))
+                      for key in over})
+    return sorted((q, k, n) for (q, k), n in exact.items())
 
 
 # the oldest run_at of each (queue, kind, priority) group of kiln_jobs_claim and each

@@ -374,7 +374,8 @@ class SQLiteStore(Unnotified):
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._run("job_counts_by_kind", _admin.counts_by_kind)
 
-    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
+    async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
+        # exact whatever the cap, as job_counts
         return await self._run("jobs_available_by_kind", _admin.available_by_kind)
 
     async def job_error_groups(
