@@ -141,7 +141,7 @@ async def test_exact_up_to_the_cap_and_marked_estimates_above(
                 assert c.estimated and c.count > CAP and 0.4 * n < c.count < 2.5 * n, (c, n)
     by_kind = {(q, k): n for q, k, n in await store.jobs_available_by_kind()}
     for q, k, n in await store.jobs_available_by_kind(CAP):
-        want = by_kind[(q, k)]  # 400 plain ones a pair, 500 limited: all over the cap
-        assert n > CAP and 0.4 * want < n < 2.5 * want, (q, k, n, want)
+        jobs = by_kind[(q, k)]  # 400 plain ones a pair, 500 limited: all over the cap
+        assert n > CAP and 0.4 * jobs < n < 2.5 * jobs, (q, k, n, jobs)
     rare = [c for c in await store.job_counts(cap=CAP) if c.queue == "rare"]
     assert [(c.state, c.count, c.estimated) for c in rare] == [(JobState.FAILED, 40, False)]
