@@ -143,7 +143,7 @@ async def listing(request: Request) -> Response:
     return dashboard.render(
         request, "jobs.html", title=f"Jobs: {query.state.value if query.state else 'all'}",
         nav="jobs", q=query, rows=rows, tabs=tabs, total=total_of(tabs),
-        estimated=counts.estimated,
+        estimated=any(isinstance(n, Estimate) for n in tabs.values()),
         queues=counts.queues(),
         older=query.next_page(rows[-1].id) if more and rows else None,
         flash=flash_of(request.query_params),
