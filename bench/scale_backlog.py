@@ -240,7 +240,8 @@ def maintenance_calls(store: Any) -> dict[str, tuple[Callable[[], Awaitable[Any]
         "queue_oldest_available": (store.queue_oldest_available, 15.0),
         "queue_scheduled_due": (store.queue_scheduled_due, 15.0),
         "job_counts_by_kind": (store.job_counts_by_kind, 60.0),
-        "jobs_available_by_kind": (store.jobs_available_by_kind, 60.0),
+        # kilnotel's kiln_jobs_unhandled: Client.unhandled every counts_ttl, capped
+        "jobs_available_by_kind": (lambda: store.jobs_available_by_kind(COUNT_CAP), 5.0),
     }
 
 
