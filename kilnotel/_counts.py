@@ -45,7 +45,7 @@ log = logging.getLogger("kilnotel.counts")
 LIVE_STATES = (JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED, JobState.AVAILABLE,
                JobState.RUNNING, JobState.FAILED)
 # exact up to this many jobs of a queue and state, estimated above it (PostgreSQL)
-COUNT_CAP = 1000
+COUNT_CAP = 100
 FINISHED_TTL = 300.0  # seconds between two counts of every state (completed, cancelled)
 _LIVE_VALUES = frozenset(s.value for s in LIVE_STATES)
 

@@ -109,7 +109,7 @@ class FleetReads:
     ) -> list[StateCount]:
         """Jobs by queue and state; with ``states``, only those (each counted through its
         index: cheap for the live states however many finished jobs the table keeps).
-        With ``cap`` (the dashboard and kilnotel pass 1,000), PostgreSQL
+        With ``cap`` (the dashboard and kilnotel pass 100), PostgreSQL
         counts each queue and state exactly up to ``cap`` jobs and estimates beyond,
         marking those ``estimated``: the read then costs the same with ten million jobs
         as with a thousand. MariaDB and SQLite always count exactly."""

@@ -427,7 +427,7 @@ class StateCount:
 
 # exact up to this many jobs of one queue and state, estimated above it: what the
 # dashboard and the metrics ask for (kiln.stores.postgres._counts)
-COUNT_CAP = 1000
+COUNT_CAP = 100
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

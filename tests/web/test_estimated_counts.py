@@ -39,7 +39,7 @@ async def test_estimates_are_marked_and_exact_counts_are_not(
     await client.enqueue_many([("bulk.job", {"n": n}, {"queue": "big"}) for n in range(5)])
     await client.enqueue("small.job", {}, queue="small")
     overview = (await http.get("/")).text
-    assert estimating and set(estimating) == {1000}  # the dashboard asks for the cap
+    assert estimating and set(estimating) == {100}  # the dashboard asks for the cap
     assert "~5" in overview and NOTE in overview
     assert ">1<" in overview.replace(" ", "")  # the small queue's exact 1, unmarked
     jobs = (await http.get("/jobs?queue=small")).text
