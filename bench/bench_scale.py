@@ -516,7 +516,8 @@ def steady(database: str, rate: float, seconds: float, retention: float, every: 
 
 
 def _backlog(a: argparse.Namespace) -> dict[str, Any]:
-    backlog = scale_backlog.run(a.rows, a.claims, a.due_window, set(a.backlog_parts.split(",")))
+    backlog = scale_backlog.run(a.rows, a.claims, a.due_window, set(a.backlog_parts.split(",")),
+                                keep=a.backlog_keep, reuse=a.backlog_reuse)
     print(json.dumps(backlog), flush=True)
     summary = {f"backlog_{key}": backlog[key]
                for key in ("enqueue_big_over_fresh", "drain_big_over_fresh") if key in backlog}
@@ -545,6 +546,11 @@ def main() -> None:
     parser.add_argument("--due-window", type=float, default=60.0,
                         help="backlog: seconds over which 100,000 scheduled jobs fall due")
     parser.add_argument("--backlog-parts", default=",".join(scale_backlog.PARTS))
+    parser.add_argument("--backlog-keep", action="store_true",
+                        help="backlog: keep the big table's database (its URL is printed)")
+    parser.add_argument("--backlog-reuse", metavar="URL",
+                        help="backlog: measure a database kept by --backlog-keep (no build;"
+                        " --rows must be the rows it was built with)")
     a = parser.parse_args()
     cases = a.cases.split(",")
     summary: dict[str, Any] = {"summary": True, "database": a.database}

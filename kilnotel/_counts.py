@@ -46,6 +46,8 @@ from kilnotel._sizes import SizesCache
 log = logging.getLogger("kilnotel.counts")
 LIVE_STATES = (JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED, JobState.AVAILABLE,
                JobState.RUNNING, JobState.FAILED)
+# exact up to this many jobs of a queue and state, estimated above it (PostgreSQL)
+COUNT_CAP = 100
 FINISHED_TTL = 300.0  # seconds between two counts of every state (completed, cancelled)
 _LIVE_VALUES = frozenset(s.value for s in LIVE_STATES)
 
@@ -154,11 +156,13 @@ class CountsCache:
         state (True), the live ones (False), or as due (None)."""
         if every is None:
             every = time.monotonic() - self.finished_at >= self.finished_ttl
-        counts = await self._client.counts(None if every else LIVE_STATES)
+        # capped: exact up to COUNT_CAP per queue and state, estimated above it (on
+        # PostgreSQL), so a refresh costs the same with 10M jobs waiting as with 1,000
+        counts = await self._client.counts(None if every else LIVE_STATES, cap=COUNT_CAP)
         oldest = await self._client.oldest_available()
         self.kind_conflicts = await self._client.kind_conflicts()
         in_use = await self._client.concurrency_in_use()  # one grouped count
-        waiting = await self._client.unhandled(self._dead_after)
+        waiting = await self._client.unhandled(self._dead_after, cap=COUNT_CAP)
         behind = await self._client.rate_backlog(RATE_KEYS_BACKLOG)
         table = {(c.state.value, c.queue): c.count for c in counts}
         if every:

@@ -182,7 +182,9 @@ def _state_gauge(state: str) -> Metric:
     return Metric(
         f"kiln.jobs.{state}", "gauge", "{job}",
         f"Jobs in state {state} in the database, by queue (zero-filled for every known "
-        "queue; a cached store count, refreshed every counts_ttl seconds; aggregate with max)",
+        "queue; a cached store count, refreshed every counts_ttl seconds; on PostgreSQL "
+        "exact up to 100 per queue, above that an estimate from a sample of the table; "
+        "aggregate with max)",
         (QUEUE,),
     )
 

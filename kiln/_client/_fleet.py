@@ -118,21 +118,30 @@ class FleetReads:
         await self._store.audit_record(actor, action, count, detail)
 
     # jobs in aggregate ------------------------------------------------------------
-    async def counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
+    async def counts(
+        self, states: Sequence[JobState] | None = None, *, cap: int | None = None
+    ) -> list[StateCount]:
         """Jobs by queue and state; with ``states``, only those (each counted through its
-        index: cheap for the live states however many finished jobs the table keeps)."""
-        return await self._store.job_counts(states)
+        index: cheap for the live states however many finished jobs the table keeps).
+        With ``cap`` (the dashboard and kilnotel pass 100), PostgreSQL
+        counts each queue and state exactly up to ``cap`` jobs and estimates beyond,
+        marking those ``estimated``: the read then costs the same with ten million jobs
+        as with a thousand. MariaDB and SQLite always count exactly."""
+        return await self._store.job_counts(states, cap=cap)
 
     async def counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """Jobs by kind and state."""
         return await self._store.job_counts_by_kind()
 
-    async def unhandled(self, dead_after: float = DEAD_AFTER) -> list[Unhandled]:
+    async def unhandled(
+        self, dead_after: float = DEAD_AFTER, *, cap: int | None = None
+    ) -> list[Unhandled]:
         """Available jobs that no live server handles in their queue, by queue and kind:
         enqueued before their kind was declared, or left in a queue no server of their
         kind serves any more (kiln._client._unhandled). Three reads, as costly as
-        ``counts``."""
-        return await unhandled(self._store, dead_after)
+        ``counts``; with ``cap`` as ``counts(cap=...)``: on PostgreSQL exact up to
+        ``cap`` jobs of a queue and kind, estimated above, at a bounded cost."""
+        return await unhandled(self._store, dead_after, cap)
 
     async def running_counts(self) -> list[tuple[str, str, int]]:
         """Running jobs as (queue, server id, count); "" for a job without a server."""

@@ -29,16 +29,18 @@ class Unhandled:
     declared: bool  # some server published the kind (``kiln kinds``); False: none ever did
 
 
-async def unhandled(store: Store, dead_after: float = DEAD_AFTER) -> list[Unhandled]:
+async def unhandled(store: Store, dead_after: float = DEAD_AFTER,
+                    cap: int | None = None) -> list[Unhandled]:
     """By queue then kind. A server is live while its heartbeat is younger than
-    ``dead_after`` (your ServerConfig.dead_after)."""
+    ``dead_after`` (your ServerConfig.dead_after). ``cap``: as Client.counts (jobs
+    above it estimated on PostgreSQL)."""
     handled = {
         (queue, kind)
         for server in await store.server_list()
         if server.heartbeat_age is not None and server.heartbeat_age <= dead_after
         for queue in server.queues for kind in server.kinds
     }
-    waiting = [(q, k, n) for q, k, n in await store.jobs_available_by_kind()
+    waiting = [(q, k, n) for q, k, n in await store.jobs_available_by_kind(cap)
                if (q, k) not in handled]
     if not waiting:
         return []

@@ -415,11 +415,19 @@ class AdmitResult:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StateCount:
-    """How many jobs of ``queue`` are in ``state``."""
+    """How many jobs of ``queue`` are in ``state``. ``estimated``: more than the cap
+    the count was asked with (``Client.counts(cap=...)``), so ``count`` is an estimate
+    (never below the cap) rather than an exact count."""
 
     queue: str
     state: JobState
     count: int
+    estimated: bool = False
+
+
+# exact up to this many jobs of one queue and state, estimated above it: what the
+# dashboard and the metrics ask for (kiln.stores.postgres._counts)
+COUNT_CAP = 100
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

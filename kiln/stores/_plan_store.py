@@ -89,13 +89,15 @@ class AdminSql(Protocol[S_co, A_contra]):
     def dependents(self, job_id: int) -> Generator[S_co, A_contra, list[int]]: ...
     def dependency_results(self, job_id: int) -> Generator[S_co, A_contra, dict[int, Any]]: ...
     def state_counts(
-        self, states: Sequence[JobState] | None = None
+        self, states: Sequence[JobState] | None = None, cap: int | None = None
     ) -> Generator[S_co, A_contra, list[StateCount]]: ...
     def oldest_available(self) -> Generator[S_co, A_contra, dict[str, float]]: ...
     def scheduled_due(self) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def throughput(self, since: float) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def counts_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, JobState, int]]]: ...
-    def available_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
+    def available_by_kind(
+        self, cap: int | None = None
+    ) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
     def finished_series(
         self, since: float, bucket: float
     ) -> Generator[S_co, A_contra, list[tuple[int, str, int]]]: ...
@@ -312,8 +314,10 @@ class PlanStore(abc.ABC, Generic[S, A]):
             "job_dependency_results", lambda: self._sql.admin.dependency_results(job_id)
         )
 
-    async def job_counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
-        return await self._read("job_counts", lambda: self._sql.admin.state_counts(states))
+    async def job_counts(
+        self, states: Sequence[JobState] | None = None, *, cap: int | None = None
+    ) -> list[StateCount]:
+        return await self._read("job_counts", lambda: self._sql.admin.state_counts(states, cap))
 
     async def queue_oldest_available(self) -> dict[str, float]:
         return await self._read("queue_oldest_available", self._sql.admin.oldest_available)
@@ -329,8 +333,9 @@ class PlanStore(abc.ABC, Generic[S, A]):
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._read("job_counts_by_kind", self._sql.admin.counts_by_kind)
 
-    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
-        return await self._read("jobs_available_by_kind", self._sql.admin.available_by_kind)
+    async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
+        return await self._read("jobs_available_by_kind",
+                                lambda: self._sql.admin.available_by_kind(cap))
 
     async def job_error_groups(
         self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN

@@ -299,11 +299,16 @@ class Store(Protocol):
     async def job_dependency_results(self, job_id: int) -> dict[int, Any]:
         """The stored results of the jobs ``job_id`` depends on, by dependency id in id
         order: None for one without a result; a deleted dependency is absent."""
-    async def job_counts(self, states: Sequence[JobState] | None = None) -> list[StateCount]:
+    async def job_counts(
+        self, states: Sequence[JobState] | None = None, *, cap: int | None = None
+    ) -> list[StateCount]:
         """Jobs by queue and state, for every state, or only for ``states``. A subset is
         counted through each state's index, so the live states (awaiting, pending,
         scheduled, available, running, failed) cost what those jobs cost, however many
-        completed and cancelled ones the table keeps."""
+        completed and cancelled ones the table keeps. With ``cap`` a store may count each
+        queue and state exactly up to ``cap`` jobs only and estimate above it (marked
+        ``estimated``), so the read costs what the cap allows, not what the table holds
+        (PostgreSQL does; MariaDB and SQLite count exactly whatever the cap)."""
     async def queue_oldest_available(self) -> dict[str, float]: ...
     async def queue_scheduled_due(self) -> dict[str, int]:
         """Per queue, the scheduled jobs whose run_at has come by the database clock and
@@ -312,9 +317,11 @@ class Store(Protocol):
     async def job_throughput(self, since_seconds: float) -> dict[str, int]: ...
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """(kind, state, jobs) for every kind and state that has jobs (one GROUP BY)."""
-    async def jobs_available_by_kind(self) -> list[tuple[str, str, int]]:
+    async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
         """(queue, kind, jobs) of the available jobs, for every pair that has some (one
-        GROUP BY; a read as costly as job_counts, made as rarely)."""
+        GROUP BY; a read as costly as job_counts, made as rarely). With ``cap``, as
+        job_counts: PostgreSQL counts each pair exactly up to ``cap`` and estimates
+        above it (never below ``cap + 1``); MariaDB and SQLite count exactly."""
     async def job_error_groups(
         self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
     ) -> list[tuple[str, int, int]]:

@@ -74,6 +74,9 @@ async def overview(request: Request) -> Response:
         "as_of": counted.as_of,
         "states": _counts_json(counts.by_state()),
         "queues": {q: _counts_json(row) for q, row in counts.table().items()},
+        # the figures that are estimates (more than COUNT_CAP jobs of a queue in a state)
+        "estimated": sorted({f"{r.queue}/{r.state.value}" for r in counts.rows
+                             if r.estimated}),
         "throughput": {"as_of": through.as_of, "last_5m": through.value["five"],
                        "last_hour": through.value["hour"]},
         "servers": {"registered": len(servers),

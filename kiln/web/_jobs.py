@@ -22,6 +22,7 @@ from kiln._model._job import FINISHED_STATES, JobFilter, JobRow, JobState
 from kiln.web import _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
+from kiln.web._source import Estimate
 from kiln.web._timeline import RECENT_AUDIT, actions_of, timeline
 
 MAX_LINKED = 100  # dependencies and dependents shown with their state on a job page
@@ -153,7 +154,8 @@ async def listing(request: Request) -> Response:
     tabs = counts.by_state(query.queue)
     return dashboard.render(
         request, "jobs.html", title=f"Jobs: {query.state.value if query.state else 'all'}",
-        nav="jobs", q=query, rows=rows, tabs=tabs, total=sum(tabs.values()),
+        nav="jobs", q=query, rows=rows, tabs=tabs, total=total_of(tabs),
+        estimated=any(isinstance(n, Estimate) for n in tabs.values()),
         queues=counts.queues(),
         older=query.next_page(rows[-1].id) if more and rows else None,
         flash=flash_of(request.query_params),
@@ -161,6 +163,12 @@ async def listing(request: Request) -> Response:
         refresh=True, groups=error_groups(list(groups.value) if groups else []),
         group_scan=ERROR_GROUP_SCAN, groups_as_of=groups.as_of if groups else None,
     )
+
+
+def total_of(tabs: dict[JobState, int]) -> int:
+    """The All tab's count: the sum, an Estimate if any tab's is."""
+    total = sum(tabs.values())
+    return Estimate(total) if any(isinstance(n, Estimate) for n in tabs.values()) else total
 
 
 async def _nothing() -> None:

@@ -27,7 +27,7 @@ from kiln.web import _charts, _params
 from kiln.web._dashboard import Dashboard
 from kiln.web._pages import alive
 from kiln.web._series import BUCKET, POINTS
-from kiln.web._source import Counts
+from kiln.web._source import Counts, Estimate
 
 OVERRIDE_SERVER, OVERRIDE_FLEET, AS_STARTED = "server", "fleet", "configured"
 
@@ -183,7 +183,8 @@ async def render(request: Request, flash: str | None = None, error: str | None =
         request, "queues.html", status=status, title="Queues", nav="queues", rows=rows,
         sparks={v.name: sparkline(v, as_of["series"]) for v in rows}, paging=paging,
         paused_all=paused_all, flash=flash, error=error, refresh=error is None,
-        as_of=as_of,
+        as_of=as_of, estimated=any(isinstance(n, Estimate) for v in rows
+                                   for n in v.states.values()),
     )
 
 

@@ -1,7 +1,8 @@
 """Source: the dashboard's only way to the data, through kiln's Client (never a store).
 
 Owns opening (and closing) the client, and the short-lived caches that keep the
-expensive aggregates cheap with a million jobs: the per-state counts (one GROUP BY),
+expensive aggregates cheap with a million jobs: the per-state counts (capped: exact up
+to COUNT_CAP jobs of a queue and state, estimated above it on PostgreSQL),
 the throughput of the last hour, the series the charts draw and the running jobs per
 queue and server are fetched at most once per ``ttl`` seconds, by
 one request at a time; others get the previous value meanwhile. Never writes SQL.
@@ -19,7 +20,7 @@ from typing import Generic, TypeVar
 
 from kiln._app import App
 from kiln._client._client import Client
-from kiln._model._job import JobFilter, JobState, StateCount
+from kiln._model._job import COUNT_CAP, JobFilter, JobState, StateCount
 from kiln._model._recurring import Recurring
 from kiln._model._timings import TimingRow
 from kiln.web._series import BUCKET, SPAN, BacklogSamples, Series, per_queue
@@ -102,18 +103,38 @@ class Cached(Generic[T]):
             self._value, self._at, self._valid, self._as_of = value, started, True, wall
 
 
+class Estimate(int):
+    """A count that is an estimate (some queue of it had more than COUNT_CAP jobs in
+    the state): it prints with a leading "~" wherever a page formats it."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return "~" + int.__format__(self, spec)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Counts:
-    """Jobs by queue and state, from one cached GROUP BY."""
+    """Jobs by queue and state, from one cached read: exact up to COUNT_CAP jobs of a
+    queue and state, estimated above it (on PostgreSQL), so it costs the same with ten
+    million jobs as with a thousand; an estimated figure is an ``Estimate``."""
 
     rows: tuple[StateCount, ...]
 
     def by_state(self, queue: str | None = None) -> dict[JobState, int]:
         totals = dict.fromkeys(JobState, 0)
+        estimated: set[JobState] = set()
         for row in self.rows:
             if queue is None or row.queue == queue:
                 totals[row.state] += row.count
-        return totals
+                if row.estimated:
+                    estimated.add(row.state)
+        return {s: Estimate(n) if s in estimated else n for s, n in totals.items()}
+
+    @property
+    def estimated(self) -> bool:
+        """Whether any figure is an estimate (the pages then say what "~" means)."""
+        return any(row.estimated for row in self.rows)
 
     def queues(self) -> list[str]:
         return sorted({row.queue for row in self.rows})
@@ -230,7 +251,7 @@ class Source:
             grouped.invalidate()
 
     async def _fetch_counts(self) -> Counts:
-        counts = Counts(tuple(await (await self.client()).counts()))
+        counts = Counts(tuple(await (await self.client()).counts(cap=COUNT_CAP)))
         self.backlog.add(time.time(), counts.by_state()[JobState.AVAILABLE])
         return counts
 

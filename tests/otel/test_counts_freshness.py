@@ -59,7 +59,8 @@ async def test_counts_that_cannot_be_refreshed_vanish_and_their_age_shows(
     await wait_for(available_shown, 10, "the counts exported")
     assert value(registry, FAILURES) == 0
 
-    async def broken(states: Sequence[kiln.JobState] | None = None) -> list[StateCount]:
+    async def broken(states: Sequence[kiln.JobState] | None = None, *,
+                     cap: int | None = None) -> list[StateCount]:
         raise ConnectionError("database unreachable (test)")
 
     server._store.job_counts = broken  # type: ignore[method-assign]
@@ -127,7 +128,8 @@ async def test_a_hung_counts_refresh_is_timed_out_counted_and_recovers(
     job_counts = server._store.job_counts
     hung = asyncio.Event()
 
-    async def hangs(states: Sequence[kiln.JobState] | None = None) -> list[StateCount]:
+    async def hangs(states: Sequence[kiln.JobState] | None = None, *,
+                     cap: int | None = None) -> list[StateCount]:
         await hung.wait()  # never set: a query the database never answers
         return []
 
@@ -162,9 +164,10 @@ async def test_the_live_states_every_refresh_and_every_state_less_often(
     asked: list[tuple[str, ...] | None] = []
     job_counts = server._store.job_counts
 
-    async def recorded(states: Sequence[kiln.JobState] | None = None) -> list[StateCount]:
+    async def recorded(states: Sequence[kiln.JobState] | None = None, *,
+                     cap: int | None = None) -> list[StateCount]:
         asked.append(None if states is None else tuple(sorted(s.value for s in states)))
-        return await job_counts(states)
+        return await job_counts(states, cap=cap)
 
     server._store.job_counts = recorded  # type: ignore[method-assign]
     running = Running(server)

@@ -176,9 +176,10 @@ async def test_counts_refresh_in_the_background_never_per_scrape(
     calls: list[float] = []
     job_counts = server._store.job_counts
 
-    async def counted(states: Sequence[kiln.JobState] | None = None) -> list[StateCount]:
+    async def counted(states: Sequence[kiln.JobState] | None = None, *,
+                     cap: int | None = None) -> list[StateCount]:
         calls.append(time.monotonic())
-        return await job_counts(states)
+        return await job_counts(states, cap=cap)
 
     server._store.job_counts = counted  # type: ignore[method-assign]
     running = Running(server)

@@ -128,3 +128,21 @@ async def test_oldest_available_per_queue(store: Store) -> None:
 async def test_throughput_counts_recent_finishes_by_state(store: Store) -> None:
     await _mixed(store)
     assert await store.job_throughput(60) == {"completed": 1, "failed": 1}
+
+
+async def test_capped_counts_are_exact_on_a_small_table(store: Store) -> None:
+    """``job_counts(cap=...)`` (what the dashboard and kilnotel read): every store gives
+    the exact counts when the table is small, over the cap or not (PostgreSQL's sample
+    is then the whole table; MariaDB and SQLite always count exactly), none marked
+    estimated. PostgreSQL's estimates: tests/stores/test_postgres_count_plans.py."""
+    await _mixed(store)
+    await insert(store, *(job(queue="q2") for _ in range(3)))
+    everything = {(c.queue, c.state): c.count for c in await store.job_counts()}
+    assert everything[("q2", JobState.AVAILABLE)] == 4
+    for cap in (1, 3, 1000):
+        for states in (None, (JobState.AVAILABLE, JobState.FAILED), ()):
+            capped = await store.job_counts(states, cap=cap)
+            assert not [c for c in capped if c.estimated], (cap, states)
+            assert {(c.queue, c.state): c.count for c in capped} == {
+                k: v for k, v in everything.items() if states is None or k[1] in states}
+        assert await store.jobs_available_by_kind(cap) == await store.jobs_available_by_kind()

@@ -302,9 +302,12 @@ def dependents(job_id: int) -> Plan[list[int]]:
     return [int(r[0]) for r in out[0].rows]
 
 
-def state_counts(states: Sequence[JobState] | None = None) -> Plan[list[StateCount]]:
+def state_counts(
+    states: Sequence[JobState] | None = None, cap: int | None = None
+) -> Plan[list[StateCount]]:
     """Every state's counts, or ``states``' only: a range of kiln_jobs_claim (state,
-    queue, ...) per state asked for, so the live states never read the finished jobs."""
+    queue, ...) per state asked for, so the live states never read the finished jobs.
+    Exact whatever ``cap`` (no estimate here: PostgreSQL's is kiln.stores.postgres._counts)."""
     where = ""
     if states is not None:
         names = sorted({JobState(s).value for s in states})
@@ -335,7 +338,8 @@ def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
 
 
-def available_by_kind() -> Plan[list[tuple[str, str, int]]]:
+def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:
+    # exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)
     out = yield one("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
                     " GROUP BY queue, kind")
     return [(str(r[0]), str(r[1]), int(r[2])) for r in out[0].rows]

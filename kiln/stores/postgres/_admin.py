@@ -26,6 +26,8 @@ from kiln.stores._filters import (
     page,
 )
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, uncut
+from kiln.stores.postgres import _counts
+from kiln.stores.postgres._counts import capped_available_by_kind, capped_counts
 from kiln.stores.postgres._insert import NOTIFIED, notify_from
 from kiln.stores.postgres._jobs import COLUMNS, JOB_COLS, NOT_HELD, release_stmts, row_to_job
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
@@ -354,12 +356,17 @@ AVAILABLE_COUNTS = (
 )
 
 
-def state_counts(states: Sequence[JobState] | None = None) -> Plan[list[StateCount]]:
+def state_counts(
+    states: Sequence[JobState] | None = None, cap: int | None = None
+) -> Plan[list[StateCount]]:
     """Every state's counts, or ``states``' only. In parts, so each can use its partial
     index: available through the claim indexes (plain, limited), the others through
     kiln_jobs_state_queue (state, queue, id), one index range per state asked for: the
     live states' counts never walk the completed jobs (500,000 of them cost a 116 to
-    195 ms scan of the table every counts_ttl)."""
+    195 ms scan of the table every counts_ttl). With ``cap``: exact up to it per queue
+    and state, estimated above (_counts), at a cost that does not grow with the table."""
+    if cap is not None:
+        return (yield from capped_counts(states, cap))
     if states is None:
         others = "state <> 'available'"
         want_available = True
@@ -379,13 +386,9 @@ def state_counts(states: Sequence[JobState] | None = None) -> Plan[list[StateCou
     return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
 
 
-def oldest_available() -> Plan[dict[str, float]]:
-    sql = (
-        "SELECT queue, greatest(extract(epoch FROM now() - min(n)), 0)::float8"
-        f" FROM ({AVAILABLE_PARTS.format(agg='min(run_at)')}) AS a GROUP BY queue"
-    )
-    rows = (yield one(sql, prepare=True))[0]
-    return {r[0]: float(r[1]) for r in rows}
+# per queue, the age of its oldest available job: a loose scan of the claim indexes
+# (_counts.OLDEST), no longer a min() over every available job (1.9 s at 10M waiting)
+oldest_available = _counts.oldest_available
 
 
 def scheduled_due() -> Plan[dict[str, int]]:
@@ -410,7 +413,9 @@ def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
 
 
-def available_by_kind() -> Plan[list[tuple[str, str, int]]]:
+def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:
+    if cap is not None:  # exact up to cap a pair, estimated above (_counts)
+        return (yield from capped_available_by_kind(cap))
     sql = (  # in parts, as state_counts: the plain ones read kiln_jobs_claim alone
         "SELECT queue, kind, sum(n) FROM (SELECT queue, kind, count(*) AS n FROM kiln_jobs"
         " WHERE state = 'available' AND conc_key IS NULL GROUP BY queue, kind UNION ALL"
