@@ -101,6 +101,30 @@ def counts_sql(states: Sequence[JobState] | None) -> tuple[str, int] | None:
     return "WITH RECURSIVE " + ", ".join(ctes) + " " + " UNION ALL ".join(parts), limits
 
 
+def _tally(
+    rows: Sequence[tuple[object, ...]], cap: int,
+) -> tuple[dict[tuple[str, str], int], set[tuple[str, str]], int, int]:
+    """A capped read's rows, ``(a, b, n, part)``: part "p" is a pair counted up to the
+    cap, "l" a share of the limited jobs (counted together up to the cap), "n" the
+    table's pages. Gives the counts by pair, the pairs past the cap, the limited jobs
+    counted and the pages."""
+    exact: dict[tuple[str, str], int] = {}
+    over: set[tuple[str, str]] = set()
+    limited, pages = 0, 1
+    for a, b, n, part in rows:
+        count = int(str(n))
+        if part == "n":
+            pages = count
+            continue
+        key = (str(a), str(b))
+        exact[key] = exact.get(key, 0) + count
+        if part == "l":
+            limited += count
+        elif count > cap:
+            over.add(key)
+    return exact, over, limited, pages
+
+
 def capped_counts(states: Sequence[JobState] | None, cap: int) -> Plan[list[StateCount]]:
     """Jobs by queue and state, exact up to ``cap`` per pair, estimated above (see the
     module's docstring)."""
@@ -109,20 +133,7 @@ def capped_counts(states: Sequence[JobState] | None, cap: int) -> Plan[list[Stat
         return []
     sql, limits = built
     rows = (yield one(sql, *([cap + 1] * limits), prepare=True))[0]
-    exact: dict[tuple[str, str], int] = {}
-    over: set[tuple[str, str]] = set()
-    limited = 0
-    pages = 1
-    for queue, state, n, part in rows:
-        if part == "n":
-            pages = int(n)
-            continue
-        key = (str(queue), str(state))
-        exact[key] = exact.get(key, 0) + int(n)
-        if part == "l":
-            limited += int(n)
-        elif int(n) > cap:
-            over.add(key)
+    exact, over, limited, pages = _tally(rows, cap)
     if limited > cap:  # the limited part was cut at the cap: no queue's is exact
         over |= {k for k in exact if k[1] == "available"}
     estimates: dict[tuple[str, str], int] = {}
@@ -172,19 +183,7 @@ def capped_available_by_kind(cap: int) -> Plan[list[tuple[str, str, int]]]:
     """(queue, kind, available jobs): exact up to ``cap`` a pair, estimated above it
     (never below ``cap + 1``) from the same sample as the counts'."""
     rows = (yield one(_KIND_PAIRS, cap + 1, cap + 1, prepare=True))[0]
-    exact: dict[tuple[str, str], int] = {}
-    over: set[tuple[str, str]] = set()
-    limited, pages = 0, 1
-    for queue, kind, n, part in rows:
-        if part == "n":
-            pages = int(n)
-            continue
-        key = (str(queue), str(kind))
-        exact[key] = exact.get(key, 0) + int(n)
-        if part == "l":
-            limited += int(n)
-        elif int(n) > cap:
-            over.add(key)
+    exact, over, limited, pages = _tally(rows, cap)
     if limited > cap:
         over |= set(exact)
     if over:
