@@ -324,6 +324,11 @@ def drain_once(system: str, jobs: int, concurrency: int, template: str | None
     return run_peer(system, jobs, concurrency, template)
 
 
+def _ratios(a: list[float], b: list[float]) -> dict[str, Any]:
+    each = [round(x / y, 3) for x, y in zip(a, b, strict=True)]
+    return {"runs": each, "median": statistics.median(each)}
+
+
 def summarize(results: dict[str, list[dict[str, Any]]], rows: int) -> None:
     summary: dict[str, Any] = {"summary": {}}
     for system, runs in results.items():
@@ -352,7 +357,20 @@ def summarize(results: dict[str, list[dict[str, Any]]], rows: int) -> None:
             system: round(medians[f"{system}@full"]["jobs_per_s"] / s["jobs_per_s"], 3)
             for system, s in medians.items() if f"{system}@full" in medians
         }
+        # the same, run by run (the two drains of a run are minutes apart, the medians'
+        # may come from different runs): each run's ratio, and their median
+        rate = {s: [r["jobs_per_s"] for r in runs] for s, runs in results.items()}
+        summary["full_over_fresh_by_run"] = {
+            system: _ratios(rate[f"{system}@full"], rate[system])
+            for system in medians if f"{system}@full" in medians
+        }
         if "kiln@full" in medians:
+            summary["kiln_speedup_by_run"] = {
+                peer: {"fresh": _ratios(rate["kiln"], rate[peer]),
+                       "full": _ratios(rate["kiln@full"], rate[f"{peer}@full"])}
+                for peer in medians
+                if peer != "kiln" and not peer.endswith("@full")
+            }
             summary["kiln_speedup"] = {  # kiln's jobs/s over the peer's, on each table
                 peer: {
                     "fresh": round(medians["kiln"]["jobs_per_s"] / s["jobs_per_s"], 2),
