@@ -9,6 +9,18 @@ from the worker's start (its own start-up included) until the harness, looking e
 left out of the database figure.
 
     python -m bench.bench_drain --jobs 20000 --concurrency 10 --runs 3
+
+With ``--finished-rows N`` every system also drains, in the same run, beside N finished
+jobs kept in its own tables the way it keeps them (``bench/drain_history.py`` says what
+each keeps), then VACUUM ANALYZE. The history is built once per system into a template
+database, and each such drain runs on a copy of it (``CREATE DATABASE ... TEMPLATE``),
+so every run starts from the same table; the jobs to drain are enqueued after the
+ANALYZE, as they would be on a table whose last autovacuum saw only finished jobs (N
+jobs more than the threshold, 10% of the table, would have to change to trigger another).
+Fresh and full alternate in each run (the first run fresh first, the next full first).
+The summary has each system's full/fresh ratio and kiln's margin over each peer on both.
+
+    python -m bench.bench_drain --jobs 20000 --runs 3 --finished-rows 1000000
 """
 
 from __future__ import annotations
@@ -44,6 +56,14 @@ def pg_execute(sql: str, url: str = PG) -> list[tuple[Any, ...]]:
 def fresh_database(prefix: str) -> str:
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     pg_execute(f"CREATE DATABASE {name}")
+    return PG.rsplit("/", 1)[0] + "/" + name
+
+
+def clone_database(template: str, prefix: str) -> str:
+    """A new database copied from ``template``'s (which must have no session open)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    pg_execute(f"CREATE DATABASE {name} TEMPLATE {template.rsplit('/', 1)[1]}"
+               " STRATEGY FILE_COPY")
     return PG.rsplit("/", 1)[0] + "/" + name
 
 
@@ -146,7 +166,8 @@ def measure(
 
 
 def run_kiln(
-    jobs: int, concurrency: int, observe: bool = False, mysql: bool = False
+    jobs: int, concurrency: int, observe: bool = False, mysql: bool = False,
+    template: str | None = None,
 ) -> dict[str, Any]:
     import asyncio
 
@@ -154,7 +175,9 @@ def run_kiln(
     from kiln.stores import store_from_url
 
     execute, drop = (my_execute, drop_mysql_database) if mysql else (pg_execute, drop_database)
-    url = fresh_mysql_database("kiln_bench") if mysql else fresh_database("kiln_bench")
+    url = (fresh_mysql_database("kiln_bench") if mysql
+           else clone_database(template, "kiln_bench") if template
+           else fresh_database("kiln_bench"))
     try:
         async def fill() -> None:
             store = store_from_url(url)
@@ -171,7 +194,10 @@ def run_kiln(
 
         left = "SELECT count(*) FROM kiln_jobs WHERE state <> 'completed'"
         left_pg = (  # 0 once drained; two index probes, so that polling costs little
-            "SELECT (EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'available'))::int"
+            # (conc_key IS NULL: the claim index is partial; without it a planner whose
+            # statistics see only finished jobs scans the whole table)
+            "SELECT (EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'available'"
+            " AND conc_key IS NULL))::int"
             " + (EXISTS (SELECT 1 FROM kiln_jobs WHERE state = 'running'))::int"
         )
         cmd = [sys.executable, "-m", "bench.drain_kiln", url, str(concurrency)]
@@ -190,18 +216,49 @@ def run_kiln(
         drop(url)
 
 
-def run_peer(peer: str, jobs: int, concurrency: int) -> dict[str, Any]:
+def peer_python() -> Path:
     python = Path(PEERS) / "bin" / "python"
     if not python.exists():
         raise RuntimeError(f"peers' venv missing: run bash bench/peers/setup.sh {PEERS}")
-    url = fresh_database(f"{peer}_bench")
-    script = str(ROOT / "bench" / "peers" / f"drain_{peer}.py")
+    return python
+
+
+def peer_script(peer: str) -> str:
+    return str(ROOT / "bench" / "peers" / f"drain_{peer}.py")
+
+
+def build_template(system: str, rows: int) -> dict[str, Any]:
+    """A database of ``system``'s schema holding ``rows`` finished jobs, VACUUM ANALYZEd."""
+    from bench import drain_history
+
+    url = fresh_database(f"{system}_tmpl")
     try:
-        subprocess.run([str(python), script, url, "fill", str(jobs)], check=True, cwd=ROOT)
-        count_sql = {  # 0 once drained
+        began = time.perf_counter()
+        if system != "kiln":
+            subprocess.run([str(peer_python()), peer_script(system), url, "install", "0"],
+                           check=True, cwd=ROOT)
+        drain_history.HISTORY[system](url, rows)
+        return {"template": url, "system": system, "finished_rows": rows,
+                "built_s": round(time.perf_counter() - began, 1),
+                **drain_history.sizes(url, drain_history.TABLES[system])}
+    except BaseException:
+        drop_database(url)
+        raise
+
+
+def run_peer(peer: str, jobs: int, concurrency: int, template: str | None = None
+             ) -> dict[str, Any]:
+    python = peer_python()
+    url = clone_database(template, f"{peer}_bench") if template else fresh_database(
+        f"{peer}_bench")
+    script = peer_script(peer)
+    try:
+        subprocess.run([str(python), script, url, "enqueue" if template else "fill", str(jobs)],
+                       check=True, cwd=ROOT)
+        count_sql = {  # 0 once drained; index probes (the finished rows are not read)
             "pgqueuer": "SELECT EXISTS (SELECT 1 FROM pgqueuer)::int",
             "procrastinate": "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs"
-            " WHERE status <> 'succeeded')::int",
+            " WHERE status = ANY (ARRAY['todo', 'doing']::procrastinate_job_status[]))::int",
         }[peer]
 
         cmd = [str(python), script, url, "work", str(concurrency)]
@@ -220,21 +277,59 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--systems", default="kiln,pgqueuer,procrastinate")
+    parser.add_argument("--finished-rows", type=int, default=0,
+                        help="also drain beside this many finished jobs in each system's"
+                        " own tables (PostgreSQL systems: kiln, pgqueuer, procrastinate)")
+    parser.add_argument("--jobs-for", default="",
+                        help="another job count for some systems, e.g. procrastinate=2000"
+                        " (a slow peer on a loaded machine); its rate is still jobs/s")
     args = parser.parse_args()
+    jobs_for = {name: int(n) for name, n in
+                (item.split("=") for item in args.jobs_for.split(",") if item)}
     systems = args.systems.split(",")
-    results: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
-    for _ in range(args.runs):
-        for system in systems:  # interleaved, so drift hits every system alike
-            if system == "kiln":
-                result = run_kiln(args.jobs, args.concurrency)
-            elif system == "kiln-mariadb":
-                result = run_kiln(args.jobs, args.concurrency, mysql=True)
-            elif system == "kiln+otel":
-                result = run_kiln(args.jobs, args.concurrency, observe=True)
-            else:
-                result = run_peer(system, args.jobs, args.concurrency)
-            results[system].append(result)
-            print(json.dumps(result), flush=True)
+    rows = args.finished_rows
+    if rows and not set(systems) <= {"kiln", "pgqueuer", "procrastinate"}:
+        parser.error("--finished-rows takes kiln, pgqueuer and procrastinate only")
+    full = [f"{s}@full" for s in systems] if rows else []
+    results: dict[str, list[dict[str, Any]]] = {s: [] for s in systems + full}
+    templates: dict[str, str] = {}
+    try:
+        for system in systems if rows else []:
+            built = build_template(system, rows)
+            templates[system] = built["template"]
+            print(json.dumps(built), flush=True)
+        for run in range(args.runs):
+            for system in systems:  # interleaved, so drift hits every system alike
+                tables = [None, templates.get(system)] if rows else [None]
+                for template in tables if run % 2 == 0 else tables[::-1]:
+                    result = drain_once(system, jobs_for.get(system, args.jobs),
+                                        args.concurrency, template)
+                    result["finished_rows"] = rows if template else 0
+                    results[f"{system}@full" if template else system].append(result)
+                    print(json.dumps(result), flush=True)
+    finally:
+        for url in templates.values():
+            drop_database(url)
+    summarize(results, rows)
+
+
+def drain_once(system: str, jobs: int, concurrency: int, template: str | None
+               ) -> dict[str, Any]:
+    if system == "kiln":
+        return run_kiln(jobs, concurrency, template=template)
+    if system == "kiln-mariadb":
+        return run_kiln(jobs, concurrency, mysql=True)
+    if system == "kiln+otel":
+        return run_kiln(jobs, concurrency, observe=True)
+    return run_peer(system, jobs, concurrency, template)
+
+
+def _ratios(a: list[float], b: list[float]) -> dict[str, Any]:
+    each = [round(x / y, 3) for x, y in zip(a, b, strict=True)]
+    return {"runs": each, "median": statistics.median(each)}
+
+
+def summarize(results: dict[str, list[dict[str, Any]]], rows: int) -> None:
     summary: dict[str, Any] = {"summary": {}}
     for system, runs in results.items():
         summary["summary"][system] = {
@@ -252,8 +347,39 @@ def main() -> None:
                 "db_cpu_ratio": round(s["db_cpu_s_per_1000"] / base["db_cpu_s_per_1000"], 2)
                 if base["db_cpu_s_per_1000"] else None,
             }
-            for system, s in summary["summary"].items() if system != "kiln"
+            for system, s in summary["summary"].items()
+            if system != "kiln" and not system.endswith("@full")
         }
+    if rows:
+        medians = summary["summary"]
+        summary["finished_rows"] = rows
+        summary["full_over_fresh"] = {  # jobs/s beside the history / on a fresh table
+            system: round(medians[f"{system}@full"]["jobs_per_s"] / s["jobs_per_s"], 3)
+            for system, s in medians.items() if f"{system}@full" in medians
+        }
+        # the same, run by run (the two drains of a run are minutes apart, the medians'
+        # may come from different runs): each run's ratio, and their median
+        rate = {s: [r["jobs_per_s"] for r in runs] for s, runs in results.items()}
+        summary["full_over_fresh_by_run"] = {
+            system: _ratios(rate[f"{system}@full"], rate[system])
+            for system in medians if f"{system}@full" in medians
+        }
+        if "kiln@full" in medians:
+            summary["kiln_speedup_by_run"] = {
+                peer: {"fresh": _ratios(rate["kiln"], rate[peer]),
+                       "full": _ratios(rate["kiln@full"], rate[f"{peer}@full"])}
+                for peer in medians
+                if peer != "kiln" and not peer.endswith("@full")
+            }
+            summary["kiln_speedup"] = {  # kiln's jobs/s over the peer's, on each table
+                peer: {
+                    "fresh": round(medians["kiln"]["jobs_per_s"] / s["jobs_per_s"], 2),
+                    "full": round(medians["kiln@full"]["jobs_per_s"]
+                                  / medians[f"{peer}@full"]["jobs_per_s"], 2),
+                }
+                for peer, s in medians.items()
+                if peer != "kiln" and not peer.endswith("@full")
+            }
     print(json.dumps(summary, indent=2))
 
 

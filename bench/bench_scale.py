@@ -91,13 +91,14 @@ def args_for(i: int) -> dict[str, Any]:
 class Db:
     """One database of the benchmark's own, and the dialect's SQL for it."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, url: str | None = None) -> None:
+        """A fresh database of its own, or (PostgreSQL) ``url``'s, which it never drops."""
         self.kind = kind
         self._tmp: str | None = None
         self._local = threading.local()
         self._conns: list[Any] = []
         if kind == "postgresql":
-            self.url = fresh_database("kiln_scale")
+            self.url = url or fresh_database("kiln_scale")
             self.process = "postgres"
         elif kind == "mariadb":
             self.url = fresh_mysql_database("kiln_scale")

@@ -1,6 +1,8 @@
 """pgqueuer side of the drain benchmark (runs in the peers' venv).
 
 Usage: drain_pgqueuer.py URL fill N | drain_pgqueuer.py URL work CONCURRENCY
+"fill" installs the schema and enqueues N jobs; "install" only the schema (N ignored);
+"enqueue" only the jobs, into a database that has the schema.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from pgqueuer import AsyncpgDriver, Queries, QueueManager
 from pgqueuer.models import Job
 
 
-async def fill(url: str, n: int) -> None:
+async def fill(url: str, n: int, install: bool = True) -> None:
     conn = await asyncpg.connect(url)
     queries = Queries(AsyncpgDriver(conn))
-    await queries.install()
+    if install:
+        await queries.install()
     for start in range(0, n, 1000):
         size = min(1000, n - start)
         await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
@@ -38,4 +41,7 @@ async def work(url: str, concurrency: int) -> None:
 
 if __name__ == "__main__":
     url, mode, number = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    asyncio.run(fill(url, number) if mode == "fill" else work(url, number))
+    if mode == "work":
+        asyncio.run(work(url, number))
+    else:
+        asyncio.run(fill(url, 0 if mode == "install" else number, install=mode != "enqueue"))

@@ -1,6 +1,8 @@
 """procrastinate side of the drain benchmark (runs in the peers' venv).
 
 Usage: drain_procrastinate.py URL fill N | drain_procrastinate.py URL work CONCURRENCY
+"fill" applies the schema and defers N jobs; "install" only the schema (N ignored);
+"enqueue" only the jobs, into a database that has the schema.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ def make_app(url: str) -> procrastinate.App:
     return app
 
 
-async def fill(url: str, n: int) -> None:
+async def fill(url: str, n: int, install: bool = True) -> None:
     app = make_app(url)
     async with app.open_async():
-        await app.schema_manager.apply_schema_async()
+        if install:
+            await app.schema_manager.apply_schema_async()
         task = app.tasks["noop"]
         for start in range(0, n, 1000):
             await task.batch_defer_async(*({"n": i} for i in range(start, min(start + 1000, n))))
@@ -40,4 +43,7 @@ async def work(url: str, concurrency: int) -> None:
 
 if __name__ == "__main__":
     url, mode, number = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    asyncio.run(fill(url, number) if mode == "fill" else work(url, number))
+    if mode == "work":
+        asyncio.run(work(url, number))
+    else:
+        asyncio.run(fill(url, 0 if mode == "install" else number, install=mode != "enqueue"))
