@@ -8,8 +8,9 @@ ones with the most admissions and starts in the last full ``epoch`` (then in the
 current one, then by name), so a fleet of 100,000 tenants exports a bounded set of
 series, and a busy key keeps its series from one scrape to the next. Both counters
 name the same keys. A key's totals are cumulative for the life of the process, so a
-key that comes back into the set goes on from where it was. Keys idle for two epochs
-are forgotten once more than ``keep`` keys are held (memory stays bounded too).
+key that comes back into the set goes on from where it was; a key's first observation
+is 0, so its series is born at zero. Keys idle for two epochs are forgotten once more
+than ``keep`` keys are held (memory stays bounded too).
 Never spells a metric name.
 """
 
@@ -44,6 +45,11 @@ class RateKeyTally:
         self._chosen: list[str] = []
         self._chosen_at = -_SAME
         self._attrs: dict[str, dict[str, str]] = {}
+        # the keys each counter has reported: a key's first observation is 0, so its
+        # series is born at zero and increase() counts its first jobs (observability
+        # notes: counters born at zero); after that its cumulative total, which goes on
+        # from where it was if the key leaves the reported set and comes back
+        self._shown: tuple[set[str], set[str]] = (set(), set())
 
     def admitted(self, key: str, count: int) -> None:
         cell = self._totals.get(key)
@@ -86,14 +92,21 @@ class RateKeyTally:
                 self._totals.pop(key, None)
                 self._marks.pop(key, None)
                 self._attrs.pop(key, None)
+                for shown in self._shown:
+                    shown.discard(key)
 
     def observations(self, field: int) -> Iterable[Observation]:
         out = []
+        shown = self._shown[field]
         for key, admitted, started in self.top():
             attrs = self._attrs.get(key)
             if attrs is None:
                 attrs = self._attrs[key] = {n.RATE_KEY: key}
-            out.append(Observation(admitted if field == 0 else started, attrs))
+            if key in shown:
+                out.append(Observation(admitted if field == 0 else started, attrs))
+            else:
+                shown.add(key)
+                out.append(Observation(0, attrs))
         return out
 
 

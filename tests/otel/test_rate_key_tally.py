@@ -60,3 +60,29 @@ def test_idle_keys_are_forgotten_beyond_ten_times_the_reported() -> None:
     tally.top()
     assert len(tally._totals) <= tally.keep
     assert "busy" in tally._totals
+
+
+def test_a_key_is_born_at_zero_and_goes_on_from_its_total() -> None:
+    """A series' first sample is 0, or increase() and rate() never count the jobs
+    before it (tests/ops/test_live_prometheus.py checks every counter so); after that
+    the cumulative total, which a key that left the set and came back goes on from."""
+    clock = Clock()
+    tally = RateKeyTally(reported=1, clock=clock)
+    tally.admitted("a", 5)
+    tally.started("a")
+
+    def values(field: int) -> list[tuple[str, int | float]]:
+        return [(o.attributes[  # type: ignore[index]
+            "rate_key"], o.value) for o in tally.observations(field)]
+
+    assert values(0) == [("a", 0)] and values(1) == [("a", 0)]
+    assert values(0) == [("a", 5)] and values(1) == [("a", 1)]
+    clock.now = 61.0  # b is the busiest of the next epoch: a leaves the set
+    tally.admitted("b", 50)
+    clock.now = 62.0
+    assert values(0) == [("b", 0)]
+    assert values(0) == [("b", 50)]
+    clock.now = 125.0  # a is the busiest again: it goes on from its total, not from 0
+    tally.admitted("a", 100)
+    clock.now = 126.0
+    assert values(0) == [("a", 105)]
