@@ -124,6 +124,11 @@ async def test_two_schemas_through_pgbouncer_keep_their_jobs_and_wake_only_their
     assert {c.queue: c.count for c in await b.job_counts()} == {"sms": 1}
     claimed = await b.job_claim("mail", ["k"], 10, "srv")
     assert claimed == []  # b never sees a's jobs
+    # the leader's rollup and the charts' read name the schema's tables too (a fresh
+    # database: unqualified, they would find no table at all)
+    for store in (a, b):
+        await store.timings_roll()
+        assert await store.job_timings(3600.0, 60.0, "queue") == []
 
 
 @pytest.mark.parametrize("listen", ["listen_url", "bus"])

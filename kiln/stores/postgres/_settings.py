@@ -42,7 +42,7 @@ TABLES = (
     "kiln_audit", "kiln_concurrency_declarations", "kiln_concurrency_keys", "kiln_cron",
     "kiln_installation", "kiln_job_deps", "kiln_jobs", "kiln_kinds", "kiln_leader",
     "kiln_migrations", "kiln_queue_limits", "kiln_queue_pauses", "kiln_rate_limits",
-    "kiln_servers",
+    "kiln_servers", "kiln_timings", "kiln_timings_mark",
 )
 
 
