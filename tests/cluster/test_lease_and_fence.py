@@ -138,7 +138,7 @@ async def test_leader_services_keep_the_lifecycle_contract(store: Store) -> None
     ends the loop (twice is safe): each service is one task named after it."""
     schedule = kiln.Recurring(name="r", kind="k", args={}, every=60)
     services = leader_services(context(store, [schedule]))
-    assert len(services) == 4  # the rescuer, pruner, sweeper and scheduler
+    assert len(services) == 5  # the rescuer, pruner, sweeper, roller and scheduler
 
     def loops(service: Any) -> list[asyncio.Task[Any]]:
         name = f"kiln-{service.name}"

@@ -37,16 +37,21 @@ class Rival:
 
     async def wait_for_a_waiter(self, task: asyncio.Task[Any]) -> None:
         """Until another transaction waits for this one's locks (``task``'s, blocked)."""
+        deadline = asyncio.get_running_loop().time() + 10
         if self.backend == "mysql":
-            mine = self._one("SELECT trx_id FROM information_schema.INNODB_TRX"
-                             " WHERE trx_mysql_thread_id = CONNECTION_ID()", self.conn)
+            # the same cache as the lock tables (below): a read by anyone in the last
+            # 0.1 s (another test's) can predate this transaction, so read until it is there
+            while (mine := self._one("SELECT trx_id FROM information_schema.INNODB_TRX"
+                                     " WHERE trx_mysql_thread_id = CONNECTION_ID()",
+                                     self.conn)) is None:
+                assert asyncio.get_running_loop().time() < deadline, "no transaction of ours"
+                await asyncio.sleep(0.15)
             sql = ("SELECT count(*) FROM information_schema.INNODB_LOCK_WAITS"
                    " WHERE blocking_trx_id = %s")
         else:
             mine = self._one("SELECT pg_current_xact_id()::text", self.conn)
             sql = ("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid'"
                    " AND NOT granted AND transactionid::text = %s")
-        deadline = asyncio.get_running_loop().time() + 10
         while not self._one(sql, self.monitor, mine):
             assert not task.done(), task
             assert asyncio.get_running_loop().time() < deadline, "the task never blocked"
@@ -58,7 +63,8 @@ class Rival:
         if self.backend == "mysql":
             with conn.cursor() as cur:
                 cur.execute(sql, params or None)
-                return cur.fetchone()[0]
+                row = cur.fetchone()
+                return None if row is None else row[0]
         return conn.execute(sql, params or None).fetchone()[0]
 
     def close(self) -> None:
