@@ -13,13 +13,19 @@ import pytest
 from kiln._server._signals import Signals, StopRequest
 
 
-async def test_a_second_signal_forces_the_stop() -> None:
+def _installed(stopping: bool) -> tuple[StopRequest, Signals]:
+    """A bound stop request and its signal handlers, installed (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers are installed from the main thread only")
     request = StopRequest()
     request.bind()
-    signals = Signals(request=request, stopping=lambda: False)
+    signals = Signals(request=request, stopping=lambda: stopping)
     signals.install()
+    return request, signals
+
+
+async def test_a_second_signal_forces_the_stop() -> None:
+    request, signals = _installed(stopping=False)
     try:
         # a handler that did not install would let the signal kill the test process
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
@@ -38,12 +44,7 @@ async def test_a_second_signal_forces_the_stop() -> None:
 
 async def test_a_signal_while_the_server_stops_for_another_reason_forces() -> None:
     """A failed start or a cancelled run() shuts down without a stop request."""
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signal handlers are installed from the main thread only")
-    request = StopRequest()
-    request.bind()
-    signals = Signals(request=request, stopping=lambda: True)
-    signals.install()
+    request, signals = _installed(stopping=True)
     try:
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
         signal.raise_signal(signal.SIGTERM)

@@ -79,6 +79,16 @@ async def completed(app: kiln.App, ids: list[int], timeout: float = 20,
     await wait_for(all_done, timeout, f"jobs {ids} to be {state}")
 
 
+async def drained_by(b: kiln.App, backlog: list[int], a: kiln.App) -> None:
+    """B (the new version) serves until A's backlog has completed; both then close."""
+    try:
+        async with serving(b):
+            await completed(b, backlog)
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
 async def enqueue(app: kiln.App, tenants: list[str]) -> list[int]:
     return [int(await app.aenqueue(KIND, {"tenant": t})) for t in tenants]
 
@@ -108,12 +118,7 @@ async def test_a_limit_moved_to_the_queue_runs_the_backlog_under_it(store_url: s
     await a.amigrate()
     backlog = await enqueue(a, ["t1"] * 6)
     b = version(store_url, peaks, queue_limit=3)  # B caps the queue instead of the kind
-    try:
-        async with serving(b):
-            await completed(b, backlog)
-    finally:
-        await a.aclose()
-        await b.aclose()
+    await drained_by(b, backlog, a)
     assert peaks.most["*"] == 3
 
 
@@ -125,12 +130,7 @@ async def test_an_added_limit_holds_for_the_backlog(store_url: str) -> None:
         pass
     backlog = await enqueue(a, ["t1"] * 4 + ["t2"] * 2)
     b = version(store_url, peaks, concurrency=kiln.Concurrency(max=1, key="args.tenant"))
-    try:
-        async with serving(b):
-            await completed(b, backlog)
-    finally:
-        await a.aclose()
-        await b.aclose()
+    await drained_by(b, backlog, a)
     assert (peaks.most["t1"], peaks.most["t2"]) == (1, 1)
     assert peaks.most["*"] == 2  # the tenants still run side by side
 
@@ -143,12 +143,7 @@ async def test_a_raised_max_applies_to_the_backlog(store_url: str) -> None:
         pass
     backlog = await enqueue(a, ["t1"] * 6)  # key rows at max 1
     b = version(store_url, peaks, concurrency=kiln.Concurrency(max=3, key="args.tenant"))
-    try:
-        async with serving(b):
-            await completed(b, backlog)
-    finally:
-        await a.aclose()
-        await b.aclose()
+    await drained_by(b, backlog, a)
     assert peaks.most["t1"] == 3
 
 
@@ -160,12 +155,7 @@ async def test_a_changed_key_applies_to_the_backlog(store_url: str) -> None:
         pass
     backlog = await enqueue(a, ["t1", "t1", "t2", "t2"])  # all under "kind:tenant.sync"
     b = version(store_url, peaks, concurrency=kiln.Concurrency(max=1, key="args.tenant"))
-    try:
-        async with serving(b):
-            await completed(b, backlog)
-    finally:
-        await a.aclose()
-        await b.aclose()
+    await drained_by(b, backlog, a)
     assert (peaks.most["t1"], peaks.most["t2"], peaks.most["*"]) == (1, 1, 2)
 
 
