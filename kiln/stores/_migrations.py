@@ -7,10 +7,13 @@ migration lock); the runner decides the order. It is a generator of statement
 batches, so each store executes it its own way (psycopg, asyncmy, sqlite3 or a
 SQLAlchemy connection) and the rules stay in one place:
 
-1. take the dialect's migration lock, if it has one beyond its transaction's;
-2. read the applied version (0 when ``kiln_migrations`` does not exist yet, and
+1. a database already at this kiln's latest version (or past it) is done: nothing to
+   apply, so no lock to wait for (servers that start while a long migration holds it
+   elsewhere, or a session that died holding it, do not wait);
+2. otherwise take the dialect's migration lock, if it has one beyond its transaction's;
+3. read the applied version (0 when ``kiln_migrations`` does not exist yet, and
    create it then);
-3. for each version above it: its statements and the row that records it, together.
+4. for each version above it: its statements and the row that records it, together.
 
 The executor sends the statements of a batch together and answers with each
 statement's first value (None for one that returns no row).
@@ -92,6 +95,8 @@ def run(d: Dialect, *, lock: bool = True) -> Runner[list[int]]:
     """Apply the pending migrations of ``d``; return the versions applied. ``lock``
     False: the caller's transaction or tool keeps concurrent runs apart."""
     if lock and d.lock:
+        if (yield from applied(d)) >= latest(d.package):
+            return []  # up to date: no lock to take (module doc)
         taken = yield [d.lock]
         if taken[0] != 1:
             raise StoreError("migrate", "another migration held the migration lock too long")

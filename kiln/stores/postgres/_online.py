@@ -4,8 +4,9 @@ The rules are kiln.stores._online's. This runner has a connection of its own (no
 pool's: it holds a session-level advisory lock for the whole run, and index builds run
 outside any transaction):
 
-1. take the schema's migration lock (a session advisory lock, polled: ``TRY_LOCK``),
-   read the applied version;
+1. a schema already at the latest version is done, with no lock taken (the shared
+   runner's rule); otherwise take the schema's migration lock (a session advisory
+   lock, polled: ``TRY_LOCK``) and read the applied version;
 2. a database without kiln_jobs yet migrates as before, in one transaction (nothing
    can be using tables that do not exist; it is also the fastest);
 3. otherwise, per pending version: its transactional statements in one transaction
@@ -74,10 +75,11 @@ async def migrate(conninfo: str, schema: str | None, **kwargs: Any) -> list[int]
             await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
             await conn.execute(f"SET search_path TO {schema}")
         await conn.execute("SET statement_timeout = 0")
+        if await _version(conn) >= _migrations.latest(_migrations.POSTGRES.package):
+            return []  # up to date: no lock to wait for (module doc)
         await _lock(conn)
         d = _migrations.POSTGRES
-        have = await _value(conn, d.exists)
-        have = int(await _value(conn, _migrations.VERSION)) if have else 0
+        have = await _version(conn)
         if have == 0 or not await _value(conn, "SELECT to_regclass('kiln_jobs') IS NOT NULL"):
             return await _in_one_transaction(conn)
         done: list[int] = []
@@ -101,6 +103,11 @@ async def _lock(conn: psycopg.AsyncConnection[Any]) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise StoreError("migrate", "another migration held the migration lock too long")
         await asyncio.sleep(0.2)
+
+
+async def _version(conn: psycopg.AsyncConnection[Any]) -> int:
+    d = _migrations.POSTGRES
+    return int(await _value(conn, _migrations.VERSION)) if await _value(conn, d.exists) else 0
 
 
 async def _value(conn: psycopg.AsyncConnection[Any], sql: str) -> Any:
