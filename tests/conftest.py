@@ -10,6 +10,6 @@ from __future__ import annotations
 
 pytest_plugins = [
     "tests.plugins.databases", "tests.plugins.exclusive", "tests.plugins.pgbouncer",
-    "tests.plugins.tiers",
+    "tests.plugins.tiers", "tests.plugins.diagnose",
     "pytester",  # pytester: tests/testing
 ]
