@@ -17,9 +17,15 @@ already exists, the store runs them online instead (kiln.stores.postgres._online
   before the version's row applies it again harmlessly.
 
 MySQL/MariaDB files carry their online clauses themselves (``LOCK=NONE``,
-``ALGORITHM=INPLACE``): DDL there commits at once anyway, and a clause the server
-cannot honour fails the statement instead of locking. SQLite has one writer: its
-migrations hold the write lock while they run (index builds scale with the table).
+``ALGORITHM=INPLACE``, ``ALGORITHM=INSTANT``): DDL there commits at once anyway, and a
+clause the server cannot honour fails the statement instead of locking. One thing
+MariaDB cannot do online: add a stored column to a table that has an index on a
+virtual column (``kiln_jobs_unique`` since version 4); it rebuilds the table while
+writes wait. Version 4 therefore adds the columns of 5, 6, 7, 10 and 13 before that
+index, instantly, and on a database already past 4 the first of those versions adds
+every missing one in a single rebuild (docs/adr/0018-mariadb-online-columns.md).
+SQLite has one writer: its migrations hold the write lock while they run (index builds
+scale with the table).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ _DROP_INDEX = re.compile(r"^DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?(\w+)\s*$", re.I)
 _CREATE_TABLE = re.compile(r"^CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
 _ADD_COLUMN = re.compile(r"\bADD\s+COLUMN\b", re.I)
 _ALTER_JOBS = re.compile(r"ALTER\s+TABLE\s+kiln_jobs\b", re.I)
-_ADD_KEY = re.compile(r"\bADD\s+(UNIQUE\s+)?KEY\b", re.I)
+_ADD_KEY = re.compile(r"\bADD\s+(?:UNIQUE\s+)?KEY\s+(\w+)\s*\(\s*(\w+)", re.I)
+_COLUMN = re.compile(r"\bADD\s+COLUMN\s+(\w+)", re.I)
+_VIRTUAL = re.compile(r"\bVIRTUAL\b", re.I)
 _WRITES_JOBS = re.compile(r"^(UPDATE|DELETE\s+FROM|INSERT\s+INTO)\s+kiln_jobs\b", re.I)
 _INDEX_NAME = re.compile(r"INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.I)
 
@@ -129,13 +137,22 @@ def _secs(seconds: float) -> str:
     return "under a second" if seconds < 1 else f"about {seconds:.0f} s"
 
 
-def costs(dialect: str, pending: list[tuple[int, str, str]], rows: int) -> list[Cost]:
+def costs(dialect: str, pending: list[tuple[int, str, str]], rows: int,
+          applied: list[str] | None = None) -> list[Cost]:
     """The cost of each pending migration (version, file name, sql) of ``dialect``
     ("postgresql", "mysql", "sqlite") at ``rows`` rows in kiln_jobs (0: a new table,
-    where nothing is in use yet)."""
+    where nothing is in use yet). ``applied``: the sql of the versions already applied,
+    which say whether kiln_jobs has an index on a virtual column (MariaDB)."""
     millions = rows / 1_000_000
     out: list[Cost] = []
     fresh = rows == 0
+    table = _Table()
+    for sql in applied or []:
+        _mysql(_migrations.split_statements(sql), 0.0, table)
+    # which of the columns a file adds "when missing" an applied version really added
+    # depends on the kiln that applied it (version 4 adds those of 5 to 13 only since
+    # ADR 0018): assume none, so a rebuild is never left out
+    table.columns.clear()
     for version, name, sql in pending:
         statements = _migrations.split_statements(sql)
         creates_jobs = any(
@@ -143,18 +160,26 @@ def costs(dialect: str, pending: list[tuple[int, str, str]], rows: int) -> list[
             for s in statements)
         if creates_jobs:
             fresh = True
+        if dialect == "mysql":
+            locks, seconds, parts = _mysql(statements, millions, table)
+        else:
+            measure = _postgres if dialect == "postgresql" else _sqlite
+            locks, seconds, parts = measure(sql, statements, millions)
         if fresh:
             out.append(Cost(version, name, False, 0.0, "new tables"))
             continue
-        out.append(_cost(dialect, version, name, sql, statements, millions))
+        out.append(Cost(version, name, locks, seconds,
+                        "; ".join(parts) or "no change to kiln_jobs"))
     return out
 
 
-def _cost(dialect: str, version: int, name: str, sql: str, statements: list[str],
-          millions: float) -> Cost:
-    measure = {"postgresql": _postgres, "mysql": _mysql}.get(dialect, _sqlite)
-    locks, seconds, parts = measure(sql, statements, millions)
-    return Cost(version, name, locks, seconds, "; ".join(parts) or "no change to kiln_jobs")
+@dataclasses.dataclass(slots=True)
+class _Table:
+    """What the MariaDB migrations seen so far gave kiln_jobs."""
+
+    columns: set[str] = dataclasses.field(default_factory=set)
+    virtual: set[str] = dataclasses.field(default_factory=set)
+    virtual_keys: list[str] = dataclasses.field(default_factory=list)
 
 
 def _postgres(sql: str, statements: list[str], millions: float) -> tuple[bool, float, list[str]]:
@@ -173,26 +198,38 @@ def _postgres(sql: str, statements: list[str], millions: float) -> tuple[bool, f
     return False, builds * INDEX_SECONDS_PER_MILLION * millions, parts
 
 
-def _mysql(sql: str, statements: list[str], millions: float) -> tuple[bool, float, list[str]]:
+def _mysql(statements: list[str], millions: float,
+           table: _Table) -> tuple[bool, float, list[str]]:
+    """One MariaDB file: a column a file finds already there (its ALTER adds only the
+    missing ones) costs nothing; a stored column added once kiln_jobs has an index on a
+    virtual column is a rebuild during which writes wait (one per statement)."""
     locks, seconds, parts = False, 0.0, []
     for s in statements:
         if not _ALTER_JOBS.search(s):
             continue
-        keys = len(_ADD_KEY.findall(s))
-        columns = len(_ADD_COLUMN.findall(s))
-        if "LOCK=NONE" in s.upper():
-            seconds += keys * INDEX_SECONDS_PER_MILLION * millions
-            if keys:
-                parts.append(f"{keys} index build(s) ALGORITHM=INPLACE, LOCK=NONE")
-            if columns:
-                parts.append(f"{columns} column(s) LOCK=NONE, instant")
-        elif columns:
-            # MariaDB adds no column in place to a table with an indexed virtual column
-            # (kiln_jobs from version 4): it copies the table while writes wait
+        found = list(_COLUMN.finditer(s))
+        added = [(m.group(1).lower(), bool(_VIRTUAL.search(
+            s, m.end(), found[i + 1].start() if i + 1 < len(found) else len(s))))
+            for i, m in enumerate(found)]
+        new = [(c, virtual) for c, virtual in added if c not in table.columns]
+        stored = [c for c, virtual in new if not virtual]
+        keys = [(m.group(1), m.group(2).lower()) for m in _ADD_KEY.finditer(s)]
+        if stored and table.virtual_keys:
             locks = True
             seconds += REBUILD_SECONDS_PER_MILLION * millions
-            parts.append(f"{columns} column(s): a table copy (MariaDB, indexed virtual"
-                         " columns)")
+            parts.append(
+                f"{len(stored)} column(s) in one table rebuild while writes wait: MariaDB"
+                " adds no column instantly or online to a table with an index on a virtual"
+                f" column ({', '.join(table.virtual_keys)})")
+        elif new:
+            parts.append(f"{len(new)} column(s) added instantly")
+        if keys and "LOCK=NONE" in s.upper():
+            seconds += len(keys) * INDEX_SECONDS_PER_MILLION * millions
+            parts.append(f"{len(keys)} index build(s) ALGORITHM=INPLACE, LOCK=NONE")
+        table.columns.update(c for c, _ in added)
+        table.virtual.update(c for c, virtual in added if virtual)
+        table.virtual_keys.extend(name for name, first in keys if first in table.virtual
+                                  and name not in table.virtual_keys)
     return locks, seconds, parts
 
 

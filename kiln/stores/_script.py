@@ -74,5 +74,6 @@ def costs(d: Dialect, above: int, rows: int) -> list[_online.Cost]:
     """What each migration of ``d`` above ``above`` costs a kiln_jobs of ``rows`` rows
     (``kiln migrate --check``; kiln.stores._online)."""
     names = dict(migrations(d))
-    pending = [(v, names[v], sql) for v, sql in _migrations.load(d.package) if v > above]
-    return _online.costs(d.name, pending, rows)
+    every = _migrations.load(d.package)
+    pending = [(v, names[v], sql) for v, sql in every if v > above]
+    return _online.costs(d.name, pending, rows, [sql for v, sql in every if v <= above])

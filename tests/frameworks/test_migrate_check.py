@@ -65,13 +65,31 @@ def test_check_names_what_each_pending_migration_does(
 
 
 def test_the_estimate_scales_with_the_table() -> None:
-    pending = [(v, f"{v:04d}", sql) for v, sql in _migrations.load("kiln.stores.mysql")
-               if v in (5, 15)]
-    small, big = (_online.costs("mysql", pending, rows) for rows in (1_000, 3_000_000))
-    assert [c.locks for c in big] == [True, False]  # MariaDB copies the table for 5's column
+    every = _migrations.load("kiln.stores.mysql")
+    pending = [(v, f"{v:04d}", sql) for v, sql in every if v in (5, 15)]
+    applied = [sql for v, sql in every if v < 5]
+    small, big = (_online.costs("mysql", pending, rows, applied) for rows in (1_000, 3_000_000))
+    # past version 4 (kiln_jobs_unique, an index on a virtual column) MariaDB rebuilds
+    # the table for 5's columns
+    assert [c.locks for c in big] == [True, False]
     assert big[0].seconds == pytest.approx(3 * _online.REBUILD_SECONDS_PER_MILLION)
     assert big[1].seconds == pytest.approx(2 * 3 * _online.INDEX_SECONDS_PER_MILLION)
     assert "about 30 s" in big[0].line() and "under a second" in small[0].line()
     pg = [(v, f"{v:04d}", sql) for v, sql in _migrations.load("kiln.stores.postgres")
           if v > 1]
     assert not any(c.locks for c in _online.costs("postgresql", pg, 10_000_000))
+
+
+def test_mariadb_columns_are_instant_through_version_4() -> None:
+    """Version 4 adds the columns of 5 to 13 before its index on a virtual column: a
+    database upgrading through it adds every column instantly (ADR 0018); one already
+    past it gets them in one rebuild, not one per version."""
+    every = _migrations.load("kiln.stores.mysql")
+    through = _online.costs("mysql", [(v, f"{v:04d}", sql) for v, sql in every if v > 3],
+                            10_000_000, [sql for v, sql in every if v <= 3])
+    assert not any(c.locks for c in through)
+    assert "5 column(s) added instantly" in through[0].what
+    past = _online.costs("mysql", [(v, f"{v:04d}", sql) for v, sql in every if v > 4],
+                         10_000_000, [sql for v, sql in every if v <= 4])
+    assert [c.version for c in past if c.locks] == [5]
+    assert "kiln_jobs_unique" in past[0].what

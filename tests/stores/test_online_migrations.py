@@ -29,9 +29,10 @@ from tests.support.waits import wait_for_sync
 ROWS = 100_000  # finished jobs: every index build reads them all
 READY = 5_000  # available jobs, ahead of them by id
 BOUND = 1.0  # seconds: the longest any claim, completion or insert may wait
-FROM = {"postgresql": 1, "mysql": 13}  # MariaDB copies kiln_jobs to add 5, 6, 7, 10, 13's
-# columns (indexed virtual columns since 4: no in-place ADD COLUMN); `kiln migrate
-# --check` says so, and this test starts after them
+# MariaDB from 3: version 4 adds the columns of 5 to 13 instantly before its index on a
+# virtual column, after which MariaDB could add them only by rebuilding the table (ADR
+# 0018; a database past 4 without them gets one rebuild, test_one_rebuild_past_version_4)
+FROM = {"postgresql": 1, "mysql": 3}
 
 
 @pytest.fixture
@@ -255,4 +256,48 @@ def test_an_interrupted_run_resumes(url: str, backend: str) -> None:
                             " WHERE indexrelid = to_regclass('kiln_jobs_tags')"
                             ).fetchall() == [(False,)]
     assert migrate(url) == list(range(7, _migrations.latest("kiln.stores.sqlite") + 1))
+    assert shape(url, backend) == fresh_shape(backend)
+
+
+HOISTED = ("attempt_running", "result", "tags", "conc_key", "defaulted")  # 5, 6, 7, 10, 13
+
+
+def test_one_rebuild_past_version_4(url: str, backend: str) -> None:
+    """A MariaDB database an older kiln took to version 4 (without the columns of 5 to
+    13, which version 4 adds since ADR 0018) gets them in one rebuild, the first pending
+    version's: `kiln migrate --check` says that one locks and no other, and the schema
+    ends as a fresh one."""
+    if backend != "mysql":
+        pytest.skip("MariaDB's indexed virtual columns")
+    migrate(url, 4)
+    my = mysql_connect(url)
+    with my, my.cursor() as cur:
+        cur.execute("ALTER TABLE kiln_jobs " + ", ".join(f"DROP COLUMN {c}" for c in HOISTED))
+    fill(url, backend)
+    costs = _script.costs(_script.dialect("mysql"), 4, READY + ROWS)
+    assert [c.version for c in costs if c.locks] == [5]
+    assert "5 column(s) in one table rebuild" in costs[0].what
+    with Workers(url, backend) as workers:
+        start = time.monotonic()
+        applied = migrate(url)
+        took = time.monotonic() - start
+    print(f"migrated {applied} in {took:.1f} s; longest wait {workers.worst:.3f} s")
+    assert applied == list(range(5, _migrations.latest("kiln.stores.sqlite") + 1))
+    assert shape(url, backend) == fresh_shape(backend)
+
+
+def test_version_4_resumed_after_an_older_kilns_was_cut_short(url: str, backend: str) -> None:
+    """An older kiln's version 4 cut short after its index on a virtual column: this
+    version 4, run again, adds the columns of 5 to 13 without the INSTANT clause (which
+    MariaDB refuses then) and the schema ends as a fresh one."""
+    if backend != "mysql":
+        pytest.skip("MariaDB's indexed virtual columns")
+    migrate(url, 4)
+    my = mysql_connect(url)
+    with my, my.cursor() as cur:
+        cur.execute("ALTER TABLE kiln_jobs " + ", ".join(f"DROP COLUMN {c}" for c in HOISTED))
+        cur.execute("DELETE FROM kiln_migrations WHERE version = 4")
+        with pytest.raises(Exception, match="ALGORITHM=INSTANT is not supported"):
+            cur.execute("ALTER TABLE kiln_jobs ADD COLUMN result JSON NULL, ALGORITHM=INSTANT")
+    assert migrate(url) == list(range(4, _migrations.latest("kiln.stores.sqlite") + 1))
     assert shape(url, backend) == fresh_shape(backend)

@@ -38,6 +38,28 @@ SET @kiln_m4 = IF((SELECT COUNT(*) FROM information_schema.columns
 PREPARE kiln_m4 FROM @kiln_m4;
 EXECUTE kiln_m4;
 DEALLOCATE PREPARE kiln_m4;
+-- The stored columns of versions 5, 6, 7, 10 and 13, added here, instantly, while
+-- kiln_jobs has no index on a virtual column yet: once kiln_jobs_unique exists
+-- MariaDB can add a column only by rebuilding the table while writes wait
+-- (docs/adr/0018-mariadb-online-columns.md). Same columns, same order as those
+-- versions add them; their ALTERs then find them and do nothing. (Only a run of this
+-- file resumed after an older kiln's was cut short finds kiln_jobs_unique already
+-- there: then without the INSTANT clause, which would fail, the server rebuilds.)
+SET @kiln_m4 = (SELECT IF(COUNT(*) = 5, 'DO 0',
+    CONCAT('ALTER TABLE kiln_jobs ', CONCAT_WS(', ',
+        IF(SUM(column_name = 'attempt_running'), NULL, 'ADD COLUMN attempt_running BOOLEAN NOT NULL DEFAULT FALSE'),
+        IF(SUM(column_name = 'result'), NULL, 'ADD COLUMN result JSON NULL'),
+        IF(SUM(column_name = 'tags'), NULL, 'ADD COLUMN tags JSON NULL'),
+        IF(SUM(column_name = 'conc_key'), NULL, 'ADD COLUMN conc_key VARCHAR(255) NULL'),
+        IF(SUM(column_name = 'defaulted'), NULL, 'ADD COLUMN defaulted INT NOT NULL DEFAULT 0'),
+        IF((SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE()
+            AND table_name = 'kiln_jobs' AND index_name = 'kiln_jobs_unique'), NULL,
+            'ALGORITHM=INSTANT'))))
+    FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'kiln_jobs' AND column_name IN ('attempt_running', 'result', 'tags', 'conc_key', 'defaulted'));
+PREPARE kiln_m4 FROM @kiln_m4;
+EXECUTE kiln_m4;
+DEALLOCATE PREPARE kiln_m4;
 -- its index by itself: MariaDB builds an index on a virtual column in place only alone
 SET @kiln_m4 = IF((SELECT COUNT(*) FROM information_schema.statistics
     WHERE table_schema = DATABASE() AND table_name = 'kiln_jobs'

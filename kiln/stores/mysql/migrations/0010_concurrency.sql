@@ -7,11 +7,19 @@
 -- claim (conc_key IS NULL, a ref lookup) reads only plain jobs, and a key's available
 -- and running jobs are one index range each (kiln_jobs_conc). Each ALTER runs only when
 -- its change is missing, so the file can run again after a crash.
-SET @kiln_m10 = IF((SELECT COUNT(*) FROM information_schema.columns
-    WHERE table_schema = DATABASE() AND table_name = 'kiln_jobs'
-    AND column_name = 'conc_key') = 0,
-    'ALTER TABLE kiln_jobs ADD COLUMN conc_key VARCHAR(255) NULL',
-    'DO 0');
+-- One rebuild, not one per version (docs/adr/0018-mariadb-online-columns.md): MariaDB
+-- adds no column instantly, nor in place with writes going on, to a table that has an
+-- index on a virtual column (kiln_jobs_unique since version 4), so this ALTER also
+-- adds the columns of the later versions up to 13 that are missing (version 4 added
+-- them all, instantly, on a database that came through it with this file); their own
+-- ALTERs then find them and do nothing. The server picks the algorithm: on MariaDB an
+-- in-place rebuild during which writes to kiln_jobs wait (reads go on).
+SET @kiln_m10 = (SELECT IF(COUNT(*) = 2, 'DO 0',
+    CONCAT('ALTER TABLE kiln_jobs ', CONCAT_WS(', ',
+        IF(SUM(column_name = 'conc_key'), NULL, 'ADD COLUMN conc_key VARCHAR(255) NULL'),
+        IF(SUM(column_name = 'defaulted'), NULL, 'ADD COLUMN defaulted INT NOT NULL DEFAULT 0'))))
+    FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'kiln_jobs' AND column_name IN ('conc_key', 'defaulted'));
 PREPARE kiln_m10 FROM @kiln_m10;
 EXECUTE kiln_m10;
 DEALLOCATE PREPARE kiln_m10;

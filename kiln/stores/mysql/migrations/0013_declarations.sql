@@ -15,11 +15,16 @@ INSERT IGNORE INTO kiln_concurrency_declarations (conc_key, server_id, max)
 -- job while it waits and NULL otherwise, and kiln_jobs_undeclared indexes it (the NULLs
 -- of every other job sort first, appended in id order). Each ALTER runs only when its
 -- change is missing, so the file can run again after a crash.
-SET @kiln_m13 = IF((SELECT COUNT(*) FROM information_schema.columns
-    WHERE table_schema = DATABASE() AND table_name = 'kiln_jobs'
-    AND column_name = 'defaulted') = 0,
-    'ALTER TABLE kiln_jobs ADD COLUMN defaulted INT NOT NULL DEFAULT 0',
-    'DO 0');
+-- defaulted is added here only on a database that did not come through version 4 with
+-- its current file (which adds it instantly): MariaDB adds no column instantly, nor in
+-- place with writes going on, to a table with an index on a virtual column
+-- (kiln_jobs_unique), so the server rebuilds the table while writes wait
+-- (docs/adr/0018-mariadb-online-columns.md).
+SET @kiln_m13 = (SELECT IF(COUNT(*) = 1, 'DO 0',
+    CONCAT('ALTER TABLE kiln_jobs ', CONCAT_WS(', ',
+        IF(SUM(column_name = 'defaulted'), NULL, 'ADD COLUMN defaulted INT NOT NULL DEFAULT 0'))))
+    FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'kiln_jobs' AND column_name IN ('defaulted'));
 PREPARE kiln_m13 FROM @kiln_m13;
 EXECUTE kiln_m13;
 DEALLOCATE PREPARE kiln_m13;
