@@ -26,6 +26,11 @@ from kiln.stores._filters import (
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, loads, uncut
 from kiln.stores.mysql._columns import COLUMNS, JOB_COLS, NOW, row_to_job
 from kiln.stores.mysql._concurrency import keys_back_stmt
+from kiln.stores.mysql._finished import (
+    completed_series_by_queue as completed_series_by_queue,
+)
+from kiln.stores.mysql._finished import finished_series as finished_series
+from kiln.stores.mysql._finished import throughput as throughput
 from kiln.stores.mysql._jobs import lock_dependents, release_dependents
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 from kiln.stores.mysql._rollup import timings as timings
@@ -345,26 +350,6 @@ def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]
     return [(str(r[0]), str(r[1]), int(r[2])) for r in out[0].rows]
 
 
-def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
-    out = yield one(
-        f"SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b, state,"
-        " COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
-        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY b, state",
-        micros(bucket), micros(since),
-    )
-    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in out[0].rows]
-
-
-def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
-    out = yield one(
-        f"SELECT queue, FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b,"
-        " COUNT(*) FROM kiln_jobs WHERE state = 'completed'"
-        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY queue, b",
-        micros(bucket), micros(since),
-    )
-    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in out[0].rows]
-
-
 def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, int, int]]]:
     """(last error, jobs, highest id) of the newest ``scan`` failed jobs under ``f``,
     the most common first."""
@@ -383,12 +368,3 @@ def running_by_server() -> Plan[list[tuple[str, str, int]]]:
     out = yield one("SELECT queue, COALESCE(server_id, ''), COUNT(*) FROM kiln_jobs"
                     " WHERE state = 'running' GROUP BY queue, server_id")
     return [(r[0], r[1], int(r[2])) for r in out[0].rows]
-
-
-def throughput(since: float) -> Plan[dict[str, int]]:
-    out = yield one(
-        "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
-        f" 'cancelled') AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY state",
-        micros(since),
-    )
-    return {r[0]: int(r[1]) for r in out[0].rows}
