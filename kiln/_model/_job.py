@@ -425,6 +425,22 @@ class StateCount:
     estimated: bool = False
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class KindCount:
+    """How many jobs of ``kind`` are in ``state``. ``estimated``: the state held more
+    jobs than the cap the counts were asked with (``Client.kind_counts``), so ``count``
+    is an estimate (never below the jobs of the kind actually seen) rather than exact."""
+
+    kind: str
+    state: JobState
+    count: int
+    estimated: bool = False
+
+
+# exact up to this many jobs of one state, estimated above it: the Kinds page's counts
+# (kiln.stores.postgres._kind_counts)
+KIND_COUNT_CAP = 1000
+
 # exact up to this many jobs of one queue and state, estimated above it: what the
 # dashboard and the metrics ask for (kiln.stores.postgres._counts)
 COUNT_CAP = 100

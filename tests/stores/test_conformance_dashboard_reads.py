@@ -23,6 +23,21 @@ async def test_counts_by_kind_and_state(store: Store) -> None:
                       ("c", JobState.SCHEDULED): 1}
 
 
+async def test_kind_counts_are_exact_on_a_small_table_whatever_the_cap(store: Store) -> None:
+    """``job_kind_counts`` (the Kinds page): exact and unmarked on a small table, over
+    the cap or not (PostgreSQL's sample is then the whole table; MariaDB and SQLite
+    count exactly). PostgreSQL's estimates: tests/stores/test_postgres_kind_count_plans.py."""
+    await insert(store, job("a"), job("a"), job("a"), job("b"), job("c", delay=3600),
+                 job("c", queue="other"))
+    [row] = await claim(store, limit=1, kinds=("b",))
+    await store.job_results_apply([result(row)])
+    exact = {(k, s): n for k, s, n in await store.job_counts_by_kind()}
+    for cap in (1, 2, 1000):
+        got = await store.job_kind_counts(cap)
+        assert not [c for c in got if c.estimated], cap
+        assert {(c.kind, c.state): c.count for c in got} == exact, cap
+
+
 async def test_finished_series_buckets_back_from_now(store: Store) -> None:
     await insert(store, *[job() for _ in range(5)], job(queue="other"))
     rows = await claim(store, limit=5)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._model._idset import sums_sql
-from kiln._model._job import JobFilter, JobRow, JobState, StateCount
+from kiln._model._job import JobFilter, JobRow, JobState, KindCount, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -341,6 +341,11 @@ def scheduled_due() -> Plan[dict[str, int]]:
 def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     out = yield one("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
     return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
+
+
+def kind_counts(cap: int) -> Plan[list[KindCount]]:
+    """Exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)."""
+    return [KindCount(kind, state, n) for kind, state, n in (yield from counts_by_kind())]
 
 
 def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:

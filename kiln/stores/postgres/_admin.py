@@ -35,6 +35,7 @@ from kiln.stores.postgres._finished import finished_series as finished_series
 from kiln.stores.postgres._finished import throughput as throughput
 from kiln.stores.postgres._insert import NOTIFIED, notify_from
 from kiln.stores.postgres._jobs import COLUMNS, JOB_COLS, NOT_HELD, release_stmts, row_to_job
+from kiln.stores.postgres._kind_counts import kind_counts as kind_counts
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 from kiln.stores.postgres._rollup import timings as timings
 
