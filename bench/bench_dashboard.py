@@ -30,12 +30,14 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 import psycopg
 
+from kiln._model._job import KIND_COUNT_CAP
 from kiln.stores import store_from_url
 from kiln.web import create_app
 
@@ -251,6 +253,10 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any],
             lambda: store.queue_completed_series(3600.0, 60.0), rounds)
         results["store: queue_running_counts"] = await _time_call(
             store.queue_running_counts, rounds)
+        results["store: job_kind_counts (capped)"] = await _time_call(
+            lambda: store.job_kind_counts(KIND_COUNT_CAP), rounds)
+        results["side by side: new read / old statement"] = await _side_by_side(
+            url, store, rounds)
         await source.close()
         await refreshing.state.kiln.source.close()
     return results
@@ -336,6 +342,50 @@ async def _settle(app: Any) -> None:
         task = cached._refresh
         if task is not None:
             await asyncio.wait([task], timeout=10)
+
+
+# the statements the dashboard's refresh made before the rollup and the capped kind
+# counts served them (PostgreSQL), timed round by round against the store's reads
+OLD_SQL = {
+    "job_throughput(3600)": (
+        "SELECT state, count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
+        " 'cancelled') AND finished_at >= now() - interval '3600 s' GROUP BY state"),
+    "job_finished_series(3600, 60)": (
+        "SELECT floor(extract(epoch FROM now() - finished_at) / 60)::int AS b, state,"
+        " count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= now() - interval '3600 s' GROUP BY b, state"),
+    "queue_completed_series(3600, 60)": (
+        "SELECT queue, floor(extract(epoch FROM now() - finished_at) / 60)::int AS b,"
+        " count(*) FROM kiln_jobs WHERE state = 'completed'"
+        " AND finished_at >= now() - interval '3600 s' GROUP BY queue, b"),
+    "job_kind_counts": "SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state",
+}
+
+
+async def _side_by_side(url: str, store: Any, rounds: int) -> dict[str, Any]:
+    new: dict[str, Callable[[], Awaitable[object]]] = {
+        "job_throughput(3600)": lambda: store.job_throughput(3600.0),
+        "job_finished_series(3600, 60)": lambda: store.job_finished_series(3600.0, 60.0),
+        "queue_completed_series(3600, 60)": lambda: store.queue_completed_series(3600.0, 60.0),
+        "job_kind_counts": lambda: store.job_kind_counts(KIND_COUNT_CAP),
+    }
+    out: dict[str, Any] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, call in new.items():
+            times: dict[str, list[float]] = {"new": [], "old": []}
+            for _ in range(rounds):
+                started = time.perf_counter()
+                await call()
+                times["new"].append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                conn.execute(OLD_SQL[name]).fetchall()
+                times["old"].append((time.perf_counter() - started) * 1000)
+            n, o = statistics.median(times["new"]), statistics.median(times["old"])
+            out[name] = {"new_median_ms": round(n, 1), "old_median_ms": round(o, 1),
+                         "old_over_new": round(o / n, 1)}
+            print(f"  side by side {name:34s} new {n:7.1f} ms  old {o:7.1f} ms",
+                  file=sys.stderr)
+    return out
 
 
 async def _time_call(call: Any, rounds: int) -> dict[str, float]:

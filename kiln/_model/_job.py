@@ -323,6 +323,9 @@ class JobFilter:
     # jobs with a greater id, or that finished later (or not at all), do not match
     max_id: int | None = None
     finished_before: datetime | None = None
+    # a lower bound (inclusive): a listing that no index serves in id order scans a
+    # window of ids, not the table (the dashboard's Available tab and args filters)
+    min_id: int | None = None
     # a time range of enqueueing: created_after <= created_at < created_before
     created_after: datetime | None = None
     created_before: datetime | None = None
