@@ -350,8 +350,11 @@ class Store(Protocol):
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[int, str, int]]:
         """(bucket, state, jobs) of the jobs that finished (completed, failed, cancelled)
-        in the last ``since_seconds``, by the database clock; bucket 0 is the latest
-        ``bucket_seconds``, 1 the one before, and so on. Buckets without jobs are absent."""
+        in the last ``since_seconds // bucket_seconds`` buckets, by the database clock:
+        buckets on the epoch's multiples of ``bucket_seconds``, 0 the current one, 1 the
+        one before, and so on. Buckets without jobs are absent. Read from the timings
+        rollup before its watermark (kiln._model._rollup.finished_bounds), so the cost
+        does not grow with the jobs finished in the span."""
     async def queue_completed_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[str, int, int]]:
