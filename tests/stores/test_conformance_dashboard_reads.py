@@ -3,7 +3,8 @@
 ``job_counts_by_kind`` counts every job by kind and state (``job_kind_counts`` the
 same, capped on PostgreSQL); ``job_finished_series`` puts finished jobs into buckets
 on the epoch's minutes back from the database's now (bucket 0 the current one; the
-rollup's side: tests/stores/test_conformance_finished_counts.py), and leaves out what finished before the span or has not finished.
+rollup's side: tests/stores/test_conformance_finished_counts.py), and leaves out
+what finished before the span or has not finished.
 ``queue_completed_series`` does the same for completed jobs, by queue, and
 ``queue_running_counts`` counts running jobs by queue and server (the queues page).
 """
