@@ -98,6 +98,18 @@ FROM (
 """
 
 
+# --shape backlog: a quarter of the jobs available (the lowest ids), the rest scheduled
+# for tomorrow above them, as a backlog under newer scheduled jobs (bench_scale's case)
+BACKLOG_FILL = """
+INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts)
+SELECT 'q' || mod(g, 20), 'kind.' || mod(g, 100),
+    CASE WHEN g <= %(total)s / 4 THEN 'available' ELSE 'scheduled' END,
+    jsonb_build_object('n', g),
+    CASE WHEN g <= %(total)s / 4 THEN now() ELSE now() + interval '1 day' END, 25
+FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS g
+"""
+
+
 def schema_url(url: str, schema: str) -> str:
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
@@ -114,13 +126,14 @@ async def migrate(url: str) -> None:
         await store.close()
 
 
-def fill(url: str, total: int) -> float:
+def fill(url: str, total: int, shape: str = "mixed") -> float:
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         for lo in range(1, total + 1, CHUNK):
             hi = min(lo + CHUNK - 1, total)
-            conn.execute(FILL, {"lo": lo, "hi": hi, "total": total, "rare": RARE,
-                                "errors": ERRORS})
+            conn.execute(FILL if shape == "mixed" else BACKLOG_FILL,
+                         {"lo": lo, "hi": hi, "total": total, "rare": RARE,
+                          "errors": ERRORS})
             print(f"  filled {hi:,} jobs", file=sys.stderr, flush=True)
         conn.execute(
             "INSERT INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
@@ -406,6 +419,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
     parser.add_argument("--reuse", metavar="SCHEMA", help="time an already filled schema")
     parser.add_argument("--only", metavar="REGEX", help="time only the pages it matches")
+    parser.add_argument("--shape", choices=("mixed", "backlog"), default="mixed",
+                        help="backlog: a quarter available under scheduled jobs (time"
+                             " its listings with --only)")
     parser.add_argument("--fill-only", action="store_true",
                         help="fill a schema, keep it and print its name (time it with --reuse)")
     args = parser.parse_args()
@@ -418,7 +434,7 @@ def main() -> None:
                 conn.execute(f"CREATE SCHEMA {schema}")
             asyncio.run(migrate(url))
             print(f"filling {schema} with {args.jobs:,} jobs", file=sys.stderr)
-            fill_s = fill(url, args.jobs)
+            fill_s = fill(url, args.jobs, args.shape)
             rolled = asyncio.run(roll(url))
             print(f"rolled the timings: {rolled}", file=sys.stderr)
         else:
