@@ -66,3 +66,20 @@ async def test_an_args_filter_finds_every_match_once_across_windows(
     # other tabs page by rows as before: no window, no note
     everything = (await http.get("/jobs")).text
     assert 'id="scan-note"' not in everything and len(_ids(everything)) == 13
+
+
+async def test_the_api_says_which_ids_it_searched(
+        client: Client, http: httpx.AsyncClient) -> None:
+    [old] = [await client.enqueue("backlog.job", {}, queue="q")]
+    for n in range(8):
+        await client.enqueue("later.job", {"n": n}, queue="q", delay=3600)
+    seen, query = [], "state=available"
+    for _ in range(5):
+        body = (await http.get(f"/api/jobs?{query}")).json()
+        seen += [j["id"] for j in body["jobs"]]
+        if body["next"] is None:
+            break
+        assert body["searched"]["below_id"] - body["searched"]["from_id"] == 5
+        query = body["next"]
+    assert seen == [old] and body["searched"] is None  # the last window: ids from 1
+    assert (await http.get("/api/jobs")).json()["searched"] is None
