@@ -26,6 +26,7 @@ from kiln._model._wire import job_json, server_json
 from kiln.web import _jobs, _pages, _params, _queues_page
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
+from kiln.web._source import Estimate
 from kiln.web._timeline import RECENT_AUDIT, actions_of, timeline
 
 ENDPOINTS = {
@@ -198,6 +199,8 @@ async def kinds(request: Request) -> Response:
         "kinds": [{
             "kind": k.kind,
             "states": _counts_json(k.states),
+            # states counted by kind from a sample (over KIND_COUNT_CAP jobs, PostgreSQL)
+            "estimated": [s.value for s, n in k.states.items() if isinstance(n, Estimate)],
             "declaration": k.options,
             "servers": k.servers,
             "conflict": k.conflict,

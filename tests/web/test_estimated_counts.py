@@ -74,3 +74,5 @@ async def test_the_kinds_page_marks_estimated_kind_counts(
     assert asked == [KIND_COUNT_CAP]
     assert ">~5<" in page.replace(" ", "") and NOTE in page
     assert ">1<" in page.replace(" ", "")  # small.job's exact 1, unmarked
+    api = {k["kind"]: k for k in (await http.get("/api/kinds")).json()["kinds"]}
+    assert api["bulk.job"]["estimated"] == ["available"] and api["small.job"]["estimated"] == []
