@@ -307,7 +307,8 @@ async def time_timings(url: str, rounds: int) -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True) as conn:
             for name, (since, bucket) in SPANS.items():
                 for by in ("queue", "kind"):
-                    rolled, direct = [], []
+                    rolled: list[float] = []
+                    direct: list[float] = []
                     for _ in range(rounds):
                         for unset, times in ((False, rolled), (True, direct)):
                             conn.execute("UPDATE kiln_timings_mark SET rolled_to = %s",
