@@ -30,12 +30,14 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 import psycopg
 
+from kiln._model._job import KIND_COUNT_CAP
 from kiln.stores import store_from_url
 from kiln.web import create_app
 
@@ -96,6 +98,18 @@ FROM (
 """
 
 
+# --shape backlog: a quarter of the jobs available (the lowest ids), the rest scheduled
+# for tomorrow above them, as a backlog under newer scheduled jobs (bench_scale's case)
+BACKLOG_FILL = """
+INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts)
+SELECT 'q' || mod(g, 20), 'kind.' || mod(g, 100),
+    CASE WHEN g <= %(total)s / 4 THEN 'available' ELSE 'scheduled' END,
+    jsonb_build_object('n', g),
+    CASE WHEN g <= %(total)s / 4 THEN now() ELSE now() + interval '1 day' END, 25
+FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS g
+"""
+
+
 def schema_url(url: str, schema: str) -> str:
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
@@ -112,13 +126,14 @@ async def migrate(url: str) -> None:
         await store.close()
 
 
-def fill(url: str, total: int) -> float:
+def fill(url: str, total: int, shape: str = "mixed") -> float:
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         for lo in range(1, total + 1, CHUNK):
             hi = min(lo + CHUNK - 1, total)
-            conn.execute(FILL, {"lo": lo, "hi": hi, "total": total, "rare": RARE,
-                                "errors": ERRORS})
+            conn.execute(FILL if shape == "mixed" else BACKLOG_FILL,
+                         {"lo": lo, "hi": hi, "total": total, "rare": RARE,
+                          "errors": ERRORS})
             print(f"  filled {hi:,} jobs", file=sys.stderr, flush=True)
         conn.execute(
             "INSERT INTO kiln_servers (id, host, pid, queues, kinds, version, started_at,"
@@ -251,6 +266,10 @@ async def time_pages(url: str, rounds: int, f: dict[str, Any],
             lambda: store.queue_completed_series(3600.0, 60.0), rounds)
         results["store: queue_running_counts"] = await _time_call(
             store.queue_running_counts, rounds)
+        results["store: job_kind_counts (capped)"] = await _time_call(
+            lambda: store.job_kind_counts(KIND_COUNT_CAP), rounds)
+        results["side by side: new read / old statement"] = await _side_by_side(
+            url, store, rounds)
         await source.close()
         await refreshing.state.kiln.source.close()
     return results
@@ -288,7 +307,8 @@ async def time_timings(url: str, rounds: int) -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True) as conn:
             for name, (since, bucket) in SPANS.items():
                 for by in ("queue", "kind"):
-                    rolled, direct = [], []
+                    rolled: list[float] = []
+                    direct: list[float] = []
                     for _ in range(rounds):
                         for unset, times in ((False, rolled), (True, direct)):
                             conn.execute("UPDATE kiln_timings_mark SET rolled_to = %s",
@@ -338,6 +358,50 @@ async def _settle(app: Any) -> None:
             await asyncio.wait([task], timeout=10)
 
 
+# the statements the dashboard's refresh made before the rollup and the capped kind
+# counts served them (PostgreSQL), timed round by round against the store's reads
+OLD_SQL = {
+    "job_throughput(3600)": (
+        "SELECT state, count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
+        " 'cancelled') AND finished_at >= now() - interval '3600 s' GROUP BY state"),
+    "job_finished_series(3600, 60)": (
+        "SELECT floor(extract(epoch FROM now() - finished_at) / 60)::int AS b, state,"
+        " count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at >= now() - interval '3600 s' GROUP BY b, state"),
+    "queue_completed_series(3600, 60)": (
+        "SELECT queue, floor(extract(epoch FROM now() - finished_at) / 60)::int AS b,"
+        " count(*) FROM kiln_jobs WHERE state = 'completed'"
+        " AND finished_at >= now() - interval '3600 s' GROUP BY queue, b"),
+    "job_kind_counts": "SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state",
+}
+
+
+async def _side_by_side(url: str, store: Any, rounds: int) -> dict[str, Any]:
+    new: dict[str, Callable[[], Awaitable[object]]] = {
+        "job_throughput(3600)": lambda: store.job_throughput(3600.0),
+        "job_finished_series(3600, 60)": lambda: store.job_finished_series(3600.0, 60.0),
+        "queue_completed_series(3600, 60)": lambda: store.queue_completed_series(3600.0, 60.0),
+        "job_kind_counts": lambda: store.job_kind_counts(KIND_COUNT_CAP),
+    }
+    out: dict[str, Any] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, call in new.items():
+            times: dict[str, list[float]] = {"new": [], "old": []}
+            for _ in range(rounds):
+                started = time.perf_counter()
+                await call()
+                times["new"].append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                conn.execute(OLD_SQL[name]).fetchall()
+                times["old"].append((time.perf_counter() - started) * 1000)
+            n, o = statistics.median(times["new"]), statistics.median(times["old"])
+            out[name] = {"new_median_ms": round(n, 1), "old_median_ms": round(o, 1),
+                         "old_over_new": round(o / n, 1)}
+            print(f"  side by side {name:34s} new {n:7.1f} ms  old {o:7.1f} ms",
+                  file=sys.stderr)
+    return out
+
+
 async def _time_call(call: Any, rounds: int) -> dict[str, float]:
     await call()
     times = []
@@ -356,6 +420,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
     parser.add_argument("--reuse", metavar="SCHEMA", help="time an already filled schema")
     parser.add_argument("--only", metavar="REGEX", help="time only the pages it matches")
+    parser.add_argument("--shape", choices=("mixed", "backlog"), default="mixed",
+                        help="backlog: a quarter available under scheduled jobs (time"
+                             " its listings with --only)")
     parser.add_argument("--fill-only", action="store_true",
                         help="fill a schema, keep it and print its name (time it with --reuse)")
     args = parser.parse_args()
@@ -368,7 +435,7 @@ def main() -> None:
                 conn.execute(f"CREATE SCHEMA {schema}")
             asyncio.run(migrate(url))
             print(f"filling {schema} with {args.jobs:,} jobs", file=sys.stderr)
-            fill_s = fill(url, args.jobs)
+            fill_s = fill(url, args.jobs, args.shape)
             rolled = asyncio.run(roll(url))
             print(f"rolled the timings: {rolled}", file=sys.stderr)
         else:

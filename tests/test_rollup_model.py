@@ -41,3 +41,23 @@ def test_a_read_adds_quarters_minutes_and_the_tail_without_overlap() -> None:
     # never rolled: everything from the jobs
     start, quarters, tail = r.read_bounds(None, NOW, 900.0, 96)
     assert start == quarters == tail
+
+
+def test_finished_bounds_split_a_span_at_whole_minutes_and_the_watermark() -> None:
+    """The dashboard's finished counts: the rollup's minute rows from the first whole
+    minute of the span to the watermark, the jobs for the rest."""
+    now = 1_000_000.0 * 60 + 30  # 30 s into a minute
+    mark = int(now // 60) * 60 - 120
+    first = int(now - 3600 + 30)  # the span's first whole minute
+    assert r.finished_bounds(mark, now, now - 3600, 60) == (first, mark)
+    assert r.finished_bounds(mark, now, now - 3600, 1) == (first, first)  # 1 s buckets
+    start = float(mark - 3600)  # on a minute: no head read from the jobs
+    assert r.finished_bounds(mark, now, start, 60) == (mark - 3600, mark)
+    # the rollup cannot serve: never rolled, buckets that straddle minutes, too old
+    assert r.finished_bounds(None, now, now - 3600, 60) == (first, first)
+    assert r.finished_bounds(mark, now, now - 3600, 90) == (first, first)
+    old = now - r.KEEP[r.MINUTE]
+    assert r.finished_bounds(mark, now, old, 60)[0] == r.finished_bounds(
+        mark, now, old, 60)[1]
+    # a watermark before the span: everything from the jobs
+    assert r.finished_bounds(first - 600, now, now - 3600, 60) == (first, first)

@@ -16,10 +16,12 @@ from kiln._client._unhandled import Unhandled, unhandled
 from kiln._model._controls import QueueControls
 from kiln._model._job import (
     DEAD_AFTER,
+    KIND_COUNT_CAP,
     AuditEntry,
     AuditQuery,
     JobFilter,
     JobState,
+    KindCount,
     PublishedKind,
     RateLimit,
     ServerInfo,
@@ -132,6 +134,11 @@ class FleetReads:
     async def counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """Jobs by kind and state."""
         return await self._store.job_counts_by_kind()
+
+    async def kind_counts(self, cap: int = KIND_COUNT_CAP) -> list[KindCount]:
+        """Jobs by kind and state, exact up to ``cap`` jobs of a state and estimated
+        (marked) above it on PostgreSQL, so it costs the same with millions of jobs."""
+        return await self._store.job_kind_counts(cap)
 
     async def unhandled(
         self, dead_after: float = DEAD_AFTER, *, cap: int | None = None

@@ -323,6 +323,9 @@ class JobFilter:
     # jobs with a greater id, or that finished later (or not at all), do not match
     max_id: int | None = None
     finished_before: datetime | None = None
+    # a lower bound (inclusive): a listing that no index serves in id order scans a
+    # window of ids, not the table (the dashboard's Available tab and args filters)
+    min_id: int | None = None
     # a time range of enqueueing: created_after <= created_at < created_before
     created_after: datetime | None = None
     created_before: datetime | None = None
@@ -424,6 +427,22 @@ class StateCount:
     count: int
     estimated: bool = False
 
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KindCount:
+    """How many jobs of ``kind`` are in ``state``. ``estimated``: the state held more
+    jobs than the cap the counts were asked with (``Client.kind_counts``), so ``count``
+    is an estimate (never below the jobs of the kind actually seen) rather than exact."""
+
+    kind: str
+    state: JobState
+    count: int
+    estimated: bool = False
+
+
+# exact up to this many jobs of one state, estimated above it: the Kinds page's counts
+# (kiln.stores.postgres._kind_counts)
+KIND_COUNT_CAP = 1000
 
 # exact up to this many jobs of one queue and state, estimated above it: what the
 # dashboard and the metrics ask for (kiln.stores.postgres._counts)

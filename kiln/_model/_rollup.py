@@ -23,6 +23,8 @@ longest range that reads them. Pure; no I/O.
 
 from __future__ import annotations
 
+import math
+
 MINUTE, QUARTER = 60, 900
 WIDTHS = (MINUTE, QUARTER)
 LAG = 60  # seconds: a window ends this long before now (a finish commits within it)
@@ -89,3 +91,20 @@ def read_bounds(rolled_to: int | None, now: float, bucket: float, points: int
 def expired(now: float) -> dict[int, int]:
     """Per width, the slot before which rows are deleted."""
     return {w: int(now - keep) for w, keep in KEEP.items()}
+
+
+def finished_bounds(rolled_to: int | None, now: float, start: float, bucket: float
+                    ) -> tuple[int, int]:
+    """(from, to) for a count of the jobs finished since ``start`` (the dashboard's
+    throughput and series, in buckets of ``bucket`` seconds): the rollup's minute rows
+    in [from, to) count the completed and failed jobs finished there, the jobs
+    finished in [start, from) and from ``to`` on are read directly (and every
+    cancelled job: the rollup has none). ``from`` is the first minute at or after
+    ``start``; the range is empty (from == to) when the rollup cannot serve: never
+    rolled, a bucket that is not whole minutes (a minute row would straddle two), or a
+    start older than the minute rows are kept. As read_bounds, no roll after the
+    watermark was read changes a minute row before it."""
+    first = math.ceil(start / MINUTE) * MINUTE
+    if rolled_to is None or bucket % MINUTE or start < now - KEEP[MINUTE] + MINUTE:
+        return first, first
+    return first, max(first, rolled_to)

@@ -85,6 +85,9 @@ def _bounds(f: JobFilter, sql: FilterSql) -> Clauses:
     if f.max_id is not None:
         clauses.append(f"id <= {sql.mark}")
         params.append(f.max_id)
+    if f.min_id is not None:
+        clauses.append(f"id >= {sql.mark}")
+        params.append(f.min_id)
     for condition, at in (
         ("finished_at <=", f.finished_before),
         ("created_at >=", f.created_after),

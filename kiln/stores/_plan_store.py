@@ -32,6 +32,7 @@ from kiln._model._job import (
     JobFilter,
     JobRow,
     JobState,
+    KindCount,
     KindDeclaration,
     PublishedKind,
     RateLimit,
@@ -95,6 +96,7 @@ class AdminSql(Protocol[S_co, A_contra]):
     def scheduled_due(self) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def throughput(self, since: float) -> Generator[S_co, A_contra, dict[str, int]]: ...
     def counts_by_kind(self) -> Generator[S_co, A_contra, list[tuple[str, JobState, int]]]: ...
+    def kind_counts(self, cap: int) -> Generator[S_co, A_contra, list[KindCount]]: ...
     def available_by_kind(
         self, cap: int | None = None
     ) -> Generator[S_co, A_contra, list[tuple[str, str, int]]]: ...
@@ -332,6 +334,9 @@ class PlanStore(abc.ABC, Generic[S, A]):
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._read("job_counts_by_kind", self._sql.admin.counts_by_kind)
+
+    async def job_kind_counts(self, cap: int) -> list[KindCount]:
+        return await self._read("job_kind_counts", lambda: self._sql.admin.kind_counts(cap))
 
     async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
         return await self._read("jobs_available_by_kind",

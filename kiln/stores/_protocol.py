@@ -27,6 +27,7 @@ from kiln._model._job import (
     JobResult,
     JobRow,
     JobState,
+    KindCount,
     KindDeclaration,
     NewJob,
     PublishedKind,
@@ -317,6 +318,11 @@ class Store(Protocol):
     async def job_throughput(self, since_seconds: float) -> dict[str, int]: ...
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         """(kind, state, jobs) for every kind and state that has jobs (one GROUP BY)."""
+    async def job_kind_counts(self, cap: int) -> list[KindCount]:
+        """Jobs by kind and state, for the dashboard: as ``job_counts_by_kind``, but a
+        store may count each state exactly up to ``cap`` jobs only and estimate its
+        kinds above it (marked ``estimated``), so the read costs what the cap allows
+        (PostgreSQL does; MariaDB and SQLite count exactly whatever the cap)."""
     async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
         """(queue, kind, jobs) of the available jobs, for every pair that has some (one
         GROUP BY; a read as costly as job_counts, made as rarely). With ``cap``, as
@@ -344,8 +350,11 @@ class Store(Protocol):
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[int, str, int]]:
         """(bucket, state, jobs) of the jobs that finished (completed, failed, cancelled)
-        in the last ``since_seconds``, by the database clock; bucket 0 is the latest
-        ``bucket_seconds``, 1 the one before, and so on. Buckets without jobs are absent."""
+        in the last ``since_seconds // bucket_seconds`` buckets, by the database clock:
+        buckets on the epoch's multiples of ``bucket_seconds``, 0 the current one, 1 the
+        one before, and so on. Buckets without jobs are absent. Read from the timings
+        rollup before its watermark (kiln._model._rollup.finished_bounds), so the cost
+        does not grow with the jobs finished in the span."""
     async def queue_completed_series(
         self, since_seconds: float, bucket_seconds: float
     ) -> list[tuple[str, int, int]]:

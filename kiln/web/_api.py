@@ -26,6 +26,7 @@ from kiln._model._wire import job_json, server_json
 from kiln.web import _jobs, _pages, _params, _queues_page
 from kiln.web._dashboard import Dashboard
 from kiln.web._params import JobQuery
+from kiln.web._source import Estimate
 from kiln.web._timeline import RECENT_AUDIT, actions_of, timeline
 
 ENDPOINTS = {
@@ -92,13 +93,18 @@ async def jobs(request: Request) -> Response:
     client = await dashboard.source.client()
     before, after = query.page()
     full = request.query_params.get("full") == "1"
-    rows = await client.list(query.filter(), query.limit + 1, before, after, brief=not full)
+    window = await _jobs.scan_window(client, query)  # the Available tab, args filters
+    listed = query.filter() if window is None else dataclasses.replace(
+        query.filter(), min_id=window[0])
+    rows = await client.list(listed, query.limit + 1, before, after, brief=not full)
     more = len(rows) > query.limit
     rows = rows[: query.limit]
-    return _json({
-        "jobs": [_bounded(r) for r in rows],
-        "next": query.next_page(rows[-1].id) if more and rows else None,
-    })
+    nxt = query.next_page(rows[-1].id) if more and rows else None
+    searched = None
+    if window is not None and not more and window[0] > 1:  # the window ran out
+        nxt, searched = query.next_page(window[0]), {"from_id": window[0],
+                                                     "below_id": window[1]}
+    return _json({"jobs": [_bounded(r) for r in rows], "next": nxt, "searched": searched})
 
 
 def _bounded(row: JobRow) -> dict[str, Any]:
@@ -193,6 +199,8 @@ async def kinds(request: Request) -> Response:
         "kinds": [{
             "kind": k.kind,
             "states": _counts_json(k.states),
+            # states counted by kind from a sample (over KIND_COUNT_CAP jobs, PostgreSQL)
+            "estimated": [s.value for s, n in k.states.items() if isinstance(n, Estimate)],
             "declaration": k.options,
             "servers": k.servers,
             "conflict": k.conflict,

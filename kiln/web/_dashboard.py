@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from kiln._client._bulk import BATCH
-from kiln._model._job import JobState
+from kiln._model._job import KIND_COUNT_CAP, JobState
 from kiln._model._printable import escape
 from kiln._version import VERSION
 from kiln.web._auth import ANONYMOUS, Auth, Identity
@@ -166,7 +166,7 @@ def environment() -> jinja2.Environment:
                        short=_short, compact=_compact, limit=short_duration, clock=_clock,
                        field=field, cut_value=cut_value)
     env.globals.update(STATES=STATE_ORDER, VERSION=VERSION, VALUE_LIMIT=VALUE_LIMIT,
-                       inf=float("inf"))
+                       KIND_COUNT_CAP=KIND_COUNT_CAP, inf=float("inf"))
     return env
 
 

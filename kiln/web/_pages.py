@@ -22,7 +22,7 @@ from kiln._model._job import JobFilter, JobRow, JobState, PublishedKind, ServerI
 from kiln.web import _charts, _timings
 from kiln.web._dashboard import Dashboard
 from kiln.web._series import BUCKET, FINISHED, POINTS, SPAN, Series
-from kiln.web._source import Counts
+from kiln.web._source import Counts, Estimate
 
 BACKLOG_WARN = 60.0  # seconds the oldest available job may wait before it is a warning
 MAX_RUNNING = 500  # running jobs the servers page lists
@@ -261,8 +261,10 @@ async def kinds_view(dashboard: Dashboard) -> KindsView:
 async def kinds(request: Request) -> Response:
     dashboard: Dashboard = request.app.state.kiln
     view = await kinds_view(dashboard)
+    estimated = any(isinstance(n, Estimate) for k in view.kinds for n in k.states.values())
     return dashboard.render(request, "kinds.html", title="Kinds", nav="kinds",
-                            kinds=view.kinds, refresh=True, as_of={"counts": view.as_of})
+                            kinds=view.kinds, refresh=True, as_of={"counts": view.as_of},
+                            estimated=estimated)
 
 
 async def timings_of(request: Request) -> _timings.Timings:

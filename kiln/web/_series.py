@@ -1,8 +1,10 @@
 """Series: what the dashboard's charts draw, over the last hour, minute by minute.
 
-Completed, failed and cancelled jobs per minute come from the database (one GROUP BY
-over the finished-jobs index, cached like the other aggregates), and so do the
-completed jobs per minute of each queue (the queues page's sparklines). The backlog (jobs
+Completed, failed and cancelled jobs per minute (minutes on the clock, the last the
+current one) come from the database, cached like the other aggregates, and so do the
+completed jobs per minute of each queue (the queues page's sparklines): the timings
+rollup's minute rows before its watermark, the jobs since it and the cancelled ones
+(kiln._model._rollup.finished_bounds). The backlog (jobs
 available now, waiting for a worker) has no history in the database, so the Source
 samples it each time it refreshes the counts: the chart covers the time this
 dashboard process has been looked at, and says so. Pure data and its JSON; no I/O.

@@ -270,8 +270,9 @@ class Source:
     async def _fetch_kind_counts(self) -> dict[str, dict[JobState, int]]:
         client = await self.client()
         table: dict[str, dict[JobState, int]] = {}
-        for kind, state, n in await client.counts_by_kind():
-            table.setdefault(kind, dict.fromkeys(JobState, 0))[state] += n
+        for c in await client.kind_counts():  # exact up to a cap a state (PostgreSQL)
+            table.setdefault(c.kind, dict.fromkeys(JobState, 0))[c.state] = (
+                Estimate(c.count) if c.estimated else c.count)
         return table
 
     async def _fetch_throughput(self) -> dict[str, dict[str, int]]:

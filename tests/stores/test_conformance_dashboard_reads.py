@@ -1,8 +1,10 @@
 """Conformance: the reads behind the dashboard's Kinds page and charts.
 
-``job_counts_by_kind`` counts every job by kind and state; ``job_finished_series``
-puts finished jobs into buckets back from the database's now (bucket 0 the latest),
-and leaves out what finished before the span or has not finished.
+``job_counts_by_kind`` counts every job by kind and state (``job_kind_counts`` the
+same, capped on PostgreSQL); ``job_finished_series`` puts finished jobs into buckets
+on the epoch's minutes back from the database's now (bucket 0 the current one; the
+rollup's side: tests/stores/test_conformance_finished_counts.py), and leaves out
+what finished before the span or has not finished.
 ``queue_completed_series`` does the same for completed jobs, by queue, and
 ``queue_running_counts`` counts running jobs by queue and server (the queues page).
 """
@@ -21,6 +23,21 @@ async def test_counts_by_kind_and_state(store: Store) -> None:
     counts = {(k, s): n for k, s, n in await store.job_counts_by_kind()}
     assert counts == {("a", JobState.AVAILABLE): 2, ("b", JobState.COMPLETED): 1,
                       ("c", JobState.SCHEDULED): 1}
+
+
+async def test_kind_counts_are_exact_on_a_small_table_whatever_the_cap(store: Store) -> None:
+    """``job_kind_counts`` (the Kinds page): exact and unmarked on a small table, over
+    the cap or not (PostgreSQL's sample is then the whole table; MariaDB and SQLite
+    count exactly). PostgreSQL's estimates: tests/stores/test_postgres_kind_count_plans.py."""
+    await insert(store, job("a"), job("a"), job("a"), job("b"), job("c", delay=3600),
+                 job("c", queue="other"))
+    [row] = await claim(store, limit=1, kinds=("b",))
+    await store.job_results_apply([result(row)])
+    exact = {(k, s): n for k, s, n in await store.job_counts_by_kind()}
+    for cap in (1, 2, 1000):
+        got = await store.job_kind_counts(cap)
+        assert not [c for c in got if c.estimated], cap
+        assert {(c.kind, c.state): c.count for c in got} == exact, cap
 
 
 async def test_finished_series_buckets_back_from_now(store: Store) -> None:

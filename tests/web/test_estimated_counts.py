@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from kiln import Client
-from kiln._model._job import JobState, StateCount
+from kiln._model._job import KIND_COUNT_CAP, JobState, KindCount, StateCount
 
 NOTE = '"~" marks an estimate'
 
@@ -52,3 +52,27 @@ async def test_estimates_are_marked_and_exact_counts_are_not(
     assert "~5" in queues and NOTE in queues
     api = (await http.get("/api/overview")).json()
     assert api["estimated"] == ["big/available"] and api["states"]["available"] == 6
+
+
+async def test_the_kinds_page_marks_estimated_kind_counts(
+    client: Client, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Kinds page reads ``Client.kind_counts`` (exact up to KIND_COUNT_CAP a state,
+    estimated above on PostgreSQL): here every count over 2 is marked an estimate."""
+    asked: list[int] = []
+    kind_counts = client.kind_counts
+
+    async def capped(cap: int = KIND_COUNT_CAP) -> list[KindCount]:
+        asked.append(cap)
+        return [dataclasses.replace(c, estimated=True) if c.count > 2 else c
+                for c in await kind_counts(cap)]
+
+    monkeypatch.setattr(client, "kind_counts", capped)
+    await client.enqueue_many([("bulk.job", {"n": n}, {"queue": "big"}) for n in range(5)])
+    await client.enqueue("small.job", {}, queue="small")
+    page = (await http.get("/kinds")).text
+    assert asked == [KIND_COUNT_CAP]
+    assert ">~5<" in page.replace(" ", "") and NOTE in page
+    assert ">1<" in page.replace(" ", "")  # small.job's exact 1, unmarked
+    api = {k["kind"]: k for k in (await http.get("/api/kinds")).json()["kinds"]}
+    assert api["bulk.job"]["estimated"] == ["available"] and api["small.job"]["estimated"] == []

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._model._idset import sums_sql
-from kiln._model._job import JobFilter, JobRow, JobState, StateCount
+from kiln._model._job import JobFilter, JobRow, JobState, KindCount, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -26,6 +26,11 @@ from kiln.stores._filters import (
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, loads, uncut
 from kiln.stores.mysql._columns import COLUMNS, JOB_COLS, NOW, row_to_job
 from kiln.stores.mysql._concurrency import keys_back_stmt
+from kiln.stores.mysql._finished import (
+    completed_series_by_queue as completed_series_by_queue,
+)
+from kiln.stores.mysql._finished import finished_series as finished_series
+from kiln.stores.mysql._finished import throughput as throughput
 from kiln.stores.mysql._jobs import lock_dependents, release_dependents
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 from kiln.stores.mysql._rollup import timings as timings
@@ -338,31 +343,16 @@ def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
 
 
+def kind_counts(cap: int) -> Plan[list[KindCount]]:
+    """Exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)."""
+    return [KindCount(kind, state, n) for kind, state, n in (yield from counts_by_kind())]
+
+
 def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:
     # exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)
     out = yield one("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
                     " GROUP BY queue, kind")
     return [(str(r[0]), str(r[1]), int(r[2])) for r in out[0].rows]
-
-
-def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
-    out = yield one(
-        f"SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b, state,"
-        " COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
-        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY b, state",
-        micros(bucket), micros(since),
-    )
-    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in out[0].rows]
-
-
-def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
-    out = yield one(
-        f"SELECT queue, FLOOR(TIMESTAMPDIFF(MICROSECOND, finished_at, {NOW}) / %s) AS b,"
-        " COUNT(*) FROM kiln_jobs WHERE state = 'completed'"
-        f" AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY queue, b",
-        micros(bucket), micros(since),
-    )
-    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in out[0].rows]
 
 
 def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, int, int]]]:
@@ -383,12 +373,3 @@ def running_by_server() -> Plan[list[tuple[str, str, int]]]:
     out = yield one("SELECT queue, COALESCE(server_id, ''), COUNT(*) FROM kiln_jobs"
                     " WHERE state = 'running' GROUP BY queue, server_id")
     return [(r[0], r[1], int(r[2])) for r in out[0].rows]
-
-
-def throughput(since: float) -> Plan[dict[str, int]]:
-    out = yield one(
-        "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
-        f" 'cancelled') AND finished_at >= {NOW} - INTERVAL %s MICROSECOND GROUP BY state",
-        micros(since),
-    )
-    return {r[0]: int(r[1]) for r in out[0].rows}

@@ -28,8 +28,14 @@ from kiln.stores._filters import (
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, uncut
 from kiln.stores.postgres import _counts
 from kiln.stores.postgres._counts import capped_available_by_kind, capped_counts
+from kiln.stores.postgres._finished import (
+    completed_series_by_queue as completed_series_by_queue,
+)
+from kiln.stores.postgres._finished import finished_series as finished_series
+from kiln.stores.postgres._finished import throughput as throughput
 from kiln.stores.postgres._insert import NOTIFIED, notify_from
 from kiln.stores.postgres._jobs import COLUMNS, JOB_COLS, NOT_HELD, release_stmts, row_to_job
+from kiln.stores.postgres._kind_counts import kind_counts as kind_counts
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 from kiln.stores.postgres._rollup import timings as timings
 
@@ -399,15 +405,6 @@ def scheduled_due() -> Plan[dict[str, int]]:
     return {r[0]: int(r[1]) for r in rows}
 
 
-def throughput(since: float) -> Plan[dict[str, int]]:
-    sql = (
-        "SELECT state, count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed',"
-        " 'cancelled') AND finished_at >= now() - %s * interval '1 second' GROUP BY state"
-    )
-    rows = (yield one(sql, since))[0]
-    return {r[0]: int(r[1]) for r in rows}
-
-
 def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     rows = (yield one("SELECT kind, state, count(*) FROM kiln_jobs GROUP BY kind, state"))[0]
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows]
@@ -424,26 +421,6 @@ def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]
     )
     rows = (yield one(sql, prepare=True))[0]
     return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
-
-
-def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
-    sql = (
-        "SELECT floor(extract(epoch FROM now() - finished_at) / %s)::int AS b, state,"
-        " count(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
-        " AND finished_at >= now() - %s * interval '1 second' GROUP BY b, state"
-    )
-    rows = (yield one(sql, bucket, since))[0]
-    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
-
-
-def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
-    sql = (
-        "SELECT queue, floor(extract(epoch FROM now() - finished_at) / %s)::int AS b,"
-        " count(*) FROM kiln_jobs WHERE state = 'completed'"
-        " AND finished_at >= now() - %s * interval '1 second' GROUP BY queue, b"
-    )
-    rows = (yield one(sql, bucket, since))[0]
-    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
 
 
 def error_groups(f: JobFilter, limit: int, scan: int) -> Plan[list[tuple[str, int, int]]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._model._idset import sums_sql
-from kiln._model._job import JobFilter, JobRow, JobState, StateCount
+from kiln._model._job import JobFilter, JobRow, JobState, KindCount, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -27,6 +27,11 @@ from kiln.stores._filters import (
 )
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, epoch, loads, uncut
 from kiln.stores.sqlite._concurrency import keys_back
+from kiln.stores.sqlite._finished import (
+    completed_series_by_queue as completed_series_by_queue,
+)
+from kiln.stores.sqlite._finished import finished_series as finished_series
+from kiln.stores.sqlite._finished import throughput as throughput
 from kiln.stores.sqlite._jobs import NOT_HELD, release_dependents, row_to_job
 from kiln.stores.sqlite._rollup import timings as timings
 
@@ -291,23 +296,15 @@ def counts_by_kind(conn: sqlite3.Connection) -> list[tuple[str, JobState, int]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows.fetchall()]
 
 
+def kind_counts(conn: sqlite3.Connection) -> list[KindCount]:
+    """Exact (an estimate above a cap is PostgreSQL's alone)."""
+    return [KindCount(kind, state, n) for kind, state, n in counts_by_kind(conn)]
+
+
 def available_by_kind(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
     rows = conn.execute("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
                         " GROUP BY queue, kind")
     return [(str(r[0]), str(r[1]), int(r[2])) for r in rows.fetchall()]
-
-
-def finished_series(
-    conn: sqlite3.Connection, since: float, bucket: float
-) -> list[tuple[int, str, int]]:
-    now = time.time()
-    rows = conn.execute(
-        "SELECT CAST((? - finished_at) / ? AS INTEGER) AS b, state, COUNT(*) FROM kiln_jobs"
-        " WHERE state IN ('completed', 'failed', 'cancelled') AND finished_at >= ?"
-        " GROUP BY b, state",
-        (now, bucket, now - since),
-    ).fetchall()
-    return [(max(int(r[0]), 0), r[1], int(r[2])) for r in rows]
 
 
 def error_groups(
@@ -326,30 +323,9 @@ def error_groups(
     return [(r[0] or "", int(r[1]), int(r[2])) for r in rows]
 
 
-def completed_series_by_queue(
-    conn: sqlite3.Connection, since: float, bucket: float
-) -> list[tuple[str, int, int]]:
-    now = time.time()
-    rows = conn.execute(
-        "SELECT queue, CAST((? - finished_at) / ? AS INTEGER) AS b, COUNT(*) FROM kiln_jobs"
-        " WHERE state = 'completed' AND finished_at >= ? GROUP BY queue, b",
-        (now, bucket, now - since),
-    ).fetchall()
-    return [(r[0], max(int(r[1]), 0), int(r[2])) for r in rows]
-
-
 def running_by_server(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
     rows = conn.execute(
         "SELECT queue, COALESCE(server_id, ''), COUNT(*) FROM kiln_jobs"
         " WHERE state = 'running' GROUP BY queue, server_id"
     ).fetchall()
     return [(r[0], r[1], int(r[2])) for r in rows]
-
-
-def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
-    rows = conn.execute(
-        "SELECT state, COUNT(*) FROM kiln_jobs WHERE state IN ('completed', 'failed', 'cancelled')"
-        " AND finished_at >= ? GROUP BY state",
-        (time.time() - since,),
-    ).fetchall()
-    return {r[0]: int(r[1]) for r in rows}

@@ -31,6 +31,7 @@ from kiln._model._job import (
     JobResult,
     JobRow,
     JobState,
+    KindCount,
     KindDeclaration,
     NewJob,
     PublishedKind,
@@ -375,6 +376,9 @@ class SQLiteStore(Unnotified):
 
     async def job_counts_by_kind(self) -> list[tuple[str, JobState, int]]:
         return await self._run("job_counts_by_kind", _admin.counts_by_kind)
+
+    async def job_kind_counts(self, cap: int) -> list[KindCount]:
+        return await self._run("job_kind_counts", _admin.kind_counts)
 
     async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
         # exact whatever the cap, as job_counts
