@@ -26,6 +26,7 @@ def filter_of(
     error: str | None = None,
     last_error: str | None = None,
     max_id: int | None = None,
+    min_id: int | None = None,
     finished_before: datetime | None = None,
     tags: Iterable[str] = (),
     metadata: Mapping[str, Any] | None = None,
@@ -50,8 +51,9 @@ def filter_of(
     if any(isinstance(i, bool) or not isinstance(i, int) for i in id_list):
         raise ValidationError(f"job ids must be whole numbers, got {list(id_list)!r}")
     id_list = tuple(int(i) for i in id_list)  # plain ints: EnqueueResults mixed in too
-    if max_id is not None and (isinstance(max_id, bool) or not isinstance(max_id, int)):
-        raise ValidationError(f"max_id must be a whole number, got {max_id!r}")
+    for name, bound in (("max_id", max_id), ("min_id", min_id)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+            raise ValidationError(f"{name} must be a whole number, got {bound!r}")
     for name, when in (("finished_before", finished_before), ("created_after", created_after),
                        ("created_before", created_before)):
         if when is not None and when.tzinfo is None:
@@ -60,7 +62,7 @@ def filter_of(
         raise ValidationError(f"last_error must be a text, got {last_error!r}")
     return JobFilter(states=states, queue=queue, kind=kind, error=error,
                      last_error=last_error, ids=id_list,
-                     max_id=max_id, finished_before=finished_before,
+                     max_id=max_id, min_id=min_id, finished_before=finished_before,
                      created_after=created_after, created_before=created_before,
                      tags=check_tags(tags, "the tags filter") if tags else (),
                      metadata=check_pairs(metadata, "metadata") if metadata else {},
@@ -68,7 +70,7 @@ def filter_of(
 
 
 FILTER_KEYS = ("ids", "state", "queue", "kind", "error", "last_error", "tags", "metadata",
-               "args", "max_id", "finished_before", "created_after", "created_before")
+               "args", "max_id", "min_id", "finished_before", "created_after", "created_before")
 
 
 def audit_detail(f: JobFilter) -> dict[str, Any]:
