@@ -17,6 +17,7 @@ import kiln
 from tests.deploys.plan import (
     COMPLETED_OR_REPORTED,
     FAILED,
+    FAILED_FOR_GOOD,
     AtOnce,
     Cap,
     Case,
@@ -196,5 +197,24 @@ CASES: list[Case] = [
         jobs=(Enqueue("a", "a", "t.keep", in_flight(2)),
               Enqueue("b", "a", "t.mail", jobs(2), bare=True, queue="mail", max_attempts=2),
               Enqueue("b", "b", "t.mail", jobs(1), queue="mail", max_attempts=2)),
+    ),
+    Case(
+        "kiln.Fail raised by B beside an older kiln that does not know it",
+        # A's kiln predates kiln.Fail: its handler raises a plain error, which A retries;
+        # B's raises Fail, which fails the job at once wherever A left it
+        a=Version("a", {"t.bounce": {"queue": Q, "max_attempts": 20}}, {Q: 4},
+                  knows_fail=False),
+        b=app("b", t_bounce={"queue": Q, "max_attempts": 20}),
+        jobs=(Enqueue("a", "a", "t.bounce", in_flight(1, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD),
+              Enqueue("a", "a", "t.bounce", jobs(2, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD),
+              Enqueue("a", "a", "t.bounce", in_flight(1)),
+              Enqueue("b", "ab", "t.bounce", jobs(2, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD),
+              Enqueue("b", "ab", "t.bounce", jobs(2)),
+              Enqueue("b", "b", "t.bounce", jobs(1, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD, max_attempts=20),
+              Enqueue("b", "b", "t.bounce", jobs(1))),
     ),
 ]
