@@ -30,6 +30,7 @@ SHORT = 0.2
 Q = "q"
 PER_TENANT = kiln.Concurrency(max=1, key="args.tenant")
 BY_KEY = kiln.Unique(by=("args.key",))
+BY_KEY_TENANT = kiln.Unique(by=("args.key", "args.tenant"))
 RATE_A = kiln.RateLimit(rate=10, per=1.0, burst=2)
 RATE_B = kiln.RateLimit(rate=2, per=0.5)
 RATE_TENANT = kiln.RateLimit(rate=2, per=0.5, key="args.tenant")
@@ -216,5 +217,59 @@ CASES: list[Case] = [
               Enqueue("b", "b", "t.bounce", jobs(1, fail_for_good=True),
                       expect=FAILED_FOR_GOOD, max_attempts=20),
               Enqueue("b", "b", "t.bounce", jobs(1))),
+    ),
+    Case(
+        "queue limit added",
+        a=Version("a", {"t.export": {"queue": "exports"}}, {"exports": 4}),
+        b=Version("b", {"t.export": {"queue": "exports"}}, {"exports": 4},
+                  queue_limits={"exports": 1}),
+        # A's backlog (some in flight, handed back) and B's run one at a time once B's
+        # servers alone run: held from the start of the first server that declares it
+        jobs=(Enqueue("a", "a", "t.export", in_flight(2) + jobs(3)),
+              Enqueue("b", "b", "t.export", jobs(4))),
+        caps=(Cap(1, queue="exports", phases=("b",)),),
+    ),
+    Case(
+        "max_attempts raised",
+        a=app("a", t_flaky={"queue": Q, "max_attempts": 2}),
+        b=app("b", t_flaky={"queue": Q, "max_attempts": 5}),
+        # A's jobs keep their 2 attempts when B runs them; B's get 5
+        jobs=(Enqueue("a", "a", "t.flaky", in_flight(1), max_attempts=2),
+              Enqueue("a", "a", "t.flaky", jobs(1, fail_below=3), expect=FAILED,
+                      max_attempts=2),
+              Enqueue("b", "ab", "t.flaky", jobs(1, fail_below=3), max_attempts=5),
+              Enqueue("b", "b", "t.flaky", jobs(2, fail_below=4), max_attempts=5)),
+    ),
+    Case(
+        "unique key changed",
+        a=app("a", t_u={"queue": Q, "unique": BY_KEY}),
+        b=app("b", t_u={"queue": Q, "unique": BY_KEY_TENANT}),
+        # A's running job holds A's key; B computes another, so its first enqueue inserts
+        # beside it (at most two jobs of those args, docs/operating.md), then dedupes
+        jobs=(Enqueue("a", "a", "t.u", in_flight(1, key=1, tenant=1), distinct=1,
+                      inserted=1),
+              Enqueue("a", "ab", "t.u", jobs(1, key=1, tenant=1), inserted=0),
+              Enqueue("b", "ab", "t.u", jobs(2, 0.5, key=1, tenant=1), distinct=1,
+                      inserted=1),
+              Enqueue("b", "b", "t.u", jobs(2, 0.5, key=1, tenant=2), distinct=1,
+                      inserted=1)),
+    ),
+    Case(
+        "rate limit added",
+        a=app("a", t_r={"queue": Q}),
+        b=app("b", t_r={"queue": Q, "rate_limit": RATE_B}),
+        # A's jobs carry no rate key and run as enqueued; B's are admitted at B's rate
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1) + jobs(3)),
+              Enqueue("b", "b", "t.r", jobs(6, 0.05))),
+        rates=(Rate("t.r", RATE_B, since="b"),),
+    ),
+    Case(
+        "rate limit removed",
+        a=app("a", t_r={"queue": Q, "rate_limit": RATE_B}),
+        b=app("b", t_r={"queue": Q}),
+        # A's backlog waits for admission under A's rate when A stops: it must still run
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1) + jobs(8, 0.05)),
+              Enqueue("a", "ab", "t.r", jobs(2, 0.05)),
+              Enqueue("b", "b", "t.r", jobs(3, 0.05))),
     ),
 ]
