@@ -234,8 +234,9 @@ CASES: list[Case] = [
         a=app("a", t_flaky={"queue": Q, "max_attempts": 2}),
         b=app("b", t_flaky={"queue": Q, "max_attempts": 5}),
         # A's jobs keep their 2 attempts when B runs them; B's get 5
+        # (in flight on A, then run out by B, whose kind says 5)
         jobs=(Enqueue("a", "a", "t.flaky", in_flight(1), max_attempts=2),
-              Enqueue("a", "a", "t.flaky", jobs(1, fail_below=3), expect=FAILED,
+              Enqueue("a", "a", "t.flaky", in_flight(1, fail_below=3), expect=FAILED,
                       max_attempts=2),
               Enqueue("b", "ab", "t.flaky", jobs(1, fail_below=3), max_attempts=5),
               Enqueue("b", "b", "t.flaky", jobs(2, fail_below=4), max_attempts=5)),
