@@ -273,4 +273,14 @@ CASES: list[Case] = [
               Enqueue("a", "ab", "t.r", jobs(2, 0.05)),
               Enqueue("b", "b", "t.r", jobs(3, 0.05))),
     ),
+    Case(
+        "timeout lowered",
+        a=app("a", t_slow={"queue": Q, "timeout": 5, "max_attempts": 1}),
+        b=app("b", t_slow={"queue": Q, "timeout": 0.4, "max_attempts": 1}),
+        # A's jobs keep A's timeout when B runs them (in flight on A, handed back);
+        # B's own run under B's and time out
+        jobs=(Enqueue("a", "a", "t.slow", jobs(2, 0.8, in_flight=True) + jobs(1, 0.8)),
+              Enqueue("b", "b", "t.slow", jobs(1, 0.8), expect=FAILED),
+              Enqueue("b", "b", "t.slow", jobs(2, 0.1))),
+    ),
 ]
