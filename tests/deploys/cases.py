@@ -29,6 +29,8 @@ from tests.deploys.plan import (
 SHORT = 0.2
 Q = "q"
 PER_TENANT = kiln.Concurrency(max=1, key="args.tenant")
+PER_TENANT_2 = kiln.Concurrency(max=2, key="args.tenant")
+ONE_AT_A_TIME = kiln.Concurrency(max=1)
 BY_KEY = kiln.Unique(by=("args.key",))
 BY_KEY_TENANT = kiln.Unique(by=("args.key", "args.tenant"))
 RATE_A = kiln.RateLimit(rate=10, per=1.0, burst=2)
@@ -282,5 +284,32 @@ CASES: list[Case] = [
         jobs=(Enqueue("a", "a", "t.slow", jobs(2, 0.8, in_flight=True) + jobs(1, 0.8)),
               Enqueue("b", "b", "t.slow", jobs(1, 0.8), expect=FAILED),
               Enqueue("b", "b", "t.slow", jobs(2, 0.1))),
+    ),
+    Case(
+        "concurrency max raised",
+        a=app("a", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        b=app("b", t_sync={"queue": Q, "concurrency": PER_TENANT_2}),
+        # A's backlog (key rows at max 1) runs two at a time once B's servers run alone
+        jobs=(Enqueue("a", "a", "t.sync", in_flight(1, tenant=1) + jobs(4, 0.3, tenant=1)),
+              Enqueue("b", "b", "t.sync", jobs(4, 0.3, tenant=1))),
+        caps=(Cap(2, kind="t.sync", by="tenant", phases=("b",)),),
+        at_once=(AtOnce(2, kind="t.sync"),),
+    ),
+    Case(
+        "concurrency key changed",
+        a=app("a", t_sync={"queue": Q, "concurrency": ONE_AT_A_TIME}),
+        b=app("b", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        # A's backlog, one for the whole kind, is rekeyed per tenant as B starts: one per
+        # tenant, the tenants side by side. A's job in flight then (B runs it for 1s once
+        # A hands it back) keeps A's key, so it runs beside its tenant's next job
+        jobs=(Enqueue("a", "a", "t.sync", jobs(1, 1.0, in_flight=True, tenant=1)
+                      + jobs(2, 0.3, tenant=1) + jobs(2, 0.3, tenant=2)),
+              Enqueue("b", "b", "t.sync", jobs(2, 0.3, tenant=1) + jobs(2, 0.3, tenant=2))),
+        caps=(Cap(1, kind="t.sync", by="tenant", phases=("b",)),),
+        at_once=(AtOnce(2, kind="t.sync"),),
+        xfail={"*": "found by the deploys task (round 4, session 5), no issue yet: the "
+                    "rekey of a kind whose key changed reads the waiting jobs once, so a "
+                    "job in flight on A keeps A's key when handed back and runs beside its "
+                    "tenant's job under B's key (2 at once, cap 1)"},
     ),
 ]
