@@ -17,6 +17,7 @@ import kiln
 from tests.deploys.plan import (
     COMPLETED_OR_REPORTED,
     FAILED,
+    FAILED_FOR_GOOD,
     AtOnce,
     Cap,
     Case,
@@ -28,7 +29,10 @@ from tests.deploys.plan import (
 SHORT = 0.2
 Q = "q"
 PER_TENANT = kiln.Concurrency(max=1, key="args.tenant")
+PER_TENANT_2 = kiln.Concurrency(max=2, key="args.tenant")
+ONE_AT_A_TIME = kiln.Concurrency(max=1)
 BY_KEY = kiln.Unique(by=("args.key",))
+BY_KEY_TENANT = kiln.Unique(by=("args.key", "args.tenant"))
 RATE_A = kiln.RateLimit(rate=10, per=1.0, burst=2)
 RATE_B = kiln.RateLimit(rate=2, per=0.5)
 RATE_TENANT = kiln.RateLimit(rate=2, per=0.5, key="args.tenant")
@@ -196,5 +200,118 @@ CASES: list[Case] = [
         jobs=(Enqueue("a", "a", "t.keep", in_flight(2)),
               Enqueue("b", "a", "t.mail", jobs(2), bare=True, queue="mail", max_attempts=2),
               Enqueue("b", "b", "t.mail", jobs(1), queue="mail", max_attempts=2)),
+    ),
+    Case(
+        "kiln.Fail raised by B beside an older kiln that does not know it",
+        # A's kiln predates kiln.Fail: its handler raises a plain error, which A retries;
+        # B's raises Fail, which fails the job at once wherever A left it
+        a=Version("a", {"t.bounce": {"queue": Q, "max_attempts": 20}}, {Q: 4},
+                  knows_fail=False),
+        b=app("b", t_bounce={"queue": Q, "max_attempts": 20}),
+        jobs=(Enqueue("a", "a", "t.bounce", in_flight(1, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD),
+              Enqueue("a", "a", "t.bounce", jobs(2, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD),
+              Enqueue("a", "a", "t.bounce", in_flight(1)),
+              Enqueue("b", "ab", "t.bounce", jobs(2, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD),
+              Enqueue("b", "ab", "t.bounce", jobs(2)),
+              Enqueue("b", "b", "t.bounce", jobs(1, fail_for_good=True),
+                      expect=FAILED_FOR_GOOD, max_attempts=20),
+              Enqueue("b", "b", "t.bounce", jobs(1))),
+    ),
+    Case(
+        "queue limit added",
+        a=Version("a", {"t.export": {"queue": "exports"}}, {"exports": 4}),
+        b=Version("b", {"t.export": {"queue": "exports"}}, {"exports": 4},
+                  queue_limits={"exports": 1}),
+        # A's backlog (some in flight, handed back) and B's run one at a time once B's
+        # servers alone run: held from the start of the first server that declares it
+        jobs=(Enqueue("a", "a", "t.export", in_flight(2) + jobs(3)),
+              Enqueue("b", "b", "t.export", jobs(4))),
+        caps=(Cap(1, queue="exports", phases=("b",)),),
+    ),
+    Case(
+        "max_attempts raised",
+        a=app("a", t_flaky={"queue": Q, "max_attempts": 2}),
+        b=app("b", t_flaky={"queue": Q, "max_attempts": 5}),
+        # A's jobs keep their 2 attempts when B runs them; B's get 5
+        # (in flight on A, then run out by B, whose kind says 5)
+        jobs=(Enqueue("a", "a", "t.flaky", in_flight(1), max_attempts=2),
+              Enqueue("a", "a", "t.flaky", in_flight(1, fail_below=3), expect=FAILED,
+                      max_attempts=2),
+              Enqueue("b", "ab", "t.flaky", jobs(1, fail_below=3), max_attempts=5),
+              Enqueue("b", "b", "t.flaky", jobs(2, fail_below=4), max_attempts=5)),
+    ),
+    Case(
+        "unique key changed",
+        a=app("a", t_u={"queue": Q, "unique": BY_KEY}),
+        b=app("b", t_u={"queue": Q, "unique": BY_KEY_TENANT}),
+        # A's running job holds A's key; B computes another, so its first enqueue inserts
+        # beside it (at most two jobs of those args, docs/operating.md), then dedupes
+        jobs=(Enqueue("a", "a", "t.u", in_flight(1, key=1, tenant=1), distinct=1,
+                      inserted=1),
+              Enqueue("a", "ab", "t.u", jobs(1, key=1, tenant=1), inserted=0),
+              Enqueue("b", "ab", "t.u", jobs(2, 0.5, key=1, tenant=1), distinct=1,
+                      inserted=1),
+              Enqueue("b", "b", "t.u", jobs(2, 0.5, key=1, tenant=2), distinct=1,
+                      inserted=1)),
+    ),
+    Case(
+        "rate limit added",
+        a=app("a", t_r={"queue": Q}),
+        b=app("b", t_r={"queue": Q, "rate_limit": RATE_B}),
+        # A's jobs carry no rate key and run as enqueued; B's are admitted at B's rate
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1) + jobs(3)),
+              Enqueue("b", "b", "t.r", jobs(6, 0.05))),
+        rates=(Rate("t.r", RATE_B, since="b"),),
+    ),
+    Case(
+        "rate limit removed",
+        a=app("a", t_r={"queue": Q, "rate_limit": RATE_B}),
+        b=app("b", t_r={"queue": Q}),
+        # A's backlog waits for admission under A's rate when A stops: it must still run
+        jobs=(Enqueue("a", "a", "t.r", in_flight(1) + jobs(8, 0.05)),
+              Enqueue("a", "ab", "t.r", jobs(2, 0.05)),
+              Enqueue("b", "b", "t.r", jobs(3, 0.05))),
+    ),
+    Case(
+        "timeout lowered",
+        a=app("a", t_slow={"queue": Q, "timeout": 5, "max_attempts": 1}),
+        b=app("b", t_slow={"queue": Q, "timeout": 0.4, "max_attempts": 1}),
+        # A's jobs keep A's timeout when B runs them (in flight on A, handed back);
+        # B's own run under B's and time out
+        jobs=(Enqueue("a", "a", "t.slow", jobs(2, 0.8, in_flight=True) + jobs(1, 0.8)),
+              Enqueue("b", "b", "t.slow", jobs(1, 0.8), expect=FAILED),
+              Enqueue("b", "b", "t.slow", jobs(2, 0.1))),
+    ),
+    Case(
+        "concurrency max raised",
+        a=app("a", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        b=app("b", t_sync={"queue": Q, "concurrency": PER_TENANT_2}),
+        # A's backlog (its key row at max 1) runs two at a time once B's servers run
+        # alone: B's adopter resizes the key (no enqueue of B's writes the row here)
+        jobs=(Enqueue("a", "a", "t.sync", in_flight(1, tenant=1) + jobs(8, 0.3, tenant=1)),),
+        caps=(Cap(2, kind="t.sync", by="tenant", phases=("b",)),),
+        at_once=(AtOnce(2, kind="t.sync"),),
+    ),
+    Case(
+        "concurrency key changed",
+        a=app("a", t_sync={"queue": Q, "concurrency": ONE_AT_A_TIME}),
+        b=app("b", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        # A's backlog, one for the whole kind, is rekeyed per tenant as B starts: one per
+        # tenant, the tenants side by side. A's job in flight then (B runs it for 1s once
+        # A hands it back, which B may claim before A's stop returns: the cap counts from
+        # "ab", where only A's execution of it started in "a" is left out) keeps A's key,
+        # so it runs beside its tenant's next job
+        jobs=(Enqueue("a", "a", "t.sync", jobs(1, 1.0, in_flight=True, tenant=1)
+                      + jobs(2, 0.3, tenant=1) + jobs(2, 0.3, tenant=2)),
+              Enqueue("b", "b", "t.sync", jobs(2, 0.3, tenant=1) + jobs(2, 0.3, tenant=2))),
+        caps=(Cap(1, kind="t.sync", by="tenant", phases=("ab", "b")),),
+        at_once=(AtOnce(2, kind="t.sync"),),
+        xfail={"*": "found by the deploys task (round 4, session 5), no issue yet: the "
+                    "rekey of a kind whose key changed reads the waiting jobs once, so a "
+                    "job in flight on A keeps A's key when handed back and runs beside its "
+                    "tenant's job under B's key (2 at once, cap 1)"},
     ),
 ]

@@ -17,8 +17,17 @@ from typing import Any
 
 from kiln import JobRow, JobState
 from tests.chaos.ledger import UNFINISHED, account, executions, rate_violations
-from tests.deploys.plan import COMPLETED_OR_REPORTED, FAILED, AtOnce, Cap, Case, Rate
+from tests.deploys.plan import (
+    COMPLETED_OR_REPORTED,
+    FAILED,
+    FAILED_FOR_GOOD,
+    AtOnce,
+    Cap,
+    Case,
+    Rate,
+)
 from tests.deploys.sequence import CONFIG, Run
+from tests.deploys.versions import FAIL_REASON
 
 Span = tuple[int, float, float]  # job id, start, end (inf: no end line)
 
@@ -27,6 +36,8 @@ def violations(case: Case, run: Run) -> list[str]:
     out = _ledger(run)
     for group, ids in run.groups:
         out += _group(group.expect, group.queue, group.max_attempts, ids, run.rows)
+        if group.expect == FAILED_FOR_GOOD:
+            out += _failed_for_good(case, ids, run)
         if group.distinct is not None and len(set(ids)) != group.distinct:
             out.append(f"{group.kind} enqueued by {group.by} in phase {group.phase}: "
                        f"{len(set(ids))} distinct ids, expected {group.distinct}")
@@ -48,7 +59,8 @@ def violations(case: Case, run: Run) -> list[str]:
 def _ledger(run: Run) -> list[str]:
     """The chaos ledger over every job that must end, or has ended, completed."""
     rows = run.rows
-    failing = {i for g, ids in run.groups if g.expect == FAILED for i in ids}
+    failing = {i for g, ids in run.groups if g.expect in (FAILED, FAILED_FOR_GOOD)
+               for i in ids}
     may_wait = {i for g, ids in run.groups if g.expect == COMPLETED_OR_REPORTED for i in ids}
     checked = sorted(({i for _g, ids in run.groups for i in ids} - may_wait)
                      | {i for i in may_wait if i in rows and rows[i].state not in UNFINISHED})
@@ -80,6 +92,30 @@ def _group(expect: str, queue: str | None, max_attempts: int | None, ids: Sequen
         if max_attempts is not None and row.max_attempts != max_attempts:
             out.append(f"job {i} ({row.kind}): max_attempts {row.max_attempts}, expected "
                        f"{max_attempts}")
+    return out
+
+
+def _failed_for_good(case: Case, ids: Sequence[int], run: Run) -> list[str]:
+    """Failed at once by kiln.Fail: below the row's attempts, the last error the Fail's,
+    the last attempt run by a version that knows Fail (an older one retried its own)."""
+    out = []
+    knows = {v.name: v.knows_fail for v in (case.a, case.b)}
+    for i in sorted(set(ids)):
+        row = run.rows.get(i)
+        if row is None:
+            continue  # the ledger said so
+        last = row.errors[-1].error if row.errors else None
+        if row.state is not JobState.FAILED or row.attempt >= row.max_attempts \
+                or last is None or not last.startswith(f"Fail: {FAIL_REASON}"):
+            out.append(f"job {i}: {row.state.value} at attempt {row.attempt}/"
+                       f"{row.max_attempts}, last error {last!r}: expected failed for good "
+                       "by kiln.Fail with attempts left")
+            continue
+        starts = [ln for ln in run.ledger.lines if ln["ev"] == "start" and ln["job"] == i]
+        version = run.ledger.versions.get(starts[-1]["pid"]) if starts else None
+        if version is None or not knows.get(version, False):
+            out.append(f"job {i}: failed for good after its last attempt ran on version "
+                       f"{version}, which does not know kiln.Fail")
     return out
 
 

@@ -22,6 +22,9 @@ FAILED = "failed"  # it must end failed, having used every attempt its row allow
 # it ends completed, or waits where no live server of B can claim it (the user's doing:
 # a kind removed, moved to a queue nobody serves) and kiln says so
 COMPLETED_OR_REPORTED = "completed or reported"
+# it must end failed at once, by kiln.Fail, on a server of a version that knows it:
+# below the attempts its row allows, its last error the Fail's
+FAILED_FOR_GOOD = "failed for good"
 
 Args = Mapping[str, Any]
 
@@ -30,13 +33,16 @@ Args = Mapping[str, Any]
 class Version:
     """One release of the app: its kinds with their ``@app.job`` options, the queues
     its servers serve, its queue limits, and options its servers publish beyond what
-    this kiln would (what a newer kiln's server publishes during a rolling upgrade)."""
+    this kiln would (what a newer kiln's server publishes during a rolling upgrade).
+    ``knows_fail``: False for a kiln older than ``kiln.Fail``, whose handlers cannot
+    raise it (tests/deploys/versions.py)."""
 
     name: str
     kinds: Mapping[str, Mapping[str, Any]]
     queues: Mapping[str, int]
     queue_limits: Mapping[str, int] = dataclasses.field(default_factory=dict)
     publishes: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    knows_fail: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +52,8 @@ class Enqueue:
     ``by``: the version of the producer; ``bare``: a producer without handlers (a web
     app, the CLI) that resolves kinds from the published declarations. Handler args:
     ``seconds`` (how long it works), ``fail_below`` (it raises while the attempt is
-    lower). ``queue``/``max_attempts``: what every job's row must say at the end;
+    lower), ``fail_for_good`` (it raises kiln.Fail; on a kiln older than Fail, a plain
+    error). ``queue``/``max_attempts``: what every job's row must say at the end;
     ``distinct``: how many different ids the calls returned (unique jobs);
     ``inserted``: how many of the calls inserted a job.
     """

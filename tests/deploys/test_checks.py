@@ -7,16 +7,19 @@ the same for the ledger these checks start from).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import kiln
 from kiln import JobRow, JobState
+from kiln._model._job import AttemptError
 from tests.deploys.checks import most_at_once, violations
 from tests.deploys.plan import (
     COMPLETED_OR_REPORTED,
     FAILED,
+    FAILED_FOR_GOOD,
     AtOnce,
     Cap,
     Case,
@@ -25,7 +28,7 @@ from tests.deploys.plan import (
     Version,
 )
 from tests.deploys.sequence import Run
-from tests.deploys.versions import Ledger
+from tests.deploys.versions import FAIL_REASON, Ledger
 
 V = Version("a", {"k": {}}, {"q": 1})
 
@@ -121,6 +124,34 @@ def test_an_expected_failure_must_use_every_attempt_and_is_not_lost() -> None:
     run = run_of([done, early], [(group(expect=FAILED), [1, 2])])
     assert violations(case(), run) == [
         "job 2: failed at attempt 1/2, expected failed having used every attempt"]
+
+
+def test_a_failure_for_good_must_leave_attempts_and_come_from_a_version_that_knows_fail(
+) -> None:
+    def failed(job: int, attempt: int, error: str) -> JobRow:
+        at = datetime.fromtimestamp(0, UTC)
+        record = AttemptError(attempt, 0.0, error, server_id="s1")
+        return dataclasses.replace(row(job, JobState.FAILED, attempt=attempt, max_attempts=5),
+                                   errors=[record], finished_at=at)
+
+    fail = f"Fail: {FAIL_REASON} (attempt 1, version a)"
+    rows = [failed(1, 1, fail), failed(2, 5, fail), failed(3, 2, "RuntimeError: no")]
+    run = run_of(rows, [(group(3, expect=FAILED_FOR_GOOD), [1, 2, 3])],
+                 [(1, 1.0, 2.0), (2, 1.0, 2.0), (3, 1.0, 2.0)])
+    run.ledger.versions[1] = "a"
+    assert violations(case(), run) == [
+        f"job 2: failed at attempt 5/5, last error {fail!r}: expected failed for good by "
+        "kiln.Fail with attempts left",
+        "job 3: failed at attempt 2/5, last error 'RuntimeError: no': expected failed for "
+        "good by kiln.Fail with attempts left",
+    ]
+    older = Case("t", dataclasses.replace(V, knows_fail=False), dataclasses.replace(V, name="b"),
+                 ())
+    alone = run_of(rows[:1], [(group(1, expect=FAILED_FOR_GOOD), [1])], [(1, 1.0, 2.0)])
+    alone.ledger.versions[1] = "a"
+    assert violations(older, alone) == [
+        "job 1: failed for good after its last attempt ran on version a, which does not "
+        "know kiln.Fail"]
 
 
 def test_jobs_nobody_can_claim_must_be_reported() -> None:

@@ -21,6 +21,7 @@ import kiln
 from tests.deploys.plan import Version
 
 BACKOFF = kiln.Constant(0.05)  # a retry is due at once: a case waits on no backoff
+FAIL_REASON = "550 mailbox does not exist"  # what a handler's kiln.Fail says
 
 
 class Ledger:
@@ -44,11 +45,15 @@ class Ledger:
         return f"x{next(self._execs)}"
 
 
-def handler(version: str, ledger: Ledger) -> Callable[[kiln.Job], Awaitable[Any]]:
+def handler(version: str, ledger: Ledger, knows_fail: bool = True
+            ) -> Callable[[kiln.Job], Awaitable[Any]]:
     """Works ``args["seconds"]`` (0.2 by default), then raises while the attempt is below
     ``args["fail_below"]``, else returns which version ran it. With ``args["in_flight"]``
     A's handler works until its server stops it: the job is in flight when B replaces
-    A, whatever the machine's speed, and B's handler (if any) runs it again."""
+    A, whatever the machine's speed, and B's handler (if any) runs it again. With
+    ``args["fail_for_good"]`` it raises ``kiln.Fail``; a version on a kiln older than
+    Fail (``knows_fail`` False) raises a plain error instead, as its code did before,
+    which that kiln retries."""
 
     async def run(job: kiln.Job) -> Any:
         pid = ledger.number(job.row.server_id)
@@ -63,10 +68,13 @@ def handler(version: str, ledger: Ledger) -> Callable[[kiln.Job], Awaitable[Any]
         except asyncio.CancelledError:
             ledger("cancelled", pid, job=job.id, exec=exec_id)
             raise
-        if job.attempt < int(args.get("fail_below", 0)):
+        for_good = bool(args.get("fail_for_good"))
+        if for_good or job.attempt < int(args.get("fail_below", 0)):
             now = time.time()
             ledger("fault", pid, type="raise", target=pid, began=now, until=now, job=job.id,
                    exec=exec_id)
+            if for_good and knows_fail:
+                raise kiln.Fail(f"{FAIL_REASON} (attempt {job.attempt}, version {version})")
             raise RuntimeError(f"attempt {job.attempt} fails, as its args ask")
         ledger("end", pid, job=job.id, exec=exec_id)
         return {"version": version}
@@ -77,7 +85,8 @@ def handler(version: str, ledger: Ledger) -> Callable[[kiln.Job], Awaitable[Any]
 def build_app(url: str, version: Version, ledger: Ledger) -> kiln.App:
     app = kiln.App(url)
     for kind, options in version.kinds.items():
-        app.register(kind, handler(version.name, ledger), **{"backoff": BACKOFF, **options})
+        app.register(kind, handler(version.name, ledger, version.knows_fail),
+                     **{"backoff": BACKOFF, **options})
     for queue, most in version.queue_limits.items():
         app.queue_concurrency(queue, kiln.Concurrency(max=most))
     return app
