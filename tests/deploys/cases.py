@@ -313,5 +313,6 @@ CASES: list[Case] = [
                     "rekey of a kind whose key changed reads the waiting jobs once, so a "
                     "job in flight on A keeps A's key when handed back and runs beside its "
                     "tenant's job under B's key (2 at once, cap 1)"},
+        xfail_strict=False,  # it overlaps its tenant's next job in most runs, not all
     ),
 ]
