@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -18,7 +19,7 @@ from kiln.stores import Store, store_from_url
 from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, NotifyLimiter
 from kiln.stores.postgres._owed import OwedPayer
 from tests.support.config import fast_config
-from tests.support.waits import wait_for
+from tests.support.waits import wait_for, wait_for_sync
 
 
 def _private(url: str) -> str:
@@ -240,3 +241,51 @@ def test_the_payer_warns_once_while_its_sends_fail(caplog: pytest.LogCaptureFixt
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if "could not send" in m]) == 1  # not one a window
     assert messages[-1] == "kiln: owed wake-ups go out again"
+
+
+class _CountedEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_quiet_sync_inserts_wake_the_payer_only_for_an_earlier_wake_up() -> None:
+    """The payer thread sleeps until the earliest owed wake-up; a sync producer's quiet
+    inserts of the window owe nothing earlier, so they do not wake it (a thread switch
+    per enqueue on the web-request path), but a queue owed sooner does."""
+    now = [100.0]
+    limiter = NotifyLimiter(10.0, clock=lambda: now[0])  # the thread sleeps 15 s (real)
+    sent: list[list[str]] = []
+
+    def send(queues: list[str]) -> bool:
+        sent.append(queues)
+        return True
+
+    payer = OwedPayer(limiter, send)
+    wake = payer._wake = _CountedEvent()
+    try:
+        assert not limiter.quiet("other")  # notified at 100
+        now[0] = 101.0
+        assert not limiter.quiet("mail")  # notified at 101: owed by 116
+        assert limiter.quiet("mail")
+        payer.owe(limiter.landed("mail"))
+        wait_for_sync(lambda: payer._until == 101.0 + 10.0 * (1 + GRACE) or None, 5,
+                      "the payer asleep until mail's wake-up")
+        woken = wake.sets
+        for _ in range(100):
+            assert limiter.quiet("mail")
+            payer.owe(limiter.landed("mail"))
+        assert wake.sets == woken  # owed no sooner: the thread sleeps on
+        assert limiter.quiet("other")
+        payer.owe(limiter.landed("other"))  # owed by 115: sooner
+        assert wake.sets == woken + 1
+        wait_for_sync(lambda: payer._until == 100.0 + 10.0 * (1 + GRACE) or None, 5,
+                      "the payer asleep until other's wake-up")
+        assert sent == []
+    finally:
+        payer.stop()
+    assert sorted(q for queues in sent for q in queues) == ["mail", "other"]  # at stop

@@ -55,21 +55,32 @@ class NotifyLimiter:
             self._owed.discard(queue)
             return False
 
-    def landed(self, queue: str) -> None:
-        """A quiet insert into ``queue`` committed: the queue is owed a wake-up."""
+    def landed(self, queue: str) -> float:
+        """A quiet insert into ``queue`` committed: the queue is owed a wake-up. Returns
+        when that wake-up is due at the latest (the limiter's clock), which the payer of
+        sync inserts compares with the time it sleeps until (_owed)."""
         with self._lock:
             self._owed.add(queue)
+            return self._pay_at(queue)
+
+    def now(self) -> float:
+        return self._clock()
 
     def _pay_at(self, queue: str) -> float:
         return self._sent[queue] + self.window * (1.0 + GRACE)
 
     def delay(self) -> float | None:
         """Seconds until the earliest owed wake-up is due; None when none is owed."""
-        now = self._clock()
+        at = self.deadline()
+        return None if at is None else max(0.0, at - self._clock())
+
+    def deadline(self) -> float | None:
+        """When the earliest owed wake-up is due (the limiter's clock); None when none
+        is owed."""
         with self._lock:
             if not self._owed:
                 return None
-            return max(0.0, min(self._pay_at(q) for q in self._owed) - now)
+            return min(self._pay_at(q) for q in self._owed)
 
     def due(self) -> list[str]:
         """The owed queues whose wake-up is due; each counts as notified now."""

@@ -346,8 +346,7 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
         quiet = self._quiet(jobs)
         ids = self._run_sync("job_insert", lambda: _jobs.insert(jobs, quiet=quiet), tx=True)
         if quiet and self._limiter is not None:
-            self._limiter.landed(jobs[0].queue)
-            self._owed_payer().owe()
+            self._owed_payer().owe(self._limiter.landed(jobs[0].queue))
         return ids
 
     def _owed_payer(self) -> OwedPayer:
