@@ -6,6 +6,7 @@ With a Bus (``notify=False``) the store sends no NOTIFY at all."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -124,9 +125,11 @@ def test_a_notify_settles_only_the_quiet_inserts_that_landed_before_it() -> None
     now = [100.0]
     limiter = NotifyLimiter(0.05, clock=lambda: now[0])
     assert not limiter.quiet("mail")  # notifies: the window's NOTIFY
+    assert limiter.notified("mail") is None  # committed, nothing owed
     assert limiter.quiet("mail")  # a quiet insert, still in flight ...
     now[0] += 0.06
     assert not limiter.quiet("mail")  # ... when the next window's insert notifies
+    assert limiter.notified("mail") is None
     limiter.landed("mail")  # it commits after that NOTIFY went out: still owed
     assert limiter.delay() == pytest.approx(0.05 * (1 + GRACE))
     now[0] += 0.05 * (1 + GRACE) - 0.001
@@ -137,8 +140,10 @@ def test_a_notify_settles_only_the_quiet_inserts_that_landed_before_it() -> None
     assert limiter.quiet("mail")  # the owed one counts as this window's NOTIFY
     limiter.landed("mail")
     assert not limiter.quiet("other")
+    assert limiter.notified("other") is None
     now[0] += 0.06
     assert not limiter.quiet("mail")  # carried by the first insert after the window
+    assert limiter.notified("mail") is None
     assert limiter.delay() is None and limiter.due() == []
 
 
@@ -269,8 +274,10 @@ def test_quiet_sync_inserts_wake_the_payer_only_for_an_earlier_wake_up() -> None
     wake = payer._wake = _CountedEvent()
     try:
         assert not limiter.quiet("other")  # notified at 100
+        limiter.notified("other")
         now[0] = 101.0
         assert not limiter.quiet("mail")  # notified at 101: owed by 116
+        limiter.notified("mail")
         assert limiter.quiet("mail")
         payer.owe(limiter.landed("mail"))
         wait_for_sync(lambda: payer._until == 101.0 + 10.0 * (1 + GRACE) or None, 5,
@@ -289,3 +296,54 @@ def test_quiet_sync_inserts_wake_the_payer_only_for_an_earlier_wake_up() -> None
     finally:
         payer.stop()
     assert sorted(q for queues in sent for q in queues) == ["mail", "other"]  # at stop
+
+
+def test_one_notifying_insert_per_queue_in_flight() -> None:
+    """While a queue's notifying insert waits (for the notify lock, say), the inserts
+    after it go quiet even past the window, and their wake-up is due only once it has
+    finished; one that failed leaves what it would have settled owed."""
+    now = [100.0]
+    limiter = NotifyLimiter(0.01, clock=lambda: now[0])
+    assert not limiter.quiet("mail")  # notifies; in flight
+    now[0] += 0.05  # five windows behind a queue of notifying commits
+    assert limiter.quiet("mail")  # not a second NOTIFY into the same queue
+    assert not limiter.quiet("other")  # another queue has its own
+    limiter.landed("mail")  # committed after the notifying insert started: owed
+    now[0] += 0.05
+    assert limiter.deadline() is None and limiter.due() == []  # not while in flight
+    due = limiter.notified("mail")
+    assert due == pytest.approx(100.0 + 0.01 * (1 + GRACE))
+    assert limiter.due() == ["mail"]  # past due: paid now
+    assert limiter.notified("other") is None  # nothing owed to it
+    now[0] += 0.05
+    assert not limiter.quiet("other")
+    assert limiter.notified("other", ok=False) is not None  # failed: owed a wake-up
+    assert limiter.delay() == pytest.approx(0.01 * (1 + GRACE))
+    now[0] += 0.05
+    assert limiter.due() == ["other"]
+
+
+def _heard_since(heard: list[tuple[float, str]], payload: str, since: float) -> list[float] | None:
+    return [t for t, p in heard if p == payload and t >= since] or None
+
+
+async def test_quiet_inserts_behind_a_notifying_one_are_woken(postgres_url: str) -> None:
+    """Concurrent producers of one store: what the quiet inserts of a burst are owed is
+    sent (none is left owed, none left in flight), and each burst is heard."""
+    producer = await _opened(postgres_url)
+    listener = await _opened(postgres_url)
+    limiter = producer._limiter  # type: ignore[attr-defined]
+    assert isinstance(limiter, NotifyLimiter)
+    try:
+        heard = await _heard(listener)
+        job = NewJob(kind="k", args={}, queue="mail")
+        for burst in range(5):
+            began = time.monotonic()
+            await asyncio.gather(*(producer.job_insert_many([job]) for _ in range(8)))
+            await wait_for(lambda: (not limiter._owed and not limiter._inflight) or None, 5,
+                           "every owed wake-up sent")
+            await wait_for(functools.partial(_heard_since, heard, "mail", began), 5,
+                           f"burst {burst} heard")
+    finally:
+        await producer.close()
+        await listener.close()

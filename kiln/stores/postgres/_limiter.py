@@ -11,9 +11,17 @@ it); if none comes, the store sends it, outside any producer's transaction, a
 ``GRACE`` after the window's end (``due``), so a job inserted just after a
 notification waits at most 1.5 windows for its wake-up, never a poll. Only landed
 inserts are owed: an insert that notifies settles what committed before it started,
-never a quiet insert still in flight (whose commit may come after its NOTIFY). Owns
-only the bookkeeping; PostgresStore decides which inserts may go quiet (plain jobs
-available at once, all of one queue).
+never a quiet insert still in flight (whose commit may come after its NOTIFY).
+
+At most one notifying insert per queue is in flight from a process: while one waits
+(for the notify lock, which every notifying commit holds through its WAL flush, so
+notifying commits cannot share a flush), the inserts after it go quiet even once the
+window has passed, and what they are owed is due only after it finished
+(``notified``). Without this, many producers of one process sent a NOTIFY each as the
+window ran out behind a queue of notifying commits, and the limiter limited little
+(bench_notify ``--diagnose``: 29 % of inserts notified at 32 producers under load).
+Owns only the bookkeeping; PostgresStore decides which inserts may go quiet (plain
+jobs available at once, all of one queue).
 """
 
 from __future__ import annotations
@@ -39,21 +47,36 @@ class NotifyLimiter:
         self._clock = clock
         self._sent: dict[str, float] = {}  # queue -> monotonic time of its last notify
         self._owed: set[str] = set()
+        self._inflight: set[str] = set()  # queues with a notifying insert in flight
         self._lock = threading.Lock()  # sync enqueues come from any thread
 
     def quiet(self, queue: str) -> bool:
         """Whether an insert into ``queue`` now may skip its NOTIFY (one went out
-        within the window); if not, the insert's NOTIFY counts as this window's and
-        settles what is owed (the quiet inserts that landed before it started). A quiet
-        insert must call ``landed`` once it has committed."""
+        within the window, or one is in flight); if not, the insert's NOTIFY counts as
+        this window's and settles what is owed (the quiet inserts that landed before it
+        started). A quiet insert must call ``landed`` once it has committed, a notifying
+        one ``notified`` once it has finished, committed or not."""
         now = self._clock()
         with self._lock:
+            if queue in self._inflight:
+                return True
             sent = self._sent.get(queue)
             if sent is not None and now - sent < self.window:
                 return True
             self._sent[queue] = now
             self._owed.discard(queue)
+            self._inflight.add(queue)
             return False
+
+    def notified(self, queue: str, ok: bool = True) -> float | None:
+        """The notifying insert into ``queue`` finished (``ok``: committed, with its
+        NOTIFY); when ``queue`` is owed a wake-up, when it is due (the limiter's clock).
+        One that failed settles nothing: what it would have settled is owed again."""
+        with self._lock:
+            self._inflight.discard(queue)
+            if not ok:
+                self._owed.add(queue)
+            return self._pay_at(queue) if queue in self._owed else None
 
     def landed(self, queue: str) -> float:
         """A quiet insert into ``queue`` committed: the queue is owed a wake-up. Returns
@@ -78,15 +101,17 @@ class NotifyLimiter:
         """When the earliest owed wake-up is due (the limiter's clock); None when none
         is owed."""
         with self._lock:
-            if not self._owed:
+            owed = self._owed - self._inflight if self._inflight else self._owed
+            if not owed:
                 return None
-            return min(self._pay_at(q) for q in self._owed)
+            return min(self._pay_at(q) for q in owed)
 
     def due(self) -> list[str]:
         """The owed queues whose wake-up is due; each counts as notified now."""
         now = self._clock()
         with self._lock:
-            ready = [q for q in self._owed if now >= self._pay_at(q)]
+            ready = [q for q in self._owed
+                     if q not in self._inflight and now >= self._pay_at(q)]
             for q in ready:
                 self._owed.discard(q)
                 self._sent[q] = now
