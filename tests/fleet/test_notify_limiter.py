@@ -17,7 +17,7 @@ import pytest
 import kiln
 from kiln._model._job import JobFilter, NewJob
 from kiln.stores import Store, store_from_url
-from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, NotifyLimiter
+from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, STUCK, NotifyLimiter
 from kiln.stores.postgres._owed import OwedPayer
 from tests.support.config import fast_config
 from tests.support.waits import wait_for, wait_for_sync
@@ -309,8 +309,9 @@ def test_one_notifying_insert_per_queue_in_flight() -> None:
     assert limiter.quiet("mail")  # not a second NOTIFY into the same queue
     assert not limiter.quiet("other")  # another queue has its own
     limiter.landed("mail")  # committed after the notifying insert started: owed
-    now[0] += 0.05
-    assert limiter.deadline() is None and limiter.due() == []  # not while in flight
+    now[0] += 0.03
+    assert limiter.due() == []  # not while in flight, unless stuck
+    assert limiter.deadline() == pytest.approx(100.0 + 0.01 * STUCK)
     due = limiter.notified("mail")
     assert due == pytest.approx(100.0 + 0.01 * (1 + GRACE))
     assert limiter.due() == ["mail"]  # past due: paid now
@@ -321,6 +322,20 @@ def test_one_notifying_insert_per_queue_in_flight() -> None:
     assert limiter.delay() == pytest.approx(0.01 * (1 + GRACE))
     now[0] += 0.05
     assert limiter.due() == ["other"]
+    # a notifying insert stuck in flight (its connection hung) holds nothing back for
+    # long: what landed behind it is sent STUCK windows after it started, and a later
+    # insert notifies again
+    now[0] += 1.0
+    assert not limiter.quiet("mail")
+    started = now[0]
+    assert limiter.quiet("mail")
+    limiter.landed("mail")
+    now[0] = started + 0.01 * STUCK - 0.001
+    assert limiter.due() == [] and limiter.quiet("mail")
+    now[0] = started + 0.01 * STUCK
+    assert limiter.due() == ["mail"]
+    now[0] += 0.011
+    assert not limiter.quiet("mail")
 
 
 def _heard_since(heard: list[tuple[float, str]], payload: str, since: float) -> list[float] | None:
