@@ -18,7 +18,15 @@ Each mode and producer count runs on a fresh schema, ``--rounds`` times, interle
 prints one JSON line per (producers, mode) with the median commits/s, then one
 summary line with limited/off and on/off per producer count.
 
+``--diagnose`` also prints, per run, where the commits' time went: how many inserts
+carried a NOTIFY (the limiter let them notify), how many owed wake-ups the stores sent
+as statements of their own, and what the producers' backends were waiting on
+(``pg_stat_activity`` sampled every 10 ms: ``Lock/object`` is the notify lock,
+``IO/WALSync`` and ``LWLock/WALWrite`` the commit's flush, ``Client/ClientRead`` the
+producer's own time).
+
     python -m bench.bench_notify --producers 32 64 --seconds 5 --rounds 3
+    python -m bench.bench_notify --producers 32 --rounds 2 --modes off limited --diagnose
 """
 
 from __future__ import annotations
@@ -28,8 +36,10 @@ import asyncio
 import json
 import multiprocessing
 import statistics
+import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import psycopg
@@ -41,10 +51,13 @@ from kiln.stores.postgres._limiter import NOTIFY_WINDOW
 WINDOWS = {"on": 0.0, "limited": NOTIFY_WINDOW, "off": 1e9}
 
 
-async def _produce(url: str, window: float, tasks: int, seconds: float, ready: Any) -> int:
+async def _produce(
+    url: str, window: float, tasks: int, seconds: float, ready: Any
+) -> tuple[int, int, int]:
     store = store_from_url(url, max_conns=tasks, min_conns=tasks, notify_window=window)
     await store.open()
     commits = 0
+    loud, owed = _counted(store)
     # every process connected (and imported, which a loaded machine makes slow) first
     await asyncio.to_thread(ready.wait)
     until = time.time() + seconds
@@ -60,14 +73,64 @@ async def _produce(url: str, window: float, tasks: int, seconds: float, ready: A
         await asyncio.gather(*(one() for _ in range(tasks)))
     finally:
         await store.close()
-    return commits
+    return commits, loud[0], owed[0]
+
+
+def _counted(store: Any) -> tuple[list[int], list[int]]:
+    """Counts (for --diagnose) of the inserts that carried a NOTIFY and of the owed
+    wake-ups sent on their own, read from the PostgreSQL store's limiter decisions."""
+    loud, owed = [0], [0]
+    quiet, notify = store._quiet, store._notify
+
+    def counted_quiet(jobs: Any) -> bool:
+        q: bool = quiet(jobs)
+        loud[0] += not q
+        return q
+
+    async def counted_notify(queues: list[str]) -> None:
+        owed[0] += 1
+        await notify(queues)
+
+    store._quiet, store._notify = counted_quiet, counted_notify
+    return loud, owed
 
 
 def _proc(url: str, window: float, tasks: int, seconds: float, ready: Any, out: Any) -> None:
     out.put(asyncio.run(_produce(url, window, tasks, seconds, ready)))
 
 
-def run_one(base: str, window: float, producers: int, procs: int, seconds: float) -> float:
+class _Waits:
+    """Samples what the producers' backends wait on (pg_stat_activity, every 10 ms)."""
+
+    def __init__(self, base: str) -> None:
+        self.counts: Counter[str] = Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._conn = psycopg.connect(base, autocommit=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            rows = self._conn.execute(
+                "SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU'), count(*)"
+                " FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                " AND application_name = 'kiln' AND state = 'active' GROUP BY 1").fetchall()
+            self.samples += 1
+            for event, n in rows:
+                self.counts[event] += n
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        self._conn.close()
+        return {k: round(v / max(self.samples, 1), 2) for k, v in self.counts.most_common(8)}
+
+
+def run_one(
+    base: str, window: float, producers: int, procs: int, seconds: float,
+    diagnose: dict[str, Any] | None = None,
+) -> float:
     schema = f"kiln_bench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
@@ -84,9 +147,16 @@ def run_one(base: str, window: float, producers: int, procs: int, seconds: float
               for n in split]
         for p in ps:
             p.start()
-        total: int = sum(out.get(timeout=seconds + 300) for _ in ps)
+        waits = _Waits(base) if diagnose is not None else None
+        got = [out.get(timeout=seconds + 300) for _ in ps]
+        total: int = sum(g[0] for g in got)
         for p in ps:
             p.join()
+        if waits is not None and diagnose is not None:
+            diagnose.update(
+                commits_per_s=round(total / seconds),
+                notifying_inserts=sum(g[1] for g in got), owed_sent=sum(g[2] for g in got),
+                commits=total, backends_waiting_on=waits.stop())
         return total / seconds
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
@@ -110,6 +180,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window", type=float, default=NOTIFY_WINDOW,
                         help="the limited mode's notify_window (default: the store's)")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="per run: NOTIFYs sent and what the backends waited on")
     parser.add_argument("--modes", nargs="+", default=list(WINDOWS), choices=list(WINDOWS),
                         help="the modes, in the order each round runs them")
     args = parser.parse_args()
@@ -119,7 +191,11 @@ def main() -> None:
     for _ in range(args.rounds):
         for producers in args.producers:
             for mode, window in windows.items():
-                rate = run_one(args.url, window, producers, args.procs, args.seconds)
+                diag: dict[str, Any] | None = {} if args.diagnose else None
+                rate = run_one(args.url, window, producers, args.procs, args.seconds, diag)
+                if diag is not None:
+                    print(json.dumps({"bench": "notify", "producers": producers,
+                                      "mode": mode, **diag}), flush=True)
                 rates.setdefault((producers, mode), []).append(rate)
     summary: dict[str, Any] = {"bench": "notify", "seconds": args.seconds,
                                "rounds": args.rounds, "procs": args.procs,

@@ -6,7 +6,9 @@ With a Bus (``notify=False``) the store sends no NOTIFY at all."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import threading
 import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -15,10 +17,10 @@ import pytest
 import kiln
 from kiln._model._job import JobFilter, NewJob
 from kiln.stores import Store, store_from_url
-from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, NotifyLimiter
+from kiln.stores.postgres._limiter import GRACE, NOTIFY_WINDOW, STUCK, NotifyLimiter
 from kiln.stores.postgres._owed import OwedPayer
 from tests.support.config import fast_config
-from tests.support.waits import wait_for
+from tests.support.waits import wait_for, wait_for_sync
 
 
 def _private(url: str) -> str:
@@ -123,9 +125,11 @@ def test_a_notify_settles_only_the_quiet_inserts_that_landed_before_it() -> None
     now = [100.0]
     limiter = NotifyLimiter(0.05, clock=lambda: now[0])
     assert not limiter.quiet("mail")  # notifies: the window's NOTIFY
+    assert limiter.notified("mail") is None  # committed, nothing owed
     assert limiter.quiet("mail")  # a quiet insert, still in flight ...
     now[0] += 0.06
     assert not limiter.quiet("mail")  # ... when the next window's insert notifies
+    assert limiter.notified("mail") is None
     limiter.landed("mail")  # it commits after that NOTIFY went out: still owed
     assert limiter.delay() == pytest.approx(0.05 * (1 + GRACE))
     now[0] += 0.05 * (1 + GRACE) - 0.001
@@ -136,8 +140,10 @@ def test_a_notify_settles_only_the_quiet_inserts_that_landed_before_it() -> None
     assert limiter.quiet("mail")  # the owed one counts as this window's NOTIFY
     limiter.landed("mail")
     assert not limiter.quiet("other")
+    assert limiter.notified("other") is None
     now[0] += 0.06
     assert not limiter.quiet("mail")  # carried by the first insert after the window
+    assert limiter.notified("mail") is None
     assert limiter.delay() is None and limiter.due() == []
 
 
@@ -240,3 +246,119 @@ def test_the_payer_warns_once_while_its_sends_fail(caplog: pytest.LogCaptureFixt
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if "could not send" in m]) == 1  # not one a window
     assert messages[-1] == "kiln: owed wake-ups go out again"
+
+
+class _CountedEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_quiet_sync_inserts_wake_the_payer_only_for_an_earlier_wake_up() -> None:
+    """The payer thread sleeps until the earliest owed wake-up; a sync producer's quiet
+    inserts of the window owe nothing earlier, so they do not wake it (a thread switch
+    per enqueue on the web-request path), but a queue owed sooner does."""
+    now = [100.0]
+    limiter = NotifyLimiter(10.0, clock=lambda: now[0])  # the thread sleeps 15 s (real)
+    sent: list[list[str]] = []
+
+    def send(queues: list[str]) -> bool:
+        sent.append(queues)
+        return True
+
+    payer = OwedPayer(limiter, send)
+    wake = payer._wake = _CountedEvent()
+    try:
+        assert not limiter.quiet("other")  # notified at 100
+        limiter.notified("other")
+        now[0] = 101.0
+        assert not limiter.quiet("mail")  # notified at 101: owed by 116
+        limiter.notified("mail")
+        assert limiter.quiet("mail")
+        payer.owe(limiter.landed("mail"))
+        wait_for_sync(lambda: payer._until == 101.0 + 10.0 * (1 + GRACE) or None, 5,
+                      "the payer asleep until mail's wake-up")
+        woken = wake.sets
+        for _ in range(100):
+            assert limiter.quiet("mail")
+            payer.owe(limiter.landed("mail"))
+        assert wake.sets == woken  # owed no sooner: the thread sleeps on
+        assert limiter.quiet("other")
+        payer.owe(limiter.landed("other"))  # owed by 115: sooner
+        assert wake.sets == woken + 1
+        wait_for_sync(lambda: payer._until == 100.0 + 10.0 * (1 + GRACE) or None, 5,
+                      "the payer asleep until other's wake-up")
+        assert sent == []
+    finally:
+        payer.stop()
+    assert sorted(q for queues in sent for q in queues) == ["mail", "other"]  # at stop
+
+
+def test_one_notifying_insert_per_queue_in_flight() -> None:
+    """While a queue's notifying insert waits (for the notify lock, say), the inserts
+    after it go quiet even past the window, and their wake-up is due only once it has
+    finished; one that failed leaves what it would have settled owed."""
+    now = [100.0]
+    limiter = NotifyLimiter(0.01, clock=lambda: now[0])
+    assert not limiter.quiet("mail")  # notifies; in flight
+    now[0] += 0.05  # five windows behind a queue of notifying commits
+    assert limiter.quiet("mail")  # not a second NOTIFY into the same queue
+    assert not limiter.quiet("other")  # another queue has its own
+    limiter.landed("mail")  # committed after the notifying insert started: owed
+    now[0] += 0.03
+    assert limiter.due() == []  # not while in flight, unless stuck
+    assert limiter.deadline() == pytest.approx(100.0 + 0.01 * STUCK)
+    due = limiter.notified("mail")
+    assert due == pytest.approx(100.0 + 0.01 * (1 + GRACE))
+    assert limiter.due() == ["mail"]  # past due: paid now
+    assert limiter.notified("other") is None  # nothing owed to it
+    now[0] += 0.05
+    assert not limiter.quiet("other")
+    assert limiter.notified("other", ok=False) is not None  # failed: owed a wake-up
+    assert limiter.delay() == pytest.approx(0.01 * (1 + GRACE))
+    now[0] += 0.05
+    assert limiter.due() == ["other"]
+    # a notifying insert stuck in flight (its connection hung) holds nothing back for
+    # long: what landed behind it is sent STUCK windows after it started, and a later
+    # insert notifies again
+    now[0] += 1.0
+    assert not limiter.quiet("mail")
+    started = now[0]
+    assert limiter.quiet("mail")
+    limiter.landed("mail")
+    now[0] = started + 0.01 * STUCK - 0.001
+    assert limiter.due() == [] and limiter.quiet("mail")
+    now[0] = started + 0.01 * STUCK
+    assert limiter.due() == ["mail"]
+    now[0] += 0.011
+    assert not limiter.quiet("mail")
+
+
+def _heard_since(heard: list[tuple[float, str]], payload: str, since: float) -> list[float] | None:
+    return [t for t, p in heard if p == payload and t >= since] or None
+
+
+async def test_quiet_inserts_behind_a_notifying_one_are_woken(postgres_url: str) -> None:
+    """Concurrent producers of one store: what the quiet inserts of a burst are owed is
+    sent (none is left owed, none left in flight), and each burst is heard."""
+    producer = await _opened(postgres_url)
+    listener = await _opened(postgres_url)
+    limiter = producer._limiter  # type: ignore[attr-defined]
+    assert isinstance(limiter, NotifyLimiter)
+    try:
+        heard = await _heard(listener)
+        job = NewJob(kind="k", args={}, queue="mail")
+        for burst in range(5):
+            began = time.monotonic()
+            await asyncio.gather(*(producer.job_insert_many([job]) for _ in range(8)))
+            await wait_for(lambda: (not limiter._owed and not limiter._inflight) or None, 5,
+                           "every owed wake-up sent")
+            await wait_for(functools.partial(_heard_since, heard, "mail", began), 5,
+                           f"burst {burst} heard")
+    finally:
+        await producer.close()
+        await listener.close()

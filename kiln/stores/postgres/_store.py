@@ -277,7 +277,9 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
     async def job_insert_many(self, jobs: Sequence[NewJob], conn: Any = None) -> list[int]:
         if conn is None:
             quiet = self._quiet(jobs)
-            ids = await self._run("job_insert", lambda: _jobs.insert(jobs, quiet=quiet),
+            if quiet is False:  # the window's NOTIFY: in flight until it finished
+                return await self._notifying(jobs)
+            ids = await self._run("job_insert", lambda: _jobs.insert(jobs, quiet=bool(quiet)),
                                   tx=True)
             if quiet and self._limiter is not None:
                 self._limiter.landed(jobs[0].queue)
@@ -291,18 +293,32 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
             return await run_async(conn, _jobs.insert(jobs), self._counter, tx=_no_tx(conn),
                                    prepared=self._prepared, qualify=self._qualify)
 
-    def _quiet(self, jobs: Sequence[NewJob]) -> bool:
+    def _quiet(self, jobs: Sequence[NewJob]) -> bool | None:
         """Whether this insert may skip its NOTIFY (the limiter's call): only plain
         jobs available at once, all of one queue, whose queue was notified within the
-        window."""
+        window or has a notifying insert in flight. False: it notifies as the window's
+        NOTIFY (``_notifying`` tells the limiter when it finished); None: it notifies
+        and the limiter has no say."""
         if self._limiter is None or not jobs:
-            return not self._notifies
+            return True if not self._notifies else None
         queue = jobs[0].queue
         for j in jobs:
             if (j.queue != queue or j.after or j.unique_key is not None or j.rate_key
                     or j.depends_on or j.run_at is not None or j.delay > 0):
-                return False
+                return None
         return self._limiter.quiet(queue)
+
+    async def _notifying(self, jobs: Sequence[NewJob]) -> list[int]:
+        limiter = self._limiter
+        assert limiter is not None
+        ok = False
+        try:
+            ids = await self._run("job_insert", lambda: _jobs.insert(jobs), tx=True)
+            ok = True
+            return ids
+        finally:
+            if limiter.notified(jobs[0].queue, ok) is not None:
+                self._owe()  # what landed while it was in flight
 
     def _owe(self) -> None:
         """A quiet insert's queue is owed its wake-up when the window ends."""
@@ -344,10 +360,21 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
                 return run_sync(conn, _jobs.insert(jobs), self._counter, tx=_no_tx(conn),
                                 prepared=self._prepared, qualify=self._qualify)
         quiet = self._quiet(jobs)
-        ids = self._run_sync("job_insert", lambda: _jobs.insert(jobs, quiet=quiet), tx=True)
+        if quiet is False:  # the window's NOTIFY: in flight until it finished
+            assert self._limiter is not None
+            ok = False
+            try:
+                ids = self._run_sync("job_insert", lambda: _jobs.insert(jobs), tx=True)
+                ok = True
+                return ids
+            finally:
+                due = self._limiter.notified(jobs[0].queue, ok)
+                if due is not None:
+                    self._owed_payer().owe(due)  # what landed while it was in flight
+        ids = self._run_sync("job_insert", lambda: _jobs.insert(jobs, quiet=bool(quiet)),
+                             tx=True)
         if quiet and self._limiter is not None:
-            self._limiter.landed(jobs[0].queue)
-            self._owed_payer().owe()
+            self._owed_payer().owe(self._limiter.landed(jobs[0].queue))
         return ids
 
     def _owed_payer(self) -> OwedPayer:
