@@ -50,11 +50,32 @@ def _room(conn: sqlite3.Connection, queue: str, limit: int) -> int:
     return max(0, min(limit, int(row[0]) - _count_running(conn, "queue", queue)))
 
 
+def _key_jobs(
+    conn: sqlite3.Connection, key: str, queue: str, kinds: list[str], offset: int, limit: int
+) -> list[sqlite3.Row]:
+    """(id, priority, run_at) of a key's available jobs in the queue, in claim order."""
+    if limit <= 0:
+        return []
+    return conn.execute(
+        "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
+        f" state = 'available' AND queue = ? AND kind IN ({','.join('?' * len(kinds))})"
+        " ORDER BY priority, run_at, id LIMIT ? OFFSET ?", [key, queue, *kinds, limit, offset],
+    ).fetchall()
+
+
 def _candidates(
     conn: sqlite3.Connection, queue: str, kinds: list[str], room: int, with_keys: bool
 ) -> list[tuple[int, int, int, float, int]]:
     """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited (only
-    ``with_keys``) and plain."""
+    ``with_keys``) and plain; sorted, their first ``room`` are the claim.
+
+    That is the first ``room`` of reading ``room`` jobs of every key, read in two rounds
+    as PostgreSQL's claim reads them (kiln.stores.postgres._concurrency, ``a`` and
+    ``b``): of n keys, at most cap = ceil(room / n) of each first, which is the whole
+    claim when the keys have that many; when they fall short by ``short``, the rest
+    can only come from later rounds of keys that had more, so a second round reads at
+    most ``short`` more of each, past its first cap. Reading ``room`` of every key
+    built ten times the rows a claim of ten keys takes (bench/RESULTS.md, lease40)."""
     marks = ",".join("?" * len(kinds))
     # the one writer's transaction: the free slots read here are exact, no second count
     keys = [] if not with_keys else conn.execute(
@@ -67,20 +88,25 @@ def _candidates(
         f" AND j.kind IN ({marks}))) WHERE free > 0 ORDER BY last_claimed_at, conc_key LIMIT ?",
         [queue, *kinds, room],
     ).fetchall()
+    cap = -(-room // max(len(keys), 1))
     found: list[tuple[int, int, int, float, int]] = []
+    first: list[tuple[str, int, int]] = []  # key, free, jobs read in the first round
     for order, (key, free) in enumerate(keys):
-        rows = conn.execute(
-            "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
-            f" state = 'available' AND queue = ? AND kind IN ({marks})"
-            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, min(int(free), room)],
-        ).fetchall()
+        rows = _key_jobs(conn, key, queue, kinds, 0, min(int(free), cap))
+        first.append((key, int(free), len(rows)))
         found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     plain = conn.execute(
         "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = ?"
         f" AND kind IN ({marks}) AND conc_key IS NULL ORDER BY priority, run_at, id LIMIT ?",
         [queue, *kinds, room],
     ).fetchall()
+    short = room - len(found) - min(len(plain), cap)
     found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(plain)]
+    if short > 0:
+        for order, (key, free, read) in enumerate(first):
+            if read == cap and free > cap:  # the key may have more
+                rows = _key_jobs(conn, key, queue, kinds, cap, min(free - cap, short))
+                found += [(cap + rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     return found
 
 
