@@ -44,18 +44,17 @@ def _holding(where: str) -> str:
 
 
 _KINDS = "IN (SELECT value FROM json_each(:kinds))"
-# The next job of a lane after the row w (in claim order: priority, run_at, id), one
-# index probe: a key's along kiln_jobs_conc_available, the plain jobs' (w.k NULL) along
-# kiln_jobs_claim; the first job of a lane is the next after (-inf, -inf, -inf).
+# The next job of a key's lane after the row w (in claim order: priority, run_at, id),
+# one index probe along kiln_jobs_conc_available.
 _NEXT = (
-    "CASE WHEN w.k IS NULL THEN (SELECT x.id FROM kiln_jobs x WHERE x.state = 'available'"
-    f"  AND x.queue = :queue AND x.conc_key IS NULL AND x.kind {_KINDS}"
-    "  AND (x.priority, x.run_at, x.id) > (w.priority, w.run_at, w.id)"
-    "  ORDER BY x.priority, x.run_at, x.id LIMIT 1)"
-    " ELSE (SELECT x.id FROM kiln_jobs x WHERE x.conc_key = w.k AND x.state = 'available'"
+    "(SELECT x.id FROM kiln_jobs x WHERE x.conc_key = w.k AND x.state = 'available'"
     f"  AND x.queue = :queue AND x.kind {_KINDS}"
     "  AND (x.priority, x.run_at, x.id) > (w.priority, w.run_at, w.id)"
-    "  ORDER BY x.priority, x.run_at, x.id LIMIT 1) END"
+    "  ORDER BY x.priority, x.run_at, x.id LIMIT 1)"
+)
+_FIRST = (
+    "(SELECT x.id FROM kiln_jobs x WHERE x.conc_key = l.k AND x.state = 'available'"
+    f"  AND x.queue = :queue AND x.kind {_KINDS} ORDER BY x.priority, x.run_at, x.id LIMIT 1)"
 )
 
 
@@ -76,14 +75,18 @@ def _claim_sql(with_keys: bool) -> str:
         f"  - {_holding('r.queue = :queue')})) FROM kiln_concurrency_keys q"
         "  WHERE q.conc_key = :qkey), :n) END AS n),"
         f"{keys}"
-        " lanes AS (SELECT k, free, ord FROM keys UNION ALL SELECT NULL, :n, 0),"
         " walk(rn, priority, ord, run_at, id, k, free) AS ("
-        "  SELECT 0, j.priority, l.ord, j.run_at, j.id, l.k, l.free FROM (SELECT l.*,"
-        "  -1e300 AS priority, -1e300 AS run_at, -1e300 AS id FROM lanes l) AS w"
-        f"  JOIN lanes l ON l.ord = w.ord JOIN kiln_jobs j ON j.id = {_NEXT}"
+        "  SELECT 0, j.priority, l.ord, j.run_at, j.id, l.k, l.free FROM keys l"
+        f"  JOIN kiln_jobs j ON j.id = {_FIRST}"
+        "  UNION ALL"
+        "  SELECT p.rn, p.priority, 0, p.run_at, p.id, NULL, 0 FROM (SELECT row_number() OVER"
+        "  (ORDER BY priority, run_at, id) - 1 AS rn, priority, run_at, id FROM (SELECT priority,"
+        "  run_at, id FROM kiln_jobs WHERE state = 'available' AND queue = :queue"
+        f"  AND kind {_KINDS} AND conc_key IS NULL ORDER BY priority, run_at, id"
+        "  LIMIT (SELECT n FROM room))) AS p"
         "  UNION ALL"
         "  SELECT w.rn + 1, j.priority, w.ord, j.run_at, j.id, w.k, w.free FROM walk w"
-        f"  JOIN kiln_jobs j ON j.id = {_NEXT} WHERE w.rn + 1 < w.free"
+        f"  JOIN kiln_jobs j ON j.id = {_NEXT} WHERE w.k IS NOT NULL AND w.rn + 1 < w.free"
         "  ORDER BY 1, 2, 3, 4, 5 LIMIT (SELECT n FROM room))"
         " UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = :now,"
         f" {RAN_UNIQUE},"
@@ -93,6 +96,84 @@ def _claim_sql(with_keys: bool) -> str:
 
 CLAIM_KEYS = _claim_sql(True)
 CLAIM_QUEUE = _claim_sql(False)
+
+
+def _room(conn: sqlite3.Connection, queue: str, limit: int) -> int:
+    """How many jobs the queue may start: ``limit``, or less under the queue's own limit."""
+    paused = conn.execute(
+        "SELECT 1 FROM kiln_queue_pauses WHERE queue IN (?, '*')", (queue,)
+    ).fetchone()
+    if paused:
+        return 0
+    row = conn.execute(
+        "SELECT max FROM kiln_concurrency_keys WHERE conc_key = ?", (queue_group(queue),)
+    ).fetchone()
+    if row is None:
+        return limit
+    return max(0, min(limit, int(row[0]) - _count_running(conn, "queue", queue)))
+
+
+def _key_jobs(
+    conn: sqlite3.Connection, key: str, queue: str, kinds: list[str], offset: int, limit: int
+) -> list[sqlite3.Row]:
+    """(id, priority, run_at) of a key's available jobs in the queue, in claim order."""
+    if limit <= 0:
+        return []
+    return conn.execute(
+        "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
+        f" state = 'available' AND queue = ? AND kind IN ({','.join('?' * len(kinds))})"
+        " ORDER BY priority, run_at, id LIMIT ? OFFSET ?", [key, queue, *kinds, limit, offset],
+    ).fetchall()
+
+
+def _candidates(
+    conn: sqlite3.Connection, queue: str, kinds: list[str], room: int, with_keys: bool
+) -> list[tuple[int, int, int, float, int]]:
+    """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited (only
+    ``with_keys``) and plain; sorted, their first ``room`` are the claim.
+
+    That is the first ``room`` of reading ``room`` jobs of every key, read in two rounds
+    as PostgreSQL's claim reads them (kiln.stores.postgres._concurrency, ``a`` and
+    ``b``): of n keys, at most cap = ceil(room / n) of each first, which is the whole
+    claim when the keys have that many; when they fall short by ``short``, the rest
+    can only come from later rounds of keys that had more, so a second round reads at
+    most ``short`` more of each, past its first cap. Reading ``room`` of every key
+    built ten times the rows a claim of ten keys takes (bench/RESULTS.md, lease40)."""
+    marks = ",".join("?" * len(kinds))
+    # the one writer's transaction: the free slots read here are exact, no second count
+    keys = [] if not with_keys else conn.execute(
+        "SELECT conc_key, free FROM (SELECT c.conc_key, c.last_claimed_at, c.max - (SELECT"
+        " count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key AND r.state = 'running')"
+        " - (SELECT count(*) FROM kiln_jobs r WHERE r.conc_key = c.conc_key"
+        f" AND r.{ENDING})"
+        " AS free FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
+        " WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = ?"
+        f" AND j.kind IN ({marks}))) WHERE free > 0 ORDER BY last_claimed_at, conc_key LIMIT ?",
+        [queue, *kinds, room],
+    ).fetchall()
+    cap = -(-room // max(len(keys), 1))
+    found: list[tuple[int, int, int, float, int]] = []
+    first: list[tuple[str, int, int]] = []  # key, free, jobs read in the first round
+    for order, (key, free) in enumerate(keys):
+        rows = _key_jobs(conn, key, queue, kinds, 0, min(int(free), cap))
+        first.append((key, int(free), len(rows)))
+        found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
+    plain = conn.execute(
+        "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = ?"
+        f" AND kind IN ({marks}) AND conc_key IS NULL ORDER BY priority, run_at, id LIMIT ?",
+        [queue, *kinds, room],
+    ).fetchall()
+    short = room - len(found) - min(len(plain), cap)
+    found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(plain)]
+    if short > 0:
+        for order, (key, free, read) in enumerate(first):
+            if read == cap and free > cap:  # the key may have more
+                rows = _key_jobs(conn, key, queue, kinds, cap, min(free - cap, short))
+                found += [(cap + rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
+    return found
+
+
+WALKED = 64  # the largest claim made in one statement (CLAIM_KEYS)
 
 
 def claim(
@@ -114,9 +195,13 @@ def claim(
     order and every row it adds is one round later than the row that added it), a
     key's walk stopping at its free slots; the recursion stops at ``room`` rows. The
     order is the one PostgreSQL's claim sorts by: the first job of every key before the
-    second of any, then priority."""
+    second of any, then priority. A claim of more than WALKED jobs reads each key's
+    jobs with a statement of its own (``_claim_statements``): the walk's probes cost
+    about the square of the jobs it takes from one key."""
     if not kinds or limit <= 0:
         return []
+    if limit > WALKED:
+        return _claim_statements(conn, queue, kinds, limit, server_id, keys)
     now = time.time()
     rows = conn.execute(CLAIM_KEYS if keys else CLAIM_QUEUE, {
         "queue": queue, "kinds": json.dumps(kinds), "n": limit, "now": now,
@@ -128,6 +213,38 @@ def claim(
             "UPDATE kiln_concurrency_keys SET last_claimed_at = ?"
             f" WHERE conc_key IN ({','.join('?' * len(served))})", [now, *served],
         )
+    jobs = [row_to_job(row) for row in rows]
+    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+    return jobs
+
+
+def _claim_statements(
+    conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str,
+    keys: bool = True,
+) -> list[JobRow]:
+    """The limited claim of more than WALKED jobs, a statement per key: the walk of
+    CLAIM_KEYS probes a key's index once per job and its probes do not seek past the
+    equal (priority, run_at) before them, so a claim of 500 from one key took three
+    times the plain claim (bench/RESULTS.md, lease40)."""
+    room = _room(conn, queue, limit)
+    if room <= 0:
+        return []
+    picked = sorted(_candidates(conn, queue, kinds, room, keys))[:room]
+    if not picked:
+        return []
+    now = time.time()
+    ids = [p[4] for p in picked]
+    rows = conn.execute(
+        "UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = ?,"
+        f" {RAN_UNIQUE},"
+        f" server_id = ? WHERE id IN ({','.join('?' * len(ids))}) RETURNING *",
+        [now, server_id, *ids],
+    ).fetchall()
+    served = sorted({row["conc_key"] for row in rows if row["conc_key"] is not None})
+    conn.executemany(
+        "UPDATE kiln_concurrency_keys SET last_claimed_at = ? WHERE conc_key = ?",
+        [(now, key) for key in served],
+    )
     jobs = [row_to_job(row) for row in rows]
     jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
     return jobs
