@@ -248,3 +248,43 @@ async def test_concurrent_claims_never_exceed_max(store: Store, other_store: Sto
     assert await running(store, "kind:k") == 3
     states = {r.id: r.state for r in a + b}
     assert set(states.values()) == {JobState.RUNNING}
+
+
+async def test_a_claim_takes_keys_round_by_round_whatever_their_backlogs(store: Store) -> None:
+    # Backlogs of every shape (keys with fewer jobs than a round, with a max below
+    # their backlog, plain jobs), claims of every size: a claim takes each key's first
+    # jobs in order, never past its max, fills its limit while jobs remain, and takes
+    # round by round (no key, nor the plain jobs, gets two more than another that still
+    # has some). The stores read a first round of ceil(limit / keys) of each key and a
+    # second one past it when short (SQLite: above 64 jobs; up to that it walks every
+    # key one job at a time in one statement): a second round that skipped or repeated
+    # jobs, or was missing, or a walk past a key's free slots, breaks one of these.
+    import random
+
+    rnd = random.Random(40)
+    for case in range(16):
+        queue = f"fair{case}"
+        big = case >= 12  # claims past SQLite's WALKED, which it makes another way
+        backlog = {f"kind:k|{case}-{i}": (rnd.randint(0, 60 if big else 12),
+                                          rnd.randint(1, 50 if big else 10))
+                   for i in range(rnd.randint(1, 6))}
+        plain = rnd.randint(0, 30 if big else 5)
+        news = [limited(key, most, queue=queue, args={"t": key})
+                for key, (n, most) in backlog.items() for _ in range(n)]
+        news += [job(queue=queue, args={"t": "plain"}) for _ in range(plain)]
+        rnd.shuffle(news)
+        ids = await insert(store, *news)
+        order = {t: sorted(i for i, n in zip(ids, news, strict=True) if n.args["t"] == t)
+                 for t in [*backlog, "plain"]}
+        room = rnd.randint(65, 120) if big else rnd.randint(1, 20)
+        rows = await take(store, limit=room, queue=queue)
+        got = {t: sorted(r.id for r in rows if r.args["t"] == t) for t in order}
+        eligible = {t: min(n, most) for t, (n, most) in backlog.items()} | {"plain": plain}
+        assert len(rows) == min(room, sum(eligible.values())), (case, backlog, plain, room)
+        for t, taken in got.items():
+            assert taken == order[t][:len(taken)], (case, t)  # its first jobs, in order
+            assert len(taken) <= eligible[t], (case, t)
+        for t, taken in got.items():
+            if len(taken) < eligible[t]:  # t had more: no lane is two rounds ahead of it
+                assert all(len(other) <= len(taken) + 1 for other in got.values()), (
+                    case, backlog, plain, room, {k: len(v) for k, v in got.items()})

@@ -64,12 +64,29 @@ def _lock_stmts(
     )
 
 
+def _key_jobs(key: str, queue: str, kinds: list[str], offset: int, limit: int) -> Stmt:
+    """A key's available jobs in the queue, in claim order, past the first ``offset``."""
+    return Stmt(
+        "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available'"
+        f" AND conc_key = %s AND queue = %s AND kind IN ({marks(len(kinds))}) AND {UNPAUSED}"
+        " ORDER BY priority, run_at, id LIMIT %s OFFSET %s", (key, queue, *kinds, limit, offset),
+    )
+
+
+def _cap(room: int, keys: int) -> int:
+    """How many jobs of each key the first round reads: ceil(room / keys)."""
+    return -(-room // max(keys, 1))
+
+
 def _read_stmts(
     queue: str, kinds: list[str], room: int, keys: list[tuple[str, int]], queue_max: bool
 ) -> tuple[Stmt, ...]:
     """After the locks: the queue's running jobs, each key's running jobs and its first
     jobs (read without row locks: only the key's lock holder claims them, so only the
-    rows taken are written), and the queue's plain jobs (locked, skipping locked ones)."""
+    rows taken are written), and the queue's plain jobs (locked, skipping locked ones).
+    A key's first jobs: at most ceil(room / keys) of them, the first round of the
+    claim (see ``claim``)."""
+    cap = _cap(room, len(keys))
     kind_in = f"kind IN ({marks(len(kinds))})"
     stmts = [Stmt(
         "SELECT (SELECT count(*) FROM kiln_jobs WHERE state = 'running' AND queue = %s)"
@@ -82,12 +99,7 @@ def _read_stmts(
             f" + (SELECT count(*) FROM kiln_jobs WHERE {ENDING} AND conc_key = %s)",
             (key, key),
         ))
-        stmts.append(Stmt(
-            "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available'"
-            f" AND conc_key = %s AND queue = %s AND {kind_in} AND {UNPAUSED}"
-            " ORDER BY priority, run_at, id"
-            " LIMIT %s", (key, queue, *kinds, min(most, room)),
-        ))
+        stmts.append(_key_jobs(key, queue, kinds, 0, min(most, cap)))
     stmts.append(Stmt(
         "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = %s"
         f" AND conc_key IS NULL AND {kind_in} AND {UNPAUSED}"
@@ -114,12 +126,30 @@ def claim(
     qmax = int(locked_queue.rows[0][0]) if locked_queue.rows else None
     out = yield step(*_read_stmts(queue, kinds, limit, keys, qmax is not None))
     room = limit if qmax is None else max(0, min(limit, qmax - int(out[0].rows[0][0])))
+    # The first `room` of reading `room` jobs of every key, read as PostgreSQL's claim
+    # reads them: a first round of cap = ceil(limit / keys) of each key (_read_stmts),
+    # which is the whole claim when the keys have that many; when they fall short by
+    # `short`, the rest can only come from later rounds of keys that had more, so a
+    # second step reads at most `short` more of each, past its cap (a round trip only
+    # then). Reading `limit` of every key fetched ten times the rows a claim of ten
+    # keys takes (bench/RESULTS.md, lease40).
+    cap = _cap(limit, len(keys))
     found: list[Candidate] = []
-    for order, (_key, most) in enumerate(keys):
+    more: list[tuple[int, str, int]] = []  # key order, key, free past the cap
+    for order, (key, most) in enumerate(keys):
         free = most - int(out[1 + 2 * order].rows[0][0])
         rows = out[2 + 2 * order].rows[:max(free, 0)]
         found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
-    found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(out[-1].rows)]
+        if len(rows) == cap and free > cap:
+            more.append((order, key, free - cap))
+    plain = out[-1].rows
+    short = limit - len(found) - min(len(plain), cap)
+    found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(plain)]
+    if short > 0 and more:
+        later = yield step(*(_key_jobs(key, queue, kinds, cap, min(left, short))
+                             for _order, key, left in more))
+        for (order, _key, _left), rows_b in zip(more, later, strict=True):
+            found += [(cap + rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows_b.rows)]
     chosen = sorted(found)[:room]
     if not chosen:
         return []

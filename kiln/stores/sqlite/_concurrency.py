@@ -11,6 +11,7 @@ every key before the second of any. Owns these statements only.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -35,6 +36,68 @@ def _count_running(conn: sqlite3.Connection, where: str, value: str) -> int:
     return int(row[0])
 
 
+def _holding(where: str) -> str:
+    """The jobs holding slots of a key or queue (``where``, on alias r): running, or
+    cancelled and still ending."""
+    return (f"((SELECT count(*) FROM kiln_jobs r WHERE r.state = 'running' AND {where})"
+            f" + (SELECT count(*) FROM kiln_jobs r WHERE r.{ENDING} AND {where}))")
+
+
+_KINDS = "IN (SELECT value FROM json_each(:kinds))"
+# The next job of a key's lane after the row w (in claim order: priority, run_at, id),
+# one index probe along kiln_jobs_conc_available.
+_NEXT = (
+    "(SELECT x.id FROM kiln_jobs x WHERE x.conc_key = w.k AND x.state = 'available'"
+    f"  AND x.queue = :queue AND x.kind {_KINDS}"
+    "  AND (x.priority, x.run_at, x.id) > (w.priority, w.run_at, w.id)"
+    "  ORDER BY x.priority, x.run_at, x.id LIMIT 1)"
+)
+_FIRST = (
+    "(SELECT x.id FROM kiln_jobs x WHERE x.conc_key = l.k AND x.state = 'available'"
+    f"  AND x.queue = :queue AND x.kind {_KINDS} ORDER BY x.priority, x.run_at, x.id LIMIT 1)"
+)
+
+
+def _claim_sql(with_keys: bool) -> str:
+    """The limited claim as one statement (see ``claim``)."""
+    keys = (
+        " keys AS (SELECT conc_key AS k, free, row_number() OVER"
+        "  (ORDER BY last_claimed_at, conc_key) AS ord FROM (SELECT c.conc_key,"
+        f"  c.last_claimed_at, c.max - {_holding('r.conc_key = c.conc_key')} AS free"
+        "  FROM kiln_concurrency_keys c WHERE EXISTS (SELECT 1 FROM kiln_jobs j"
+        "  WHERE j.conc_key = c.conc_key AND j.state = 'available' AND j.queue = :queue"
+        f"  AND j.kind {_KINDS}))"
+        "  WHERE free > 0 ORDER BY last_claimed_at, conc_key LIMIT (SELECT n FROM room)),"
+    ) if with_keys else " keys AS (SELECT NULL AS k, 0 AS free, 0 AS ord WHERE 0),"
+    return (
+        "WITH room AS (SELECT CASE WHEN EXISTS (SELECT 1 FROM kiln_queue_pauses"
+        "  WHERE queue IN (:queue, '*')) THEN 0 ELSE coalesce((SELECT max(0, min(:n, q.max"
+        f"  - {_holding('r.queue = :queue')})) FROM kiln_concurrency_keys q"
+        "  WHERE q.conc_key = :qkey), :n) END AS n),"
+        f"{keys}"
+        " walk(rn, priority, ord, run_at, id, k, free) AS ("
+        "  SELECT 0, j.priority, l.ord, j.run_at, j.id, l.k, l.free FROM keys l"
+        f"  JOIN kiln_jobs j ON j.id = {_FIRST}"
+        "  UNION ALL"
+        "  SELECT p.rn, p.priority, 0, p.run_at, p.id, NULL, 0 FROM (SELECT row_number() OVER"
+        "  (ORDER BY priority, run_at, id) - 1 AS rn, priority, run_at, id FROM (SELECT priority,"
+        "  run_at, id FROM kiln_jobs WHERE state = 'available' AND queue = :queue"
+        f"  AND kind {_KINDS} AND conc_key IS NULL ORDER BY priority, run_at, id"
+        "  LIMIT (SELECT n FROM room))) AS p"
+        "  UNION ALL"
+        "  SELECT w.rn + 1, j.priority, w.ord, j.run_at, j.id, w.k, w.free FROM walk w"
+        f"  JOIN kiln_jobs j ON j.id = {_NEXT} WHERE w.k IS NOT NULL AND w.rn + 1 < w.free"
+        "  ORDER BY 1, 2, 3, 4, 5 LIMIT (SELECT n FROM room))"
+        " UPDATE kiln_jobs SET state = 'running', attempt = attempt + 1, attempted_at = :now,"
+        f" {RAN_UNIQUE},"
+        " server_id = :server WHERE id IN (SELECT id FROM walk) RETURNING *"
+    )
+
+
+CLAIM_KEYS = _claim_sql(True)
+CLAIM_QUEUE = _claim_sql(False)
+
+
 def _room(conn: sqlite3.Connection, queue: str, limit: int) -> int:
     """How many jobs the queue may start: ``limit``, or less under the queue's own limit."""
     paused = conn.execute(
@@ -50,11 +113,32 @@ def _room(conn: sqlite3.Connection, queue: str, limit: int) -> int:
     return max(0, min(limit, int(row[0]) - _count_running(conn, "queue", queue)))
 
 
+def _key_jobs(
+    conn: sqlite3.Connection, key: str, queue: str, kinds: list[str], offset: int, limit: int
+) -> list[sqlite3.Row]:
+    """(id, priority, run_at) of a key's available jobs in the queue, in claim order."""
+    if limit <= 0:
+        return []
+    return conn.execute(
+        "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
+        f" state = 'available' AND queue = ? AND kind IN ({','.join('?' * len(kinds))})"
+        " ORDER BY priority, run_at, id LIMIT ? OFFSET ?", [key, queue, *kinds, limit, offset],
+    ).fetchall()
+
+
 def _candidates(
     conn: sqlite3.Connection, queue: str, kinds: list[str], room: int, with_keys: bool
 ) -> list[tuple[int, int, int, float, int]]:
     """(rn, priority, ord, run_at, id) of the jobs the claim may take, limited (only
-    ``with_keys``) and plain."""
+    ``with_keys``) and plain; sorted, their first ``room`` are the claim.
+
+    That is the first ``room`` of reading ``room`` jobs of every key, read in two rounds
+    as PostgreSQL's claim reads them (kiln.stores.postgres._concurrency, ``a`` and
+    ``b``): of n keys, at most cap = ceil(room / n) of each first, which is the whole
+    claim when the keys have that many; when they fall short by ``short``, the rest
+    can only come from later rounds of keys that had more, so a second round reads at
+    most ``short`` more of each, past its first cap. Reading ``room`` of every key
+    built ten times the rows a claim of ten keys takes (bench/RESULTS.md, lease40)."""
     marks = ",".join("?" * len(kinds))
     # the one writer's transaction: the free slots read here are exact, no second count
     keys = [] if not with_keys else conn.execute(
@@ -67,21 +151,29 @@ def _candidates(
         f" AND j.kind IN ({marks}))) WHERE free > 0 ORDER BY last_claimed_at, conc_key LIMIT ?",
         [queue, *kinds, room],
     ).fetchall()
+    cap = -(-room // max(len(keys), 1))
     found: list[tuple[int, int, int, float, int]] = []
+    first: list[tuple[str, int, int]] = []  # key, free, jobs read in the first round
     for order, (key, free) in enumerate(keys):
-        rows = conn.execute(
-            "SELECT id, priority, run_at FROM kiln_jobs WHERE conc_key = ? AND"
-            f" state = 'available' AND queue = ? AND kind IN ({marks})"
-            " ORDER BY priority, run_at, id LIMIT ?", [key, queue, *kinds, min(int(free), room)],
-        ).fetchall()
+        rows = _key_jobs(conn, key, queue, kinds, 0, min(int(free), cap))
+        first.append((key, int(free), len(rows)))
         found += [(rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     plain = conn.execute(
         "SELECT id, priority, run_at FROM kiln_jobs WHERE state = 'available' AND queue = ?"
         f" AND kind IN ({marks}) AND conc_key IS NULL ORDER BY priority, run_at, id LIMIT ?",
         [queue, *kinds, room],
     ).fetchall()
+    short = room - len(found) - min(len(plain), cap)
     found += [(rn, r[1], -1, r[2], r[0]) for rn, r in enumerate(plain)]
+    if short > 0:
+        for order, (key, free, read) in enumerate(first):
+            if read == cap and free > cap:  # the key may have more
+                rows = _key_jobs(conn, key, queue, kinds, cap, min(free - cap, short))
+                found += [(cap + rn, r[1], order, r[2], r[0]) for rn, r in enumerate(rows)]
     return found
+
+
+WALKED = 64  # the largest claim made in one statement (CLAIM_KEYS)
 
 
 def claim(
@@ -89,9 +181,51 @@ def claim(
     keys: bool = True,
 ) -> list[JobRow]:
     """The limited claim; ``keys`` False: only the queue's limit counts, and jobs with a
-    concurrency key are left alone (Store.job_claim)."""
+    concurrency key are left alone (Store.job_claim).
+
+    One statement, as the plain claim (bench/RESULTS.md, lease40: a claim of fifteen
+    statements waited for the GIL after each, behind the event loop's thread, and took
+    half again the plain claim's time in a drain). ``room``: nothing in a paused queue,
+    at most ``max - running`` under the queue's own limit. ``keys``: the keys with an
+    available job in the queue and a free slot, least recently served first, at most
+    ``room`` of them, with their free slots counted in the one writer's transaction
+    (exact: nothing else writes in between). ``walk``: each lane (a key, or the plain
+    jobs) walked one job at a time along its index, the lanes' n-th jobs before any
+    lane's n+1-th (the recursive queue is extracted in (rn, priority, ord, run_at, id)
+    order and every row it adds is one round later than the row that added it), a
+    key's walk stopping at its free slots; the recursion stops at ``room`` rows. The
+    order is the one PostgreSQL's claim sorts by: the first job of every key before the
+    second of any, then priority. A claim of more than WALKED jobs reads each key's
+    jobs with a statement of its own (``_claim_statements``): the walk's probes cost
+    about the square of the jobs it takes from one key."""
     if not kinds or limit <= 0:
         return []
+    if limit > WALKED:
+        return _claim_statements(conn, queue, kinds, limit, server_id, keys)
+    now = time.time()
+    rows = conn.execute(CLAIM_KEYS if keys else CLAIM_QUEUE, {
+        "queue": queue, "kinds": json.dumps(kinds), "n": limit, "now": now,
+        "server": server_id, "qkey": queue_group(queue),
+    }).fetchall()
+    served = sorted({row["conc_key"] for row in rows if row["conc_key"] is not None})
+    if served:
+        conn.execute(
+            "UPDATE kiln_concurrency_keys SET last_claimed_at = ?"
+            f" WHERE conc_key IN ({','.join('?' * len(served))})", [now, *served],
+        )
+    jobs = [row_to_job(row) for row in rows]
+    jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+    return jobs
+
+
+def _claim_statements(
+    conn: sqlite3.Connection, queue: str, kinds: list[str], limit: int, server_id: str,
+    keys: bool = True,
+) -> list[JobRow]:
+    """The limited claim of more than WALKED jobs, a statement per key: the walk of
+    CLAIM_KEYS probes a key's index once per job and its probes do not seek past the
+    equal (priority, run_at) before them, so a claim of 500 from one key took three
+    times the plain claim (bench/RESULTS.md, lease40)."""
     room = _room(conn, queue, limit)
     if room <= 0:
         return []
