@@ -12,7 +12,9 @@ shared_buffers, dirty buffers the backends wrote out themselves, WAL records, fu
 images and bytes (pg_stat_wal is the server's: other databases' writes count too),
 entries the claim index returned, the claiming backends' CPU time (from /proc, so the
 bench must run on the database's host), and the oldest snapshot seen meanwhile.
-``--per-kind``: each claimer asks for one kind at a time (the design ADR 0017 rejects).
+``--rows`` must be the big table's when it is reused (the fresh table gets its queue's
+share of them). ``--per-kind``: each claimer asks for one kind at a time (the design
+ADR 0017 rejects).
 ``--hold-snapshot``: a REPEATABLE READ transaction of another session stays open in the
 database through each drain. ``--claim-split N``: instead of draining, N claims of 10
 from each table, timed by the client and by the server (EXPLAIN ANALYZE EXECUTE of the
