@@ -14,7 +14,8 @@ entries the claim index returned, the claiming backends' CPU time (from /proc, s
 bench must run on the database's host), and the oldest snapshot seen meanwhile.
 ``--rows`` must be the big table's when it is reused (the fresh table gets its queue's
 share of them). ``--per-kind``: each claimer asks for one kind at a time (the design
-ADR 0017 rejects).
+ADR 0017 rejects). ``--by-queue``: the big table built with each queue's available
+jobs contiguous (the layout, not the size, is what the interleaved table pays for).
 ``--hold-snapshot``: a REPEATABLE READ transaction of another session stays open in the
 database through each drain. ``--claim-split N``: instead of draining, N claims of 10
 from each table, timed by the client and by the server (EXPLAIN ANALYZE EXECUTE of the
@@ -178,10 +179,17 @@ def measure(url: str, queue: int, a: argparse.Namespace) -> list[dict[str, Any]]
             held.close()
 
 
-def build(rows: int) -> str:
+def build(rows: int, by_queue: bool) -> str:
+    """``by_queue``: the available jobs inserted one queue after another, so that each
+    queue's rows are contiguous (the same rows as the interleaved fill's)."""
     url = fresh_database("kiln_backlog")
     asyncio.run(sb.migrate(url))
-    sb.fill(url, rows // 2, rows - rows // 2)
+    if by_queue:
+        for q in range(sb.QUEUES):
+            sb.fill(url, rows // 2, 0, only_queue=q)
+        sb.fill(url, 0, rows - rows // 2)
+    else:
+        sb.fill(url, rows // 2, rows - rows // 2)
     return url
 
 
@@ -193,9 +201,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the big table (URL printed)")
     parser.add_argument("--per-kind", action="store_true")
     parser.add_argument("--hold-snapshot", action="store_true")
+    parser.add_argument("--by-queue", action="store_true",
+                        help="build the big table with each queue's available jobs contiguous")
     parser.add_argument("--claim-split", type=int, default=0, metavar="N")
     a = parser.parse_args()
-    big = a.reuse or build(a.rows)
+    big = a.reuse or build(a.rows, a.by_queue)
     available = a.rows // 2
     try:
         for n, q in enumerate(int(q) for q in a.queues.split(",")):
