@@ -521,7 +521,8 @@ def _backlog(a: argparse.Namespace) -> dict[str, Any]:
                                 keep=a.backlog_keep, reuse=a.backlog_reuse)
     print(json.dumps(backlog), flush=True)
     summary = {f"backlog_{key}": backlog[key]
-               for key in ("enqueue_big_over_fresh", "drain_big_over_fresh") if key in backlog}
+               for key in ("enqueue_big_over_fresh", "drain_big_over_fresh",
+                           "drain_cpu_fresh_over_big") if key in backlog}
     if "claim" in backlog:
         summary["backlog_claim_p99_ms"] = backlog["claim"]["claim_p99_ms"]
     return summary

@@ -13,7 +13,9 @@ place, through the store and the public API:
   after), p50/p99/max per queue and over all (goal p99 < 5 ms), and queue q3's beside
   the same claims of q3's jobs alone in a fresh table;
 - ``drain``: one queue's available jobs (250,000 at 10M) claimed and completed by 4
-  claimers, beside the same jobs alone in a fresh table (goal >= 0.9);
+  claimers, beside the same jobs alone in a fresh table (goal >= 0.9), with what each
+  job cost the database (``bench/drain_costs.py``): the rate ratio moves with the
+  machine's load (0.54 to 1.86 over seven pairs at 10M), the CPU ratio much less;
 - ``release``: 100,000 scheduled jobs made due over ``--due-window`` seconds, the
   releaser's call every 0.5 s: its cost per call and per second, and the most jobs
   ever overdue by more than 1 s, sampled every 0.25 s on another connection (goal 0:
@@ -41,6 +43,7 @@ from typing import Any
 import httpx
 
 import kiln
+from bench import drain_costs
 from bench.bench_drain import drop_database, fresh_database, pg_execute
 from kiln._model._job import JobResult, JobState, Outcome
 from kiln.stores import store_from_url
@@ -136,27 +139,6 @@ async def claims(url: str, per_queue: int, only: int | None = None) -> dict[str,
             "claim_p99_ms": p99, "claim_max_ms": round(max(everything), 3),
             "claim_p99_goal_met": p99 < GOAL_CLAIM_P99_MS,
             "worst_queue_p99_ms": max(v["p99_ms"] for v in queues.values()), "queues": queues}
-
-
-async def drain(url: str, queue: int, claimers: int = 4) -> dict[str, Any]:
-    store = store_from_url(url, max_conns=claimers + 1)
-    await store.open()
-    kinds = kinds_of(queue)
-    count = 0
-
-    async def claimer() -> None:
-        nonlocal count
-        while rows := await store.job_claim(f"q{queue}", kinds, 100, SERVER):
-            await store.job_results_apply(done(rows))
-            count += len(rows)
-
-    try:
-        began = time.perf_counter()
-        await asyncio.gather(*(claimer() for _ in range(claimers)))
-        seconds = time.perf_counter() - began
-    finally:
-        await store.close()
-    return {"jobs": count, "seconds": round(seconds, 2), "jobs_per_s": round(count / seconds, 1)}
 
 
 OVERDUE = ("SELECT count(*) FROM kiln_jobs WHERE state = 'scheduled'"
@@ -385,7 +367,7 @@ def _on_big(out: dict[str, Any], big: str, rows: int, claims_per_queue: int, win
         ("maintenance", "maintenance", lambda: asyncio.run(maintenance(big))),
         ("enqueue", "enqueue_big", lambda: asyncio.run(enqueue(big))),
         ("list_all", "list_all", lambda: list_all(big, min(rows, 1_000_000))),
-        ("drain", "drain_big", lambda: asyncio.run(drain(big, 3))),
+        ("drain", "drain_big", lambda: asyncio.run(drain_costs.drain(big, 3, per_kind=False))),
         # last: it makes scheduled jobs available
         ("release", "release", lambda: asyncio.run(
             release(big, min(100_000, out["scheduled"]), window))),
@@ -412,6 +394,9 @@ def _on_fresh(out: dict[str, Any], fresh: str, available: int, claims_per_queue:
         out["claim_q3_p99_big_over_fresh"] = round(
             out["claim"]["queues"]["q3"]["p99_ms"] / one["claim_p99_ms"], 2)
     if "drain" in parts:
-        out["drain_fresh"] = asyncio.run(drain(fresh, 3))
+        out["drain_fresh"] = asyncio.run(drain_costs.drain(fresh, 3, per_kind=False))
         out["drain_big_over_fresh"] = round(
             out["drain_big"]["jobs_per_s"] / out["drain_fresh"]["jobs_per_s"], 3)
+        out["drain_cpu_fresh_over_big"] = round(  # the database's CPU a job
+            out["drain_fresh"]["backend_cpu_us_per_job"]
+            / out["drain_big"]["backend_cpu_us_per_job"], 3)
