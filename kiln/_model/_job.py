@@ -279,6 +279,10 @@ class JobRow:
     # size, by column, with their size in bytes as JSON text: args, params and metadata
     # read as None, errors as the last attempt's record without its traceback
     cut: dict[str, int] = dataclasses.field(default_factory=dict)
+    # the concurrency key the claim counted it under (kiln._model._concurrency), None
+    # without one: a server rekeys a job claimed under a key its declaration no longer
+    # gives (kiln._server._misfiled)
+    conc_key: str | None = None
 
     @property
     def last_error(self) -> AttemptError | None:

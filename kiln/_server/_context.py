@@ -31,3 +31,6 @@ class ServerContext:
     # adopter gives their waiting jobs the keys the new limit gives (shared, so a
     # publish after a rejoin adds to it)
     rekey: set[str] = dataclasses.field(default_factory=set)
+    # kinds whose declaration in use is this server's, as of the adopter's last pass: a
+    # pool rekeys a job of those claimed under another key (kiln._server._misfiled)
+    in_use: set[str] = dataclasses.field(default_factory=set)

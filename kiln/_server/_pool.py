@@ -57,6 +57,7 @@ class Pool:
         may_claim: Callable[[], bool],
         limited: bool = False,
         keys: bool = True,
+        misfiled: Callable[[JobRow], tuple[str, int] | None] | None = None,
     ) -> None:
         self.queue = queue
         # the queue may hold jobs under a global concurrency limit (kiln._model._concurrency):
@@ -66,6 +67,10 @@ class Pool:
         self.limited = limited
         # limited, but none of the kinds has a limit of its own: only the queue's counts
         self.keys = keys
+        # a limited job claimed under a key its declaration no longer gives: the key and
+        # its max, to rekey it and hand it back instead of running it (kiln._server._misfiled)
+        self._misfiled = misfiled if limited else None
+        self._store = store
         self.concurrency = concurrency
         self._executor = executor
         self._completer = completer
@@ -325,11 +330,7 @@ class Pool:
         result: JobResult | None = None
         thread: Any = None
         try:
-            executor = self._executor
-            if executor.cancelled_early:
-                result = executor.cancelled_before_start(row)
-            if result is None:
-                result = await executor.run(row)
+            result = await self._attempt(row)
         except asyncio.CancelledError:
             pass  # cancelled outside shutdown (fencing): the server decides what happens
         except GeneratorExit:
@@ -385,6 +386,42 @@ class Pool:
                 loop.call_soon_threadsafe(push)
 
         thread.add_done_callback(ended)
+
+    async def _attempt(self, row: JobRow) -> JobResult:
+        """The attempt's result: cancelled before it started, handed back under its
+        right key (_rekeyed), or the handler's."""
+        executor = self._executor
+        result = executor.cancelled_before_start(row) if executor.cancelled_early else None
+        if result is None and self._misfiled is not None:
+            result = await self._rekeyed(row)
+        return result if result is not None else await executor.run(row)
+
+    async def _rekeyed(self, row: JobRow) -> JobResult | None:
+        """A job claimed under a key its kind's declaration no longer gives: its key is
+        set to the right one while this server holds it, and it is handed back without
+        using its attempt (it runs at its next claim, under that key's limit). None: the
+        job runs (its key is right, or the rekey failed: the adopter's walk is left)."""
+        assert self._misfiled is not None
+        wrong = self._misfiled(row)
+        if wrong is None:
+            return None
+        key, limit = wrong
+        server_id = row.server_id or self._identity.id
+        try:
+            changed = await self._store.jobs_rekey({row.id: key}, {key: limit},
+                                                   running_on=server_id)
+        except Exception:
+            log.warning("job %s: could not give it the concurrency key %r its kind's"
+                        " declaration gives it (it keeps %r)", row.id, key, row.conc_key,
+                        exc_info=True)
+            return None
+        if not changed:  # no longer this server's: nothing to hand back
+            return None
+        log.info("job %s was claimed under concurrency key %r; its kind's declaration gives"
+                 " %r now: handed back under that key", row.id, row.conc_key, key)
+        self._events.emit(JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0))
+        return JobResult(job_id=row.id, server_id=server_id, attempt=row.attempt,
+                         outcome=Outcome.HANDED_BACK, claimed_at=row.attempted_at)
 
     def _hand_back(self, rows: list[JobRow]) -> None:
         """Give back claimed jobs that never started; they count as handed back."""

@@ -9,6 +9,7 @@ sequence (kiln._server._stopper): no job is lost. A second signal skips the wait
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -37,6 +38,7 @@ from kiln._server._health import Counters, Health, health_of, stuck_reasons
 from kiln._server._heartbeat import Heartbeater
 from kiln._server._identity import Identity, new_server_id
 from kiln._server._job_logs import JobLog
+from kiln._server._misfiled import misfiled_key
 from kiln._server._notifier import Notifier
 from kiln._server._pool import Pool
 from kiln._server._reconciler import Reconciler
@@ -267,7 +269,7 @@ class Server:
             on_released=self._notifier.wake,
         )
         for queue, concurrency in self.queues.items():
-            self._pools[queue] = self._pool_of(cfg, queue, concurrency, queue in limited)
+            self._pools[queue] = self._pool_of(cfg, queue, concurrency, queue in limited, ctx)
         self._governor = self._notifier.governor = self._governor_of(cfg)
         await self._governor.first_pass()
         self.events.start()
@@ -301,7 +303,8 @@ class Server:
             read_results=self._store.job_dependency_results,
         )
 
-    def _pool_of(self, cfg: ServerConfig, queue: str, concurrency: int, limited: bool) -> Pool:
+    def _pool_of(self, cfg: ServerConfig, queue: str, concurrency: int, limited: bool,
+                 ctx: ServerContext) -> Pool:
         assert self._completer is not None
         return Pool(
             queue=queue, concurrency=concurrency, kinds=sorted(self.kinds), store=self._store,
@@ -309,6 +312,7 @@ class Server:
             identity=self._identity, poll_interval=float(cfg.poll_interval),
             may_claim=self._may_claim, limited=limited,
             keys=self._declarations.limits_on_kinds,
+            misfiled=functools.partial(misfiled_key, ctx),
         )
 
     def _governor_of(self, cfg: ServerConfig) -> Governor:

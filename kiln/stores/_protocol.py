@@ -226,9 +226,12 @@ class Store(Protocol):
     async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
         """Up to ``limit`` waiting jobs of ``kinds`` enqueued without a declaration
         (``defaulted`` bits set), oldest first: an index holds only those."""
-    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
-        """Set the concurrency key of each job id that still waits, after declaring the
-        keys' rows (key -> max) as an insert does; returns the jobs changed."""
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int],
+                         running_on: str | None = None) -> int:
+        """Set the concurrency key of each job id that still waits (or, with
+        ``running_on``, that runs under that server id: a job it claimed under a key its
+        declaration no longer gives, which it hands back), after declaring the keys'
+        rows (key -> max) as an insert does; returns the jobs changed."""
     async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
         """Give the jobs of ``adoption`` that still wait with ``defaulted`` bits the
         declaration's value of each option whose bit they have, and clear the bits: one

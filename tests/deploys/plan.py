@@ -120,9 +120,6 @@ class Case:
     # why the case fails on today's main: "issue 39 item N: ..." (strict xfail), by
     # backend ("sqlite", "postgresql", "mysql") or "*" for all
     xfail: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    # False for a defect whose reproduction depends on timing (two jobs overlapping):
-    # a run where they happen not to overlap passes without the fix
-    xfail_strict: bool = True
 
     def xfail_reason(self, backend: str) -> str | None:
         return self.xfail.get(backend, self.xfail.get("*"))

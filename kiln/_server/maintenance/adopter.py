@@ -92,6 +92,8 @@ class Adopter(PeriodicService):
 
     async def run_once(self) -> dict[str, int]:
         mine = await self._in_use()
+        self._ctx.in_use.intersection_update(mine)
+        self._ctx.in_use.update(mine)
         adopted = await self._adopt(mine)
         unlimited = sorted(n for n, k in mine.items() if k.concurrency is None)
         released = await self._ctx.store.jobs_unkey(unlimited) if unlimited else {}

@@ -124,16 +124,20 @@ def _case_by_id(values: Mapping[int, Any]) -> tuple[str, list[Any]]:
     return sql, [x for i in ids for x in (i, values[i])]
 
 
-def rekey(keys: Mapping[int, str], maxes: Mapping[str, int]) -> Plan[int]:
-    """Set the jobs' keys (the key rows first, written as an insert writes them)."""
+def rekey(keys: Mapping[int, str], maxes: Mapping[str, int],
+          running_on: str | None = None) -> Plan[int]:
+    """Set the jobs' keys (the key rows first, written as an insert writes them): of
+    waiting jobs, or of jobs running under ``running_on``."""
     if not keys:
         return 0
     case, params = _case_by_id(keys)
     ids = sorted(keys)
+    which, more = ((f"state IN {WAITING}", []) if running_on is None
+                   else ("state = 'running' AND server_id = %s", [running_on]))
     out = yield step(
         *declare_stmts(maxes),
         Stmt(f"UPDATE kiln_jobs SET conc_key = {case} WHERE id IN ({marks(len(ids))})"
-             f" AND state IN {WAITING}", [*params, *ids]),
+             f" AND {which}", [*params, *ids, *more]),
         begin=True, last=True,
     )
     return out[-1].rowcount

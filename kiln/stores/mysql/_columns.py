@@ -15,7 +15,7 @@ from kiln.stores.mysql._plan import Row, Stmt, from_db, from_db_required, micros
 COLUMNS = (
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags", "conc_key",
 )
 
 
@@ -40,7 +40,7 @@ def row_to_job(row: Row, depends_on: list[int] | None = None) -> JobRow:
         created_at=from_db_required(row[14]), admitted_at=from_db(row[15]),
         attempted_at=from_db(row[16]), finished_at=from_db(row[17]), server_id=row[18],
         rate_key=row[19], rescues=row[20], depends_on=depends_on or [],
-        tags=loads(row[21]) if row[21] else [],
+        tags=loads(row[21]) if row[21] else [], conc_key=row[22],
     )
 
 

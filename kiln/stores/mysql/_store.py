@@ -408,8 +408,9 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
     async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
         return await self._read("jobs_undeclared", lambda: _adopt.undeclared(kinds, limit))
 
-    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
-        return await self._write("jobs_rekey", lambda: _adopt.rekey(keys, maxes))
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int],
+                         running_on: str | None = None) -> int:
+        return await self._write("jobs_rekey", lambda: _adopt.rekey(keys, maxes, running_on))
 
     async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
         released = await self._write("jobs_adopt", lambda: _adopt.adopt(adoption))

@@ -100,15 +100,24 @@ REKEY = (
     "UPDATE kiln_jobs j SET conc_key = u.key FROM unnest(%s::bigint[], %s::text[])"
     f" AS u(id, key) WHERE j.id = u.id AND j.state IN {WAITING} RETURNING 1"
 )
+# a job its server claimed under a key its declaration no longer gives (it hands it back)
+REKEY_RUNNING = (
+    "UPDATE kiln_jobs j SET conc_key = u.key FROM unnest(%s::bigint[], %s::text[])"
+    " AS u(id, key) WHERE j.id = u.id AND j.state = 'running' AND j.server_id = %s"
+    " RETURNING 1"
+)
 
 
-def rekey(keys: Mapping[int, str], maxes: Mapping[str, int]) -> Plan[int]:
-    """Set the jobs' keys (the key rows first, written as an insert writes them)."""
+def rekey(keys: Mapping[int, str], maxes: Mapping[str, int],
+          running_on: str | None = None) -> Plan[int]:
+    """Set the jobs' keys (the key rows first, written as an insert writes them): of
+    waiting jobs, or of jobs running under ``running_on``."""
     ids = sorted(keys)
     if not ids:
         return 0
-    rows = yield step(concurrency_keys_stmt(dict(maxes)),
-                      Stmt(REKEY, (ids, [keys[i] for i in ids])), last=True)
+    stmt = (Stmt(REKEY, (ids, [keys[i] for i in ids])) if running_on is None
+            else Stmt(REKEY_RUNNING, (ids, [keys[i] for i in ids], running_on)))
+    rows = yield step(concurrency_keys_stmt(dict(maxes)), stmt, last=True)
     return len(rows[1])
 
 

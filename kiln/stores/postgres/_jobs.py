@@ -64,7 +64,7 @@ from kiln.stores.postgres._plan import Plan, Rows, Step, Stmt, atomic, one
 COLUMNS = (
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags", "conc_key",
 )
 # JSON columns are read as text and decoded by row_to_job, on every path: a driver-
 # decoded value would be ambiguous (args that are the JSON string "{}" would read as {})
@@ -96,7 +96,7 @@ def row_to_job(row: Sequence[Any], depends_on: list[int] | None = None) -> JobRo
         _json(row[6]) or {}, row[7], row[8], row[9], row[10], row[11], _json(row[12]),
         [] if errors == "[]" or not errors else errors_from(_json(errors)), row[14],
         row[15], row[16], row[17], row[18], row[19], row[20], depends_on or [],
-        tags=list(row[21] or ()),
+        tags=list(row[21] or ()), conc_key=row[22],
     )
 
 

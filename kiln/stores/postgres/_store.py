@@ -457,8 +457,10 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
     async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
         return await self._run("jobs_undeclared", lambda: _adopt.undeclared(kinds, limit))
 
-    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
-        return await self._run("jobs_rekey", lambda: _adopt.rekey(keys, maxes), tx=True)
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int],
+                         running_on: str | None = None) -> int:
+        return await self._run("jobs_rekey", lambda: _adopt.rekey(keys, maxes, running_on),
+                               tx=True)
 
     async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
         return await self._run("jobs_adopt", lambda: _adopt.adopt(adoption), tx=True)

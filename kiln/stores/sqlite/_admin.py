@@ -137,7 +137,7 @@ def _brief(column: str) -> str:
 BRIEF_COLS = brief_cols((
     "id", "queue", "kind", "state", "args", "params", "metadata", "priority", "run_at",
     "attempt", "max_attempts", "timeout", "backoff", "errors", "created_at", "admitted_at",
-    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags",
+    "attempted_at", "finished_at", "server_id", "rate_key", "rescues", "tags", "conc_key",
 ), _brief)
 
 

@@ -93,11 +93,15 @@ def undeclared(conn: sqlite3.Connection, kinds: Sequence[str], limit: int) -> li
     ).fetchall())
 
 
-def rekey(conn: sqlite3.Connection, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
-    """Set the jobs' keys (the key rows first, written as an insert writes them)."""
+def rekey(conn: sqlite3.Connection, keys: Mapping[int, str], maxes: Mapping[str, int],
+          running_on: str | None = None) -> int:
+    """Set the jobs' keys (the key rows first, written as an insert writes them): of
+    waiting jobs, or of jobs running under ``running_on``."""
     concurrency_keys_declare_of(conn, maxes)
+    which, more = ((f"state IN {WAITING}", ()) if running_on is None
+                   else ("state = 'running' AND server_id = ?", (running_on,)))
     return sum(conn.execute(
-        f"UPDATE kiln_jobs SET conc_key = ? WHERE id = ? AND state IN {WAITING}", (key, job_id),
+        f"UPDATE kiln_jobs SET conc_key = ? WHERE id = ? AND {which}", (key, job_id, *more),
     ).rowcount for job_id, key in sorted(keys.items()))
 
 

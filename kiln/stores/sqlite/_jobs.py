@@ -78,6 +78,7 @@ def row_to_job(row: sqlite3.Row, depends_on: list[int] | None = None) -> JobRow:
         rescues=row["rescues"],
         depends_on=depends_on or [],
         tags=loads(row["tags"]) if row["tags"] else [],
+        conc_key=row["conc_key"],
     )
 
 

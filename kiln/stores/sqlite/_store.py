@@ -279,8 +279,10 @@ class SQLiteStore(Unnotified):
     async def jobs_undeclared(self, kinds: Sequence[str], limit: int) -> list[WaitingJob]:
         return await self._run("jobs_undeclared", lambda c: _adopt.undeclared(c, kinds, limit))
 
-    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int]) -> int:
-        return await self._run("jobs_rekey", lambda c: write(c, _adopt.rekey, keys, maxes))
+    async def jobs_rekey(self, keys: Mapping[int, str], maxes: Mapping[str, int],
+                         running_on: str | None = None) -> int:
+        return await self._run("jobs_rekey",
+                               lambda c: write(c, _adopt.rekey, keys, maxes, running_on))
 
     async def jobs_adopt(self, adoption: Adoption) -> dict[str, int]:
         return await self._run("jobs_adopt", lambda c: write(c, _adopt.adopt, adoption))
