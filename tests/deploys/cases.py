@@ -66,6 +66,19 @@ CASES: list[Case] = [
         caps=(Cap(1, kind="t.sync", by="tenant", enqueued_by=("b",)),),
     ),
     Case(
+        "concurrency limit added while old producers enqueue",
+        a=app("a", t_sync={"queue": Q}),
+        b=app("b", t_sync={"queue": Q, "concurrency": PER_TENANT}),
+        # A's producers go on enqueueing keyless jobs beside B's servers: an A server runs
+        # one as it is, a B server gives it its key and hands it back first, so once only
+        # B's servers are left every job runs under the limit (docs/operating.md)
+        jobs=(Enqueue("a", "a", "t.sync", in_flight(1, tenant=1)),
+              Enqueue("a", "ab", "t.sync", jobs(4, 0.3, tenant=1)),
+              Enqueue("a", "b", "t.sync", jobs(3, 0.3, tenant=1)),
+              Enqueue("b", "b", "t.sync", jobs(2, 0.3, tenant=1) + jobs(2, 0.3, tenant=2))),
+        caps=(Cap(1, kind="t.sync", by="tenant", phases=("b",)),),
+    ),
+    Case(
         "concurrency limit removed",
         a=app("a", t_sync={"queue": Q, "concurrency": PER_TENANT}),
         b=app("b", t_sync={"queue": Q}),
