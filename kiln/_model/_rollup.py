@@ -24,6 +24,8 @@ longest range that reads them. Pure; no I/O.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Iterable
 
 MINUTE, QUARTER = 60, 900
 WIDTHS = (MINUTE, QUARTER)
@@ -108,3 +110,40 @@ def finished_bounds(rolled_to: int | None, now: float, start: float, bucket: flo
     if rolled_to is None or bucket % MINUTE or start < now - KEEP[MINUTE] + MINUTE:
         return first, first
     return first, max(first, rolled_to)
+
+
+# the finished counts' rows, as every store's read of them answers (kiln.stores.*._finished):
+# (queue, bucket, state, jobs), from the rollup's rows and the jobs read directly alike
+Finished = tuple[str, int, str, int]
+
+
+def merged(rows: Iterable[tuple[str, int, str, int]]) -> list[Finished]:
+    """``rows`` with each (queue, bucket, state) once, its jobs summed; none at 0."""
+    counted: Counter[tuple[str, int, str]] = Counter()
+    for queue, bucket, state, n in rows:
+        counted[(queue, int(bucket), state)] += int(n)
+    return [(q, b, s, n) for (q, b, s), n in counted.items() if n]
+
+
+def by_state(rows: Iterable[Finished]) -> dict[str, int]:
+    """The throughput: jobs per state."""
+    out: Counter[str] = Counter()
+    for _queue, _bucket, state, n in rows:
+        out[state] += n
+    return dict(out)
+
+
+def series(rows: Iterable[Finished]) -> list[tuple[int, str, int]]:
+    """(bucket, state, jobs), the buckets before the first folded into it."""
+    out: Counter[tuple[int, str]] = Counter()
+    for _queue, bucket, state, n in rows:
+        out[(max(bucket, 0), state)] += n
+    return [(b, s, n) for (b, s), n in out.items()]
+
+
+def by_queue(rows: Iterable[Finished]) -> list[tuple[str, int, int]]:
+    """(queue, bucket, jobs), the buckets before the first folded into it."""
+    out: Counter[tuple[str, int]] = Counter()
+    for queue, bucket, _state, n in rows:
+        out[(queue, max(bucket, 0))] += n
+    return [(q, b, n) for (q, b), n in out.items()]

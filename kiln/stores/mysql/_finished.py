@@ -7,8 +7,6 @@ Owns these statements; time is the database's (UTC_TIMESTAMP(6))."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kiln._model import _rollup
 from kiln.stores.mysql._plan import Plan, one
 from kiln.stores.mysql._rollup import FINISHED_S, MARK, NOW_S, at
@@ -59,28 +57,16 @@ def finished(states: tuple[str, ...], since: float, bucket: float, aligned: bool
         return []
     out = yield one(" UNION ALL ".join(p[0] for p in parts),
                     *(a for p in parts for a in p[1]))
-    counted: Counter[tuple[str, int, str]] = Counter()
-    for queue, b, state, n in out[0].rows:
-        counted[(queue, int(b), state)] += int(n)
-    return [(q, b, s, n) for (q, b, s), n in counted.items() if n]
+    return _rollup.merged(out[0].rows)
 
 
 def throughput(since: float) -> Plan[dict[str, int]]:
-    out: Counter[str] = Counter()
-    for _q, _b, state, n in (yield from finished(FINISHED, since, _rollup.MINUTE, False)):
-        out[state] += n
-    return dict(out)
+    return _rollup.by_state((yield from finished(FINISHED, since, _rollup.MINUTE, False)))
 
 
 def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
-    out: Counter[tuple[int, str]] = Counter()
-    for _q, b, state, n in (yield from finished(FINISHED, since, bucket, True)):
-        out[(max(b, 0), state)] += n
-    return [(b, s, n) for (b, s), n in out.items()]
+    return _rollup.series((yield from finished(FINISHED, since, bucket, True)))
 
 
 def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
-    out: Counter[tuple[str, int]] = Counter()
-    for queue, b, _s, n in (yield from finished(("completed",), since, bucket, True, True)):
-        out[(queue, max(b, 0))] += n
-    return [(q, b, n) for (q, b), n in out.items()]
+    return _rollup.by_queue((yield from finished(("completed",), since, bucket, True, True)))

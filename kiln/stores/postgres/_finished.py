@@ -10,8 +10,6 @@ bench/RESULTS.md). Owns these statements; time is the database's."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kiln._model import _rollup
 from kiln.stores.postgres._plan import Plan, one
 from kiln.stores.postgres._rollup import MARK_READ
@@ -60,29 +58,17 @@ def finished(states: tuple[str, ...], since: float, bucket: float, aligned: bool
     sql = " UNION ALL ".join(p[0].format(group=group) for p in parts)
     # planned for its bounds every time, as the charts' read (kiln.stores.postgres._rollup)
     rows = (yield one(sql, *(a for p in parts for a in p[1]), prepare=False))[0]
-    out: Counter[tuple[str, int, str]] = Counter()
-    for queue, b, state, n in rows:
-        out[(queue, int(b), state)] += int(n)
-    return [(q, b, s, n) for (q, b, s), n in out.items() if n]
+    return _rollup.merged(rows)
 
 
 def throughput(since: float) -> Plan[dict[str, int]]:
-    out: Counter[str] = Counter()
-    for _q, _b, state, n in (yield from finished(FINISHED, since, _rollup.MINUTE, False)):
-        out[state] += n
-    return dict(out)
+    return _rollup.by_state((yield from finished(FINISHED, since, _rollup.MINUTE, False)))
 
 
 def finished_series(since: float, bucket: float) -> Plan[list[tuple[int, str, int]]]:
-    out: Counter[tuple[int, str]] = Counter()
-    for _q, b, state, n in (yield from finished(FINISHED, since, bucket, True)):
-        out[(max(b, 0), state)] += n
-    return [(b, s, n) for (b, s), n in out.items()]
+    return _rollup.series((yield from finished(FINISHED, since, bucket, True)))
 
 
 def completed_series_by_queue(since: float, bucket: float) -> Plan[list[tuple[str, int, int]]]:
-    out: Counter[tuple[str, int]] = Counter()
-    for queue, b, _s, n in (yield from finished(("completed",), since, bucket, True, True)):
-        out[(queue, max(b, 0))] += n
-    return [(q, b, n) for (q, b), n in out.items()]
+    return _rollup.by_queue((yield from finished(("completed",), since, bucket, True, True)))
 

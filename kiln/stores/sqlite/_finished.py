@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections import Counter
 
 from kiln._model import _rollup
 from kiln.stores.sqlite._rollup import rolled_to
@@ -58,30 +57,18 @@ def finished(conn: sqlite3.Connection, states: tuple[str, ...], since: float, bu
         return []
     rows = conn.execute(" UNION ALL ".join(p[0] for p in parts),
                         [a for p in parts for a in p[1]]).fetchall()
-    counted: Counter[tuple[str, int, str]] = Counter()
-    for queue, b, state, n in rows:
-        counted[(queue, int(b), state)] += int(n)
-    return [(q, b, s, n) for (q, b, s), n in counted.items() if n]
+    return _rollup.merged(rows)
 
 
 def throughput(conn: sqlite3.Connection, since: float) -> dict[str, int]:
-    out: Counter[str] = Counter()
-    for _q, _b, state, n in finished(conn, FINISHED, since, _rollup.MINUTE, False):
-        out[state] += n
-    return dict(out)
+    return _rollup.by_state(finished(conn, FINISHED, since, _rollup.MINUTE, False))
 
 
 def finished_series(conn: sqlite3.Connection, since: float, bucket: float
                     ) -> list[tuple[int, str, int]]:
-    out: Counter[tuple[int, str]] = Counter()
-    for _q, b, state, n in finished(conn, FINISHED, since, bucket, True):
-        out[(max(b, 0), state)] += n
-    return [(b, s, n) for (b, s), n in out.items()]
+    return _rollup.series(finished(conn, FINISHED, since, bucket, True))
 
 
 def completed_series_by_queue(conn: sqlite3.Connection, since: float, bucket: float
                               ) -> list[tuple[str, int, int]]:
-    out: Counter[tuple[str, int]] = Counter()
-    for queue, b, _s, n in finished(conn, ("completed",), since, bucket, True, True):
-        out[(queue, max(b, 0))] += n
-    return [(q, b, n) for (q, b), n in out.items()]
+    return _rollup.by_queue(finished(conn, ("completed",), since, bucket, True, True))
