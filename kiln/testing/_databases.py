@@ -26,11 +26,12 @@ _lock = threading.Lock()
 _template: Path | None = None
 
 
-async def _migrate(url: str) -> None:
+async def _migrate(url: str) -> list[int]:
+    """Open ``url``'s store, migrate it and close it: the versions applied."""
     store = store_from_url(url)
     await store.open()
     try:
-        await store.migrate()
+        return await store.migrate()
     finally:
         await store.close()
 

@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from kiln.stores import _migrations, store_from_url
+from kiln.stores import _migrations
 from tests.plugins.databases import mysql_connect
+from tests.support.stores import migrate
 
 WAITED = 10.0  # seconds: far less than the lock's wait (PostgreSQL 600 s, MariaDB 60 s)
 
@@ -46,15 +47,6 @@ def holding_the_lock(url: str, backend: str) -> Iterator[Any]:
         cur.execute("SELECT GET_LOCK(CONCAT('kiln_migrate.', DATABASE()), 0)")
         assert cur.fetchone()[0] == 1
         yield conn
-
-
-async def migrate(url: str) -> list[int]:
-    store = store_from_url(url)
-    await store.open()
-    try:
-        return await store.migrate()
-    finally:
-        await store.close()
 
 
 def forget_latest(url: str, backend: str) -> int:

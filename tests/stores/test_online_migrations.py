@@ -22,8 +22,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from kiln.stores import _migrations, _script, store_from_url
+from kiln.stores import _migrations, _script
 from tests.plugins.databases import mysql_connect, mysql_database_url, postgres_schema_url
+from tests.support.stores import migrate as migrate_store
 from tests.support.waits import wait_for_sync
 
 ROWS = 100_000  # finished jobs: every index build reads them all
@@ -44,20 +45,11 @@ def url(empty_store_url: str, backend: str) -> Iterator[str]:
 
 def migrate(url: str, upto: int | None = None) -> list[int]:
     every = _migrations.load
-
-    async def run() -> list[int]:
-        store = store_from_url(url)
-        await store.open()
-        try:
-            return await store.migrate()
-        finally:
-            await store.close()
-
     if upto is None:
-        return asyncio.run(run())
+        return asyncio.run(migrate_store(url))
     _migrations.load = lambda package: every(package)[:upto]
     try:
-        return asyncio.run(run())
+        return asyncio.run(migrate_store(url))
     finally:
         _migrations.load = every
 
