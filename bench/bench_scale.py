@@ -561,6 +561,8 @@ def main() -> None:
                         help="backlog: the stores to measure, e.g. postgresql,mariadb,sqlite"
                         " (default: --database)")
     parser.add_argument("--backlog-parts", default=",".join(scale_backlog.PARTS))
+    parser.add_argument("--drain-queue", type=int, default=3,
+                        help="backlog: the queue (0-19) the drain part drains")
     parser.add_argument("--backlog-keep", action="store_true",
                         help="backlog: keep the big table's database (its URL is printed)")
     parser.add_argument("--backlog-reuse", metavar="URL",
@@ -571,6 +573,7 @@ def main() -> None:
     summary: dict[str, Any] = {"summary": True, "database": a.database}
     if "backlog" in cases:
         a.stores = a.stores or a.database
+        scale_backlog.DRAIN_QUEUE = a.drain_queue
         if a.backlog_reuse and "," in a.stores:
             parser.error("--backlog-reuse measures one store's database (one --stores)")
         summary.update(_backlog(a))

@@ -59,6 +59,9 @@ SERVER = "bench-backlog"
 COUNT_CAP = 100  # what kilnotel and the dashboard ask for (kilnotel._counts)
 GOAL_CLAIM_P99_MS = 5.0
 GOAL_PAGE_MS = 200.0
+# the queue drained (and claimed alone in the fresh table): bench_scale's --drain-queue,
+# so a kept table whose q3 was drained can drain another
+DRAIN_QUEUE = 3
 
 
 def kinds_of(queue: int) -> list[str]:
@@ -329,7 +332,7 @@ def run(rows: int, claims_per_queue: int, window: float, parts: set[str], *,
     big = Target(store, "kiln_backlog", url=reuse)
     out: dict[str, Any] = {"case": "backlog", "database": big.kind, "rows": rows,
                            "available": available, "scheduled": scheduled,
-                           "queue_share": available // QUEUES}
+                           "queue_share": available // QUEUES, "drain_queue": DRAIN_QUEUE}
     try:
         asyncio.run(migrate(big.url))  # on reuse: this checkout's migrations, if new
         if reuse is None:
@@ -363,7 +366,7 @@ def _on_big(out: dict[str, Any], big: Target, rows: int, claims_per_queue: int,
         ("maintenance", "maintenance", lambda: asyncio.run(maintenance(url))),
         ("enqueue", "enqueue_big", lambda: asyncio.run(enqueue(url))),
         ("list_all", "list_all", lambda: list_all(url, min(rows, 1_000_000))),
-        ("drain", "drain_big", lambda: asyncio.run(drain(url, 3))),
+        ("drain", "drain_big", lambda: asyncio.run(drain(url, DRAIN_QUEUE))),
         # last: it makes scheduled jobs available
         ("release", "release", lambda: asyncio.run(
             release(big, min(100_000, out["scheduled"]), window))),
@@ -385,14 +388,14 @@ def _on_fresh(out: dict[str, Any], fresh: Target, available: int, claims_per_que
     if not parts & {"drain", "claim"}:
         return
     fresh.delete_jobs()
-    fill(fresh, available, 0, only_queue=3)  # queue q3's jobs alone
-    if "claim" in parts:
+    fill(fresh, available, 0, only_queue=DRAIN_QUEUE)  # that queue's jobs alone
+    if "claim" in parts and DRAIN_QUEUE == 3:
         one = asyncio.run(claims(url, claims_per_queue, only=3))
         out["claim_fresh_q3"] = {k: one[k] for k in ("claim_p50_ms", "claim_p99_ms")}
         out["claim_q3_p99_big_over_fresh"] = round(
             out["claim"]["queues"]["q3"]["p99_ms"] / one["claim_p99_ms"], 2)
     if "drain" in parts:
-        out["drain_fresh"] = asyncio.run(drain(url, 3))
+        out["drain_fresh"] = asyncio.run(drain(url, DRAIN_QUEUE))
         out["drain_fresh"]["load_1m"] = round(os.getloadavg()[0], 1)
         out["drain_big_over_fresh"] = round(
             out["drain_big"]["jobs_per_s"] / out["drain_fresh"]["jobs_per_s"], 3)
