@@ -30,6 +30,7 @@ KINDS = {"postgresql": "postgresql", "postgres": "postgresql", "mariadb": "maria
          "mysql": "mariadb", "sqlite": "sqlite"}
 # the rows one statement writes (a chunk is one transaction)
 CHUNKS = {"postgresql": 1_000_000, "mariadb": 100_000, "sqlite": 250_000}
+LEAD = 30  # seconds from the release's setup to the first job due
 _SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 
@@ -148,22 +149,24 @@ class Target:
 
     # the release ------------------------------------------------------------------
     def make_due(self, due: int, window: float) -> None:
-        """The ``due`` first scheduled jobs fall due over ``window`` s, from 5 s on."""
+        """The ``due`` first scheduled jobs fall due over ``window`` s, from LEAD s on
+        (the UPDATE and the statistics take seconds at millions of rows: with 5 s, on
+        MariaDB, jobs were due before the releaser's first call)."""
         step = window / due
         rank = ("SELECT id, row_number() OVER (ORDER BY run_at) AS r FROM kiln_jobs"
                 f" WHERE state = 'scheduled' ORDER BY run_at LIMIT {due}")
         if self.kind == "postgresql":
             self.execute(
-                "UPDATE kiln_jobs j SET run_at = now() + interval '5 seconds'"
+                f"UPDATE kiln_jobs j SET run_at = now() + interval '{LEAD} seconds'"
                 f" + s.r * {step} * interval '1 second' FROM ({rank}) s WHERE j.id = s.id")
         elif self.kind == "mariadb":
             self.execute(
                 f"UPDATE kiln_jobs j JOIN ({rank}) s ON j.id = s.id SET j.run_at ="
-                " UTC_TIMESTAMP(6) + INTERVAL 5 SECOND"
+                f" UTC_TIMESTAMP(6) + INTERVAL {LEAD} SECOND"
                 f" + INTERVAL ROUND(s.r * {step} * 1000000) MICROSECOND")
         else:
             self.execute(
-                f"UPDATE kiln_jobs SET run_at = {_SQLITE_NOW} + 5 + s.r * {step}"
+                f"UPDATE kiln_jobs SET run_at = {_SQLITE_NOW} + {LEAD} + s.r * {step}"
                 f" FROM ({rank}) s WHERE kiln_jobs.id = s.id")
         self.analyze(vacuum=False)
 
