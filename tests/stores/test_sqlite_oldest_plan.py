@@ -1,5 +1,6 @@
 """SQLite: each queue's oldest available job (the leader's and kilnotel's
-``queue_oldest_available``, every 15 s) read through the claim indexes, not the table.
+``queue_oldest_available``, every 15 s) read through the claim indexes, not the table;
+and each queue's due scheduled jobs through the due end of kiln_jobs_scheduled.
 
 ``WHERE state = 'available'`` matched neither partial index (kiln_jobs_claim is
 ``state = 'available' AND conc_key IS NULL``), so the old statement read every
@@ -18,12 +19,16 @@ from urllib.parse import urlsplit
 import pytest
 
 from kiln.stores import Store
-from kiln.stores.sqlite._admin import OLDEST
+from kiln.stores.sqlite._admin import OLDEST, SCHEDULED_DUE
 
 OLD = "SELECT queue, MIN(run_at) FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
+OLD_DUE = ("SELECT queue, COUNT(*) FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= ?"
+           " GROUP BY queue")
 
 
-def steps(conn: sqlite3.Connection, sql: str) -> tuple[int, list[tuple[object, ...]]]:
+def steps(
+    conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()
+) -> tuple[int, list[tuple[object, ...]]]:
     """Hundreds of VM instructions ``sql`` ran, and its rows, sorted."""
     count = 0
 
@@ -34,7 +39,7 @@ def steps(conn: sqlite3.Connection, sql: str) -> tuple[int, list[tuple[object, .
 
     conn.set_progress_handler(tick, 100)
     try:
-        rows = sorted(conn.execute(sql).fetchall())
+        rows = sorted(conn.execute(sql, params).fetchall())
     finally:
         conn.set_progress_handler(None, 0)
     return count, rows
@@ -65,3 +70,27 @@ async def test_the_oldest_ages_read_the_claim_indexes(
     assert got == want and len(got) == 7
     ages = await store.queue_oldest_available()
     assert sorted(ages) == [f"q{n}" for n in range(7)]
+
+
+async def test_the_due_counts_read_only_the_due_jobs(
+    backend: str, store_url: str, store: Store
+) -> None:
+    """queue_scheduled_due (every 15 s): SQLite walked every scheduled job through
+    kiln_jobs_state_queue for its GROUP BY order (5.7 s at 2,500,000 scheduled)."""
+    if backend != "sqlite":
+        pytest.skip("sqlite only: its partial indexes")
+    path = urlsplit(store_url).path[1:]
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(  # 20,000 scheduled, 70 of them due (run_at 1,000 to 1,069)
+            "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g < 19999)"
+            " INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts,"
+            " created_at) SELECT 'q' || (g % 7), 'k', 'scheduled', '{}',"
+            " CASE WHEN g < 70 THEN 1000 + g ELSE 4000000000 + g END, 3, 0 FROM s")
+        conn.execute("ANALYZE")
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + SCHEDULED_DUE, (2000,))]
+        new_steps, got = steps(conn, SCHEDULED_DUE, (2000,))
+        old_steps, want = steps(conn, OLD_DUE, (2000,))
+    assert [d for d in plan if "kiln_jobs_scheduled" in d], plan
+    assert new_steps * 20 < old_steps, (new_steps, old_steps)
+    assert got == want == [(f"q{n}", 10) for n in range(7)]
+    assert await store.queue_scheduled_due() == {f"q{n}": 10 for n in range(7)}

@@ -300,12 +300,17 @@ def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
     return {r[0]: max(now - r[1], 0.0) for r in rows}
 
 
+# the due end of kiln_jobs_scheduled (run_at, partial: scheduled jobs only). INDEXED BY:
+# left to itself SQLite walked every scheduled job through kiln_jobs_state_queue, for
+# its GROUP BY order (5.7 s with 2,500,000 scheduled; tests/stores/test_sqlite_oldest_plan.py)
+SCHEDULED_DUE = (
+    "SELECT queue, COUNT(*) FROM kiln_jobs INDEXED BY kiln_jobs_scheduled"
+    " WHERE state = 'scheduled' AND run_at <= ? GROUP BY queue"
+)
+
+
 def scheduled_due(conn: sqlite3.Connection) -> dict[str, int]:
-    # the due end of kiln_jobs_scheduled (run_at, partial: scheduled jobs only)
-    rows = conn.execute(
-        "SELECT queue, COUNT(*) FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= ?"
-        " GROUP BY queue", (time.time(),)
-    ).fetchall()
+    rows = conn.execute(SCHEDULED_DUE, (time.time(),)).fetchall()
     return {r[0]: int(r[1]) for r in rows}
 
 
