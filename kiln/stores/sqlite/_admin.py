@@ -275,11 +275,14 @@ def state_counts(
 # the first run_at of each (queue, priority) range; the limited jobs' part walks
 # kiln_jobs_conc_available only. ``state = 'available'`` alone matched neither partial
 # index and read the whole table: 8.5 s with 5,000,000 jobs waiting (bench/RESULTS.md,
-# "scale45"; tests/stores/test_sqlite_oldest_plan.py).
+# "scale45"; tests/stores/test_sqlite_oldest_plan.py). INDEXED BY: with statistics,
+# SQLite took kiln_jobs_state_queue for the queues and the limited part, and walked every
+# available job again (2.3 s at 5M).
 _PLAIN = "{t}state = 'available' AND {t}conc_key IS NULL"
 OLDEST = (
-    f"WITH RECURSIVE q(queue) AS (SELECT MIN(queue) FROM kiln_jobs WHERE {_PLAIN.format(t='')}"
-    f" UNION ALL SELECT (SELECT MIN(k.queue) FROM kiln_jobs k WHERE {_PLAIN.format(t='k.')}"
+    "WITH RECURSIVE q(queue) AS (SELECT MIN(queue) FROM kiln_jobs INDEXED BY kiln_jobs_claim"
+    f" WHERE {_PLAIN.format(t='')} UNION ALL SELECT (SELECT MIN(k.queue) FROM kiln_jobs k"
+    f" INDEXED BY kiln_jobs_claim WHERE {_PLAIN.format(t='k.')}"
     " AND k.queue > q.queue) FROM q WHERE q.queue IS NOT NULL),"
     " p(queue, priority) AS (SELECT q.queue, (SELECT MIN(k.priority) FROM kiln_jobs k"
     f" WHERE {_PLAIN.format(t='k.')} AND k.queue = q.queue) FROM q WHERE q.queue IS NOT NULL"
@@ -289,7 +292,8 @@ OLDEST = (
     " SELECT queue, MIN(first) FROM (SELECT p.queue, (SELECT MIN(j.run_at) FROM kiln_jobs j"
     f" WHERE {_PLAIN.format(t='j.')} AND j.queue = p.queue AND j.priority = p.priority)"
     " AS first FROM p WHERE p.priority IS NOT NULL UNION ALL SELECT queue, MIN(run_at)"
-    " FROM kiln_jobs WHERE state = 'available' AND conc_key IS NOT NULL GROUP BY queue)"
+    " FROM kiln_jobs INDEXED BY kiln_jobs_conc_available"
+    " WHERE state = 'available' AND conc_key IS NOT NULL GROUP BY queue)"
     " GROUP BY queue"
 )
 
