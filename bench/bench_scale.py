@@ -26,7 +26,8 @@ process (``bench/scale_app.py``) runs them, and its own pruner deletes old ones.
   has it off, as CI images do, and reset after); every ``--sample`` seconds the
   table's live and dead rows and its table and index sizes.
 
-- ``backlog`` (PostgreSQL; not in the default cases): ``--rows`` jobs (default
+- ``backlog`` (``--stores postgresql,mariadb,sqlite``, one after the other; not in
+  the default cases): ``--rows`` jobs (default
   10,000,000) waiting, half available across 20 queues and 100 kinds, half scheduled
   over the next day; claims, a queue's drain, the releaser, enqueueing, the leader's
   maintenance, the dashboard and ``kiln jobs list --all`` measured with it in place
@@ -36,7 +37,8 @@ Prints one JSON object per measurement, then a summary with the ratios.
 
     python -m bench.bench_scale [--database postgresql|mariadb|sqlite] \\
         [--cases drain,prune,steady] [--history 1000000] [--jobs 50000] [--runs 2]
-    python -m bench.bench_scale --cases backlog [--rows 10000000] [--claims 200]
+    python -m bench.bench_scale --cases backlog [--rows 10000000] [--claims 200] \\
+        [--stores postgresql,mariadb,sqlite]
 """
 
 from __future__ import annotations
@@ -517,14 +519,23 @@ def steady(database: str, rate: float, seconds: float, retention: float, every: 
 
 
 def _backlog(a: argparse.Namespace) -> dict[str, Any]:
-    backlog = scale_backlog.run(a.rows, a.claims, a.due_window, set(a.backlog_parts.split(",")),
-                                keep=a.backlog_keep, reuse=a.backlog_reuse)
-    print(json.dumps(backlog), flush=True)
-    summary = {f"backlog_{key}": backlog[key]
-               for key in ("enqueue_big_over_fresh", "drain_big_over_fresh",
-                           "drain_cpu_fresh_over_big") if key in backlog}
-    if "claim" in backlog:
-        summary["backlog_claim_p99_ms"] = backlog["claim"]["claim_p99_ms"]
+    """The backlog case on each of ``--stores`` in turn (one JSON line each)."""
+    summary: dict[str, Any] = {}
+    for store in a.stores.split(","):
+        backlog = scale_backlog.run(a.rows, a.claims, a.due_window,
+                                    set(a.backlog_parts.split(",")), store=store,
+                                    keep=a.backlog_keep, reuse=a.backlog_reuse)
+        print(json.dumps(backlog, default=str), flush=True)
+        kind = backlog["database"]
+        for key in ("fill_rows_per_s", "enqueue_big_over_fresh", "drain_big_over_fresh",
+                    "drain_cpu_fresh_over_big"):
+            if key in backlog:
+                summary[f"backlog_{kind}_{key}"] = backlog[key]
+        if "claim" in backlog:
+            summary[f"backlog_{kind}_claim_p99_ms"] = backlog["claim"]["claim_p99_ms"]
+        if "release" in backlog:
+            summary[f"backlog_{kind}_overdue_by_1s_max"] = backlog["release"][
+                "overdue_by_1s_max"]
     return summary
 
 
@@ -547,7 +558,12 @@ def main() -> None:
                         help="backlog: claims of 10 timed per queue")
     parser.add_argument("--due-window", type=float, default=60.0,
                         help="backlog: seconds over which 100,000 scheduled jobs fall due")
+    parser.add_argument("--stores", default=None,
+                        help="backlog: the stores to measure, e.g. postgresql,mariadb,sqlite"
+                        " (default: --database)")
     parser.add_argument("--backlog-parts", default=",".join(scale_backlog.PARTS))
+    parser.add_argument("--drain-queue", type=int, default=3,
+                        help="backlog: the queue (0-19) the drain part drains")
     parser.add_argument("--backlog-keep", action="store_true",
                         help="backlog: keep the big table's database (its URL is printed)")
     parser.add_argument("--backlog-reuse", metavar="URL",
@@ -557,8 +573,10 @@ def main() -> None:
     cases = a.cases.split(",")
     summary: dict[str, Any] = {"summary": True, "database": a.database}
     if "backlog" in cases:
-        if a.database != "postgresql":
-            parser.error("the backlog case is PostgreSQL's (--database postgresql)")
+        a.stores = a.stores or a.database
+        scale_backlog.DRAIN_QUEUE = a.drain_queue
+        if a.backlog_reuse and "," in a.stores:
+            parser.error("--backlog-reuse measures one store's database (one --stores)")
         summary.update(_backlog(a))
     if "drain" in cases:
         fresh: list[float] = []

@@ -41,6 +41,7 @@ from typing import Any
 import psycopg
 
 from bench import scale_backlog as sb
+from bench.backlog_stores import Target
 from bench.bench_drain import drop_database, fresh_database, pg_execute
 from kiln.stores import store_from_url
 from kiln.stores.postgres import _jobs
@@ -179,6 +180,11 @@ def measure(url: str, queue: int, a: argparse.Namespace) -> list[dict[str, Any]]
             held.close()
 
 
+def _pg(url: str) -> Target:
+    """The backlog's fill target on an existing PostgreSQL database."""
+    return Target("postgresql", "kiln_backlog", url=url)
+
+
 def build(rows: int, by_queue: bool) -> str:
     """``by_queue``: the available jobs inserted one queue after another, so that each
     queue's rows are contiguous (the same rows as the interleaved fill's)."""
@@ -186,10 +192,10 @@ def build(rows: int, by_queue: bool) -> str:
     asyncio.run(sb.migrate(url))
     if by_queue:
         for q in range(sb.QUEUES):
-            sb.fill(url, rows // 2, 0, only_queue=q)
-        sb.fill(url, 0, rows - rows // 2)
+            sb.fill(_pg(url), rows // 2, 0, only_queue=q)
+        sb.fill(_pg(url), 0, rows - rows // 2)
     else:
-        sb.fill(url, rows // 2, rows - rows // 2)
+        sb.fill(_pg(url), rows // 2, rows - rows // 2)
     return url
 
 
@@ -212,7 +218,7 @@ def main() -> None:
             fresh = fresh_database("kiln_backlog_fresh")
             try:
                 asyncio.run(sb.migrate(fresh))
-                sb.fill(fresh, available, 0, only_queue=q)
+                sb.fill(_pg(fresh), available, 0, only_queue=q)
                 pair = [("big", big), ("fresh", fresh)]
                 for side, url in pair if n % 2 == 0 else pair[::-1]:
                     for result in measure(url, q, a):

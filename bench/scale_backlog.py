@@ -1,13 +1,17 @@
-"""The ``backlog`` case of ``bench/bench_scale.py`` (PostgreSQL): kiln with a large
-backlog in the table, each figure beside the same one on a fresh table where it has one.
+"""The ``backlog`` case of ``bench/bench_scale.py`` (PostgreSQL, MariaDB and SQLite):
+kiln with a large backlog in the table, each figure beside the same one on a fresh
+table where it has one.
 
 ``--rows`` jobs (default 10,000,000): half available across 20 queues and 100 kinds
 (kind ``k{n}`` in queue ``q{n % 20}``: five kinds a queue), half scheduled over the next
-day; built with INSERT ... SELECT generate_series (bench code writes SQL directly),
-then VACUUM ANALYZE (what autovacuum would have done; the table is ALTERed to
-``autovacuum_enabled = on``, but a server with ``autovacuum = off`` runs no autovacuum
-whatever the table says, and the figures say which it was). Then, with the backlog in
-place, through the store and the public API:
+day; built with INSERT ... SELECT (bench code writes SQL directly:
+bench/backlog_stores.py), then each store's statistics: on PostgreSQL VACUUM ANALYZE
+(what autovacuum would have done; the table is ALTERed to ``autovacuum_enabled = on``,
+but a server with ``autovacuum = off`` runs no autovacuum whatever the table says, and
+the figures say which it was), on MariaDB ANALYZE TABLE, on SQLite ANALYZE. The build
+reports its rows a second (``fill_rows_per_s``), so a size too slow to build here can
+be extrapolated from a smaller one. Then, with the backlog in place, through the store
+and the public API:
 
 - ``claim``: ``--claims`` claims of 10 per queue (a worker's claim, completed right
   after), p50/p99/max per queue and over all (goal p99 < 5 ms), and queue q3's beside
@@ -44,7 +48,7 @@ import httpx
 
 import kiln
 from bench import drain_costs
-from bench.bench_drain import drop_database, fresh_database, pg_execute
+from bench.backlog_stores import LEAD, Target
 from kiln._model._job import JobResult, JobState, Outcome
 from kiln.stores import store_from_url
 from kiln.web import create_app
@@ -54,11 +58,13 @@ LIVE = (JobState.AWAITING, JobState.PENDING, JobState.SCHEDULED, JobState.AVAILA
         JobState.RUNNING, JobState.FAILED)  # kilnotel._counts.LIVE_STATES
 QUEUES = 20
 KINDS = 100
-CHUNK = 1_000_000
 SERVER = "bench-backlog"
 COUNT_CAP = 100  # what kilnotel and the dashboard ask for (kilnotel._counts)
 GOAL_CLAIM_P99_MS = 5.0
 GOAL_PAGE_MS = 200.0
+# the queue drained (and claimed alone in the fresh table): bench_scale's --drain-queue,
+# so a kept table whose q3 was drained can drain another
+DRAIN_QUEUE = 3
 
 
 def kinds_of(queue: int) -> list[str]:
@@ -77,36 +83,34 @@ async def migrate(url: str) -> None:
         await app.aclose()
 
 
-def fill(url: str, available: int, scheduled: int, only_queue: int | None = None) -> float:
+def fill(db: Target, available: int, scheduled: int, only_queue: int | None = None) -> float:
     """The backlog: ``available`` jobs (of queue ``only_queue``'s share only, when
     given) and ``scheduled`` ones over the next day; seconds it took."""
     began = time.perf_counter()
-    pg_execute("ALTER TABLE kiln_jobs SET (autovacuum_enabled = on)", url)
-    for lo in range(1, available + 1, CHUNK):
-        hi = min(lo + CHUNK - 1, available)
-        where = "" if only_queue is None else f" WHERE g % {QUEUES} = {only_queue}"
-        pg_execute(
-            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, created_at)"
-            f" SELECT 'q' || (g % {QUEUES}), 'k' || (g % {KINDS}), 'available',"
-            " jsonb_build_object('n', g, 'tenant', g % 1000), now() - interval '1 hour', 3,"
-            f" now() - interval '1 hour' FROM generate_series({lo}, {hi}) g{where}", url)
-        log(f"available {hi:,}/{available:,}")
-    for lo in range(1, scheduled + 1, CHUNK):
-        hi = min(lo + CHUNK - 1, scheduled)
-        pg_execute(
-            "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, created_at)"
-            f" SELECT 'q' || (g % {QUEUES}), 'k' || (g % {KINDS}), 'scheduled',"
-            " jsonb_build_object('n', g, 'tenant', g % 1000),"
-            f" now() + interval '10 minutes' + g * (86400.0 / {max(scheduled, 1)})"
-            " * interval '1 second', 3, now() FROM generate_series("
-            f"{lo}, {hi}) g", url)
-        log(f"scheduled {hi:,}/{scheduled:,}")
-    pg_execute("VACUUM ANALYZE kiln_jobs", url)
+    db.prepare()
+    for lo in range(1, available + 1, db.chunk):
+        hi = min(lo + db.chunk - 1, available)
+        db.insert_available(lo, hi, QUEUES, KINDS, only_queue)
+        log(f"{db.kind} available {hi:,}/{available:,}")
+    for lo in range(1, scheduled + 1, db.chunk):
+        hi = min(lo + db.chunk - 1, scheduled)
+        db.insert_scheduled(lo, hi, scheduled, QUEUES, KINDS)
+        log(f"{db.kind} scheduled {hi:,}/{scheduled:,}")
+    db.analyze()
     return time.perf_counter() - began
+
+
+def open_store(url: str, conns: int) -> Any:
+    """The store of ``url``, with a pool of ``conns`` where it has one (SQLite has not)."""
+    if url.startswith("sqlite"):
+        return store_from_url(url)
+    return store_from_url(url, max_conns=conns)
 
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
+    if not ordered:
+        return 0.0
     return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)], 3)
 
 
@@ -116,7 +120,7 @@ def done(rows: list[Any]) -> list[JobResult]:
 
 
 async def claims(url: str, per_queue: int, only: int | None = None) -> dict[str, Any]:
-    store = store_from_url(url, max_conns=2)
+    store = open_store(url, 2)
     await store.open()
     everything: list[float] = []
     queues: dict[str, Any] = {}
@@ -141,19 +145,43 @@ async def claims(url: str, per_queue: int, only: int | None = None) -> dict[str,
             "worst_queue_p99_ms": max(v["p99_ms"] for v in queues.values()), "queues": queues}
 
 
-OVERDUE = ("SELECT count(*) FROM kiln_jobs WHERE state = 'scheduled'"
-           " AND run_at < now() - interval '1 second'")
+async def drain_any(url: str, queue: int, claimers: int = 4) -> dict[str, Any]:
+    """Drain one queue through the store (MariaDB, SQLite: no backend counters)."""
+    store = open_store(url, claimers + 1)
+    await store.open()
+    kinds = kinds_of(queue)
+    count = 0
+
+    async def claimer() -> None:
+        nonlocal count
+        while rows := await store.job_claim(f"q{queue}", kinds, 100, SERVER):
+            await store.job_results_apply(done(rows))
+            count += len(rows)
+
+    try:
+        began = time.perf_counter()
+        await asyncio.gather(*(claimer() for _ in range(claimers)))
+        seconds = time.perf_counter() - began
+    finally:
+        await store.close()
+    return {"jobs": count, "seconds": round(seconds, 2), "jobs_per_s": round(count / seconds, 1)}
 
 
-async def release(url: str, due: int, window: float) -> dict[str, Any]:
-    """``due`` scheduled jobs fall due over ``window`` seconds, starting in 5 s."""
-    pg_execute(
-        "UPDATE kiln_jobs j SET run_at = now() + interval '5 seconds' + s.r"
-        f" * ({window} / {due}.0) * interval '1 second' FROM (SELECT id, row_number()"
-        " OVER (ORDER BY run_at) AS r FROM kiln_jobs WHERE state = 'scheduled'"
-        f" ORDER BY run_at LIMIT {due}) s WHERE j.id = s.id", url)
-    pg_execute("ANALYZE kiln_jobs", url)
-    store = store_from_url(url, max_conns=2)
+async def drain(db: Target, queue: int) -> dict[str, Any]:
+    """Drain one queue: on PostgreSQL with the backend's per-job costs (bench.drain_costs)."""
+    if db.kind == "postgresql":
+        return await drain_costs.drain(db.url, queue, per_kind=False)
+    return await drain_any(db.url, queue)
+
+
+async def release(db: Target, due: int, window: float) -> dict[str, Any]:
+    """``due`` scheduled jobs fall due over ``window`` seconds, starting ``LEAD`` s
+    after the setup began; ``setup_s`` says how long the setup took of it."""
+    url = db.url
+    began_setup = time.perf_counter()
+    db.make_due(due, window)
+    overdue = db.overdue_sql()
+    store = open_store(url, 2)
     await store.open()
     calls: list[float] = []
     overdue_max = 0
@@ -163,14 +191,15 @@ async def release(url: str, due: int, window: float) -> dict[str, Any]:
     async def sample() -> None:  # apart from the releaser, so it never slows it
         nonlocal overdue_max
         while not stop.is_set():
-            late = await asyncio.to_thread(pg_execute, OVERDUE, url)
+            late = await asyncio.to_thread(db.execute, overdue)
             overdue_max = max(overdue_max, int(late[0][0]))
             await asyncio.sleep(0.25)
 
     sampler = asyncio.create_task(sample())
     try:
         began = time.perf_counter()
-        while time.perf_counter() - began < window + 8:
+        setup_s = began - began_setup
+        while time.perf_counter() - began < window + LEAD + 3 - setup_s:
             t = time.perf_counter()
             result = await store.jobs_release_due()
             calls.append((time.perf_counter() - t) * 1000)
@@ -181,7 +210,8 @@ async def release(url: str, due: int, window: float) -> dict[str, Any]:
         stop.set()
         await sampler
         await store.close()
-    return {"due": due, "released": released, "window_s": window, "calls": len(calls),
+    return {"due": due, "released": released, "window_s": window, "lead_s": LEAD,
+            "setup_s": round(setup_s, 1), "calls": len(calls),
             "call_p50_ms": pct(calls, 0.5), "call_p99_ms": pct(calls, 0.99),
             "call_max_ms": round(max(calls), 2),
             "releaser_ms_per_s": round(sum(calls) / total, 2),
@@ -228,7 +258,7 @@ def maintenance_calls(store: Any) -> dict[str, tuple[Callable[[], Awaitable[Any]
 
 
 async def maintenance(url: str) -> dict[str, Any]:
-    store = store_from_url(url, max_conns=2)
+    store = open_store(url, 2)
     await store.open()
     out: dict[str, Any] = {}
     per_minute = 0.0
@@ -309,65 +339,51 @@ def list_all(url: str, limit_rows: int) -> dict[str, Any]:
             else None}
 
 
-def facts(url: str) -> dict[str, Any]:
-    settings = dict(pg_execute(
-        "SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem',"
-        " 'effective_cache_size', 'autovacuum', 'max_connections', 'random_page_cost',"
-        " 'server_version', 'maintenance_work_mem')", url))
-    row = pg_execute("SELECT pg_total_relation_size('kiln_jobs'), pg_indexes_size('kiln_jobs'),"
-                     " (SELECT reloptions FROM pg_class WHERE oid = 'kiln_jobs'::regclass)",
-                     url)[0]
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"cores": os.cpu_count(), "memory_gb": round(mem / 2**30, 1),
-            "load_1m": round(os.getloadavg()[0], 1), "postgres": settings,
-            "table_mb": round(row[0] / 1e6), "indexes_mb": round(row[1] / 1e6),
-            "reloptions": row[2]}
-
-
 def run(rows: int, claims_per_queue: int, window: float, parts: set[str], *,
-        keep: bool = False, reuse: str | None = None) -> dict[str, Any]:
+        store: str = "postgresql", keep: bool = False, reuse: str | None = None
+        ) -> dict[str, Any]:
     """``keep``: leave the big table's database (``out["kept"]`` is its URL) for
     ``reuse``, which measures it without building (parts that change the table, such
     as drain and release, then leave it changed)."""
     available, scheduled = rows // 2, rows - rows // 2
-    out: dict[str, Any] = {"case": "backlog", "database": "postgresql", "rows": rows,
+    big = Target(store, "kiln_backlog", url=reuse)
+    out: dict[str, Any] = {"case": "backlog", "database": big.kind, "rows": rows,
                            "available": available, "scheduled": scheduled,
-                           "queue_share": available // QUEUES}
-    big = reuse or fresh_database("kiln_backlog")
+                           "queue_share": available // QUEUES, "drain_queue": DRAIN_QUEUE}
     try:
+        asyncio.run(migrate(big.url))  # on reuse: this checkout's migrations, if new
         if reuse is None:
-            asyncio.run(migrate(big))
             out["build_s"] = round(fill(big, available, scheduled), 1)
+            out["fill_rows_per_s"] = round(rows / out["build_s"])
             log(f"built {rows:,} rows in {out['build_s']} s")
-        else:
-            asyncio.run(migrate(big))  # this checkout's migrations, if any are new
-        out["facts_before"] = facts(big)
+        out["facts_before"] = big.facts()
         _on_big(out, big, rows, claims_per_queue, window, parts)
-        out["facts_after"] = facts(big)
+        out["facts_after"] = big.facts()
     finally:
         if keep or reuse is not None:
-            out["kept"] = big
+            out["kept"] = big.url
         else:
-            drop_database(big)
+            big.drop()
     if parts & {"drain", "enqueue", "claim"}:
-        fresh = fresh_database("kiln_backlog_fresh")
+        fresh = Target(store, "kiln_backlog_fresh")
         try:
-            asyncio.run(migrate(fresh))
+            asyncio.run(migrate(fresh.url))
             _on_fresh(out, fresh, available, claims_per_queue, parts)
         finally:
-            drop_database(fresh)
+            fresh.drop()
     return out
 
 
-def _on_big(out: dict[str, Any], big: str, rows: int, claims_per_queue: int, window: float,
-            parts: set[str]) -> None:
+def _on_big(out: dict[str, Any], big: Target, rows: int, claims_per_queue: int,
+            window: float, parts: set[str]) -> None:
+    url = big.url
     steps: list[tuple[str, str, Callable[[], Any]]] = [
-        ("claim", "claim", lambda: asyncio.run(claims(big, claims_per_queue))),
-        ("dashboard", "dashboard", lambda: asyncio.run(dashboard(big))),
-        ("maintenance", "maintenance", lambda: asyncio.run(maintenance(big))),
-        ("enqueue", "enqueue_big", lambda: asyncio.run(enqueue(big))),
-        ("list_all", "list_all", lambda: list_all(big, min(rows, 1_000_000))),
-        ("drain", "drain_big", lambda: asyncio.run(drain_costs.drain(big, 3, per_kind=False))),
+        ("claim", "claim", lambda: asyncio.run(claims(url, claims_per_queue))),
+        ("dashboard", "dashboard", lambda: asyncio.run(dashboard(url))),
+        ("maintenance", "maintenance", lambda: asyncio.run(maintenance(url))),
+        ("enqueue", "enqueue_big", lambda: asyncio.run(enqueue(url))),
+        ("list_all", "list_all", lambda: list_all(url, min(rows, 1_000_000))),
+        ("drain", "drain_big", lambda: asyncio.run(drain(big, DRAIN_QUEUE))),
         # last: it makes scheduled jobs available
         ("release", "release", lambda: asyncio.run(
             release(big, min(100_000, out["scheduled"]), window))),
@@ -375,28 +391,33 @@ def _on_big(out: dict[str, Any], big: str, rows: int, claims_per_queue: int, win
     for part, key, step in steps:
         if part in parts:
             out[key] = step()
-            log(f"{key}: {str(out[key])[:300]}")
+            out[key]["load_1m"] = round(os.getloadavg()[0], 1)
+            log(f"{big.kind} {key}: {str(out[key])[:300]}")
 
 
-def _on_fresh(out: dict[str, Any], fresh: str, available: int, claims_per_queue: int,
+def _on_fresh(out: dict[str, Any], fresh: Target, available: int, claims_per_queue: int,
               parts: set[str]) -> None:
+    url = fresh.url
     if "enqueue" in parts:
-        out["enqueue_fresh"] = asyncio.run(enqueue(fresh))
+        out["enqueue_fresh"] = asyncio.run(enqueue(url))
         out["enqueue_big_over_fresh"] = round(
             out["enqueue_big"]["jobs_per_s"] / out["enqueue_fresh"]["jobs_per_s"], 3)
     if not parts & {"drain", "claim"}:
         return
-    pg_execute("DELETE FROM kiln_jobs", fresh)
-    fill(fresh, available, 0, only_queue=3)  # queue q3's jobs alone
-    if "claim" in parts:
-        one = asyncio.run(claims(fresh, claims_per_queue, only=3))
+    fresh.delete_jobs()
+    fill(fresh, available, 0, only_queue=DRAIN_QUEUE)  # that queue's jobs alone
+    if "claim" in parts and DRAIN_QUEUE == 3:
+        one = asyncio.run(claims(url, claims_per_queue, only=3))
         out["claim_fresh_q3"] = {k: one[k] for k in ("claim_p50_ms", "claim_p99_ms")}
         out["claim_q3_p99_big_over_fresh"] = round(
             out["claim"]["queues"]["q3"]["p99_ms"] / one["claim_p99_ms"], 2)
     if "drain" in parts:
-        out["drain_fresh"] = asyncio.run(drain_costs.drain(fresh, 3, per_kind=False))
-        out["drain_big_over_fresh"] = round(
-            out["drain_big"]["jobs_per_s"] / out["drain_fresh"]["jobs_per_s"], 3)
-        out["drain_cpu_fresh_over_big"] = round(  # the database's CPU a job
-            out["drain_fresh"]["backend_cpu_us_per_job"]
-            / out["drain_big"]["backend_cpu_us_per_job"], 3)
+        out["drain_fresh"] = asyncio.run(drain(fresh, DRAIN_QUEUE))
+        out["drain_fresh"]["load_1m"] = round(os.getloadavg()[0], 1)
+        if out["drain_fresh"]["jobs_per_s"]:  # a tiny table's claims may have taken them all
+            out["drain_big_over_fresh"] = round(
+                out["drain_big"]["jobs_per_s"] / out["drain_fresh"]["jobs_per_s"], 3)
+        if out["drain_big"].get("backend_cpu_us_per_job"):  # PostgreSQL, jobs drained
+            out["drain_cpu_fresh_over_big"] = round(  # the database's CPU a job
+                out["drain_fresh"]["backend_cpu_us_per_job"]
+                / out["drain_big"]["backend_cpu_us_per_job"], 3)

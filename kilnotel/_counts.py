@@ -163,7 +163,7 @@ class CountsCache:
         self.kind_conflicts = await self._client.kind_conflicts()
         in_use = await self._client.concurrency_in_use()  # one grouped count
         waiting = await self._client.unhandled(self._dead_after, cap=COUNT_CAP)
-        behind = await self._client.rate_backlog(RATE_KEYS_BACKLOG)
+        behind = await self._client.rate_backlog(RATE_KEYS_BACKLOG, cap=COUNT_CAP)
         table = {(c.state.value, c.queue): c.count for c in counts}
         if every:
             self.finished_at = time.monotonic()

@@ -83,10 +83,15 @@ class FleetReads:
         """(key, limit, pending jobs) for each declared rate-limit key, by key."""
         return await self._store.rate_limit_list()
 
-    async def rate_backlog(self, limit: int = 20) -> list[tuple[str, RateLimit | None, int]]:
+    async def rate_backlog(
+        self, limit: int = 20, *, cap: int | None = None
+    ) -> list[tuple[str, RateLimit | None, int]]:
         """(key, limit or None if undeclared, due pending jobs) for the ``limit`` rate
-        keys with the most pending jobs due now, most first: the keys behind their rate."""
-        return await self._store.rate_keys_backlog(limit)
+        keys with the most pending jobs due now, most first: the keys behind their rate.
+        With ``cap`` (kilnotel passes 100), PostgreSQL counts each key exactly up to
+        ``cap`` jobs and estimates beyond, so the read costs the same with a million
+        rate-limited jobs waiting as with a thousand. MariaDB and SQLite count exactly."""
+        return await self._store.rate_keys_backlog(limit, cap=cap)
 
     async def concurrency_in_use(self) -> dict[str, int]:
         """Running jobs per key group ("kind:NAME", "queue:NAME"), fleet-wide."""

@@ -171,7 +171,7 @@ class RatesSql(Protocol[S_co, A_contra]):
     ) -> Generator[S_co, A_contra, int]: ...
     def rate_limit_list(self) -> Generator[S_co, A_contra, list[tuple[str, RateLimit, int]]]: ...
     def rate_keys_backlog(
-        self, limit: int
+        self, limit: int, cap: int | None = None
     ) -> Generator[S_co, A_contra, list[tuple[str, RateLimit | None, int]]]: ...
 
 
@@ -504,9 +504,11 @@ class PlanStore(abc.ABC, Generic[S, A]):
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
         return await self._read("rate_limit_list", self._sql.rates.rate_limit_list)
 
-    async def rate_keys_backlog(self, limit: int) -> list[tuple[str, RateLimit | None, int]]:
+    async def rate_keys_backlog(
+        self, limit: int, *, cap: int | None = None
+    ) -> list[tuple[str, RateLimit | None, int]]:
         return await self._read("rate_keys_backlog",
-                                lambda: self._sql.rates.rate_keys_backlog(limit))
+                                lambda: self._sql.rates.rate_keys_backlog(limit, cap))
 
     # recurring jobs and audit --------------------------------------------------------
     async def cron_last_slot(self, name: str) -> datetime | None:

@@ -458,10 +458,15 @@ class Store(Protocol):
         holds is left. Returns how many."""
         ...
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]: ...
-    async def rate_keys_backlog(self, limit: int) -> list[tuple[str, RateLimit | None, int]]:
+    async def rate_keys_backlog(
+        self, limit: int, *, cap: int | None = None
+    ) -> list[tuple[str, RateLimit | None, int]]:
         """Up to ``limit`` keys with the most pending jobs that are due (run_at passed),
         most first (then by key): (key, its limit or None if undeclared, those jobs).
-        One grouped read of the pending jobs (what kilnotel's per-key gauges show)."""
+        One grouped read of the pending jobs (what kilnotel's per-key gauges show).
+        With ``cap`` a store may count each key exactly up to ``cap`` jobs only and
+        estimate above it, so the read costs what the keys and the cap allow, not what
+        the backlog holds (PostgreSQL does; MariaDB and SQLite count exactly)."""
 
     # recurring jobs
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:

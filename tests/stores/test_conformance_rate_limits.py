@@ -106,5 +106,9 @@ async def test_backlog_lists_the_keys_most_behind_first(store: Store) -> None:
     assert await store.rate_keys_backlog(10) == [
         ("big", limit, 4), ("small", RateLimit(rate=2), 2), ("nolimit", None, 1)]
     assert await store.rate_keys_backlog(2) == [("big", limit, 4), ("small", RateLimit(rate=2), 2)]
+    # capped (kilnotel's read): the same while every key is within the cap
+    assert await store.rate_keys_backlog(10, cap=100) == [
+        ("big", limit, 4), ("small", RateLimit(rate=2), 2), ("nolimit", None, 1)]
+    assert await store.rate_keys_backlog(1, cap=100) == [("big", limit, 4)]
     await store.jobs_admit("big", 100)  # the bucket holds one: three left pending
     assert (await store.rate_keys_backlog(1)) == [("big", limit, 3)]

@@ -287,3 +287,35 @@ async def test_a_dependent_inserted_as_its_dependency_completes_is_never_strande
     finally:
         await one.close()
         await two.close()
+
+
+async def test_close_during_a_read_returns_its_connection_and_ends(mysql_url: str) -> None:
+    """close() drops the store's pool and waits for every connection to come back: a
+    read in flight gave its connection back to the store's pool as it then was (None),
+    so it never came back and close() waited forever (a dashboard closed during a slow
+    count at 3,000,000 jobs on MariaDB hung; bench/RESULTS.md, "scale45")."""
+    from kiln.stores.mysql._plan import one
+
+    store = await migrated(mysql_url)
+
+    def slow() -> Any:
+        return (yield one("SELECT SLEEP(1)"))[0]
+
+    read = asyncio.create_task(store._read("slow read", slow))
+    p = urlsplit(mysql_url)
+    probe = pymysql.connect(host=p.hostname, port=p.port or 3306, user=p.username or "root",
+                            password=p.password or "", autocommit=True)
+    try:
+        with probe.cursor() as cur:
+            for _ in range(500):  # until the read is running (its own event: the server's)
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+                            " WHERE INFO = 'SELECT SLEEP(1)'")
+                if cur.fetchone()[0]:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("the read never started")
+    finally:
+        probe.close()
+    await asyncio.wait_for(store.close(), 10)  # hung before the fix
+    await asyncio.gather(read, return_exceptions=True)

@@ -237,7 +237,10 @@ BACKLOG = (
 )
 
 
-def rate_keys_backlog(limit: int) -> Plan[list[tuple[str, RateLimit | None, int]]]:
+def rate_keys_backlog(
+    limit: int, cap: int | None = None
+) -> Plan[list[tuple[str, RateLimit | None, int]]]:
+    # exact whatever the cap, as the counts (kiln.stores.mysql._admin)
     out = yield one(BACKLOG, limit)
     return [(r[0], None if r[2] is None else RateLimit(rate=r[2], per=r[3], burst=r[4]),
              int(r[1])) for r in out[0].rows]

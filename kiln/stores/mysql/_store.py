@@ -252,14 +252,18 @@ class MySQLStore(Unnotified, PlanStore[Step, list[Result]]):
         if self._kept is None:
             await self.open()
         with self._errors(operation):
-            conn = await self._pool.acquire()
+            # the pool it came from: close() drops self._pool at once and then waits for
+            # every connection to come back to it (given back to None, this one never
+            # did, and close() hung: a dashboard closed during a slow read)
+            pool = self._pool
+            conn = await pool.acquire()
             try:
                 result = await run_async(conn, self._clocked(make()), self._counter, own=True)
                 if not conn.get_autocommit():  # a lent pool's connection
                     await (conn.commit() if commit else conn.rollback())
                 return result
             finally:
-                await release(self._pool, conn)
+                await release(pool, conn)
 
     def clock_shift(self, seconds: float) -> None:
         """Tests only: from now on, this store's statements see the database clock

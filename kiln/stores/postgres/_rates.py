@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kiln._model._job import Admission, AdmitResult, RateLimit
 from kiln.stores._admission import plan as admission_plan
-from kiln.stores.postgres import _insert
+from kiln.stores.postgres import _insert, _rate_backlog
 from kiln.stores.postgres._plan import Plan, Stmt, one, step
 
 
@@ -175,21 +175,9 @@ def rate_limit_list() -> Plan[list[tuple[str, RateLimit, int]]]:
     return [(r[0], RateLimit(rate=r[1], per=r[2], burst=r[3]), int(r[4])) for r in rows]
 
 
-# The keys with the most pending jobs that are due (kilnotel's per-key gauges): one
-# grouped read of the pending index, so it costs what the backlog costs (like the
-# pending count of client.counts()), with the key's limit (None: undeclared).
-BACKLOG = (
-    "SELECT j.rate_key, count(*), r.rate, r.per, r.burst FROM kiln_jobs j"
-    " LEFT JOIN kiln_rate_limits r ON r.key = j.rate_key WHERE j.state = 'pending'"
-    " AND j.rate_key IS NOT NULL AND j.run_at <= now()"
-    " GROUP BY j.rate_key, r.rate, r.per, r.burst ORDER BY count(*) DESC, j.rate_key LIMIT %s"
-)
-
-
-def rate_keys_backlog(limit: int) -> Plan[list[tuple[str, RateLimit | None, int]]]:
-    rows = (yield one(BACKLOG, limit))[0]
-    return [(r[0], None if r[2] is None else RateLimit(rate=r[2], per=r[3], burst=r[4]),
-             int(r[1])) for r in rows]
+# The keys with the most pending jobs that are due (kilnotel's per-key gauges), exact
+# or capped: kiln.stores.postgres._rate_backlog
+rate_keys_backlog = _rate_backlog.rate_keys_backlog
 
 
 # Pruning key rows no job needs (Store.rate_keys_prune): the candidates (unused by this

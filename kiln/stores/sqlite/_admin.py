@@ -274,20 +274,52 @@ def state_counts(
     return [StateCount(queue=r[0], state=JobState(r[1]), count=int(r[2])) for r in rows]
 
 
+# Each queue's oldest available job without reading them all: the plain jobs' queues,
+# then each queue's priorities, found in kiln_jobs_claim (queue, priority, run_at, id;
+# partial: state = 'available' AND conc_key IS NULL) one MIN() descent at a time, and
+# the first run_at of each (queue, priority) range; the limited jobs' part walks
+# kiln_jobs_conc_available only. ``state = 'available'`` alone matched neither partial
+# index and read the whole table: 8.5 s with 5,000,000 jobs waiting (bench/RESULTS.md,
+# "scale45"; tests/stores/test_sqlite_oldest_plan.py). INDEXED BY: with statistics,
+# SQLite took kiln_jobs_state_queue for the queues and the limited part, and walked every
+# available job again (2.3 s at 5M).
+_PLAIN = "{t}state = 'available' AND {t}conc_key IS NULL"
+OLDEST = (
+    "WITH RECURSIVE q(queue) AS (SELECT MIN(queue) FROM kiln_jobs INDEXED BY kiln_jobs_claim"
+    f" WHERE {_PLAIN.format(t='')} UNION ALL SELECT (SELECT MIN(k.queue) FROM kiln_jobs k"
+    f" INDEXED BY kiln_jobs_claim WHERE {_PLAIN.format(t='k.')}"
+    " AND k.queue > q.queue) FROM q WHERE q.queue IS NOT NULL),"
+    " p(queue, priority) AS (SELECT q.queue, (SELECT MIN(k.priority) FROM kiln_jobs k"
+    f" WHERE {_PLAIN.format(t='k.')} AND k.queue = q.queue) FROM q WHERE q.queue IS NOT NULL"
+    " UNION ALL SELECT p.queue, (SELECT MIN(k.priority) FROM kiln_jobs k"
+    f" WHERE {_PLAIN.format(t='k.')} AND k.queue = p.queue AND k.priority > p.priority)"
+    " FROM p WHERE p.priority IS NOT NULL)"
+    " SELECT queue, MIN(first) FROM (SELECT p.queue, (SELECT MIN(j.run_at) FROM kiln_jobs j"
+    f" WHERE {_PLAIN.format(t='j.')} AND j.queue = p.queue AND j.priority = p.priority)"
+    " AS first FROM p WHERE p.priority IS NOT NULL UNION ALL SELECT queue, MIN(run_at)"
+    " FROM kiln_jobs INDEXED BY kiln_jobs_conc_available"
+    " WHERE state = 'available' AND conc_key IS NOT NULL GROUP BY queue)"
+    " GROUP BY queue"
+)
+
+
 def oldest_available(conn: sqlite3.Connection) -> dict[str, float]:
     now = time.time()
-    rows = conn.execute(
-        "SELECT queue, MIN(run_at) FROM kiln_jobs WHERE state = 'available' GROUP BY queue"
-    ).fetchall()
+    rows = conn.execute(OLDEST).fetchall()
     return {r[0]: max(now - r[1], 0.0) for r in rows}
 
 
+# the due end of kiln_jobs_scheduled (run_at, partial: scheduled jobs only). INDEXED BY:
+# left to itself SQLite walked every scheduled job through kiln_jobs_state_queue, for
+# its GROUP BY order (5.7 s with 2,500,000 scheduled; tests/stores/test_sqlite_oldest_plan.py)
+SCHEDULED_DUE = (
+    "SELECT queue, COUNT(*) FROM kiln_jobs INDEXED BY kiln_jobs_scheduled"
+    " WHERE state = 'scheduled' AND run_at <= ? GROUP BY queue"
+)
+
+
 def scheduled_due(conn: sqlite3.Connection) -> dict[str, int]:
-    # the due end of kiln_jobs_scheduled (run_at, partial: scheduled jobs only)
-    rows = conn.execute(
-        "SELECT queue, COUNT(*) FROM kiln_jobs WHERE state = 'scheduled' AND run_at <= ?"
-        " GROUP BY queue", (time.time(),)
-    ).fetchall()
+    rows = conn.execute(SCHEDULED_DUE, (time.time(),)).fetchall()
     return {r[0]: int(r[1]) for r in rows}
 
 

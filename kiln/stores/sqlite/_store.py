@@ -543,7 +543,10 @@ class SQLiteStore(Unnotified):
     async def rate_limit_list(self) -> list[tuple[str, RateLimit, int]]:
         return await self._run("rate_limit_list", _rates.rate_limit_list)
 
-    async def rate_keys_backlog(self, limit: int) -> list[tuple[str, RateLimit | None, int]]:
+    async def rate_keys_backlog(
+        self, limit: int, *, cap: int | None = None
+    ) -> list[tuple[str, RateLimit | None, int]]:
+        # exact whatever the cap, as job_counts
         return await self._run("rate_keys_backlog",
                                lambda c: _rates.rate_keys_backlog(c, limit))
 
