@@ -33,6 +33,7 @@ from kiln.events import EventHub
 from kiln.stores import Store
 from tests.flow.test_admission_cost import _work_of
 from tests.plugins.databases import mysql_connect
+from tests.support.waits import wait_for
 
 TENANTS = 100_000
 ENQUEUED = 2_000  # of them, through the store
@@ -116,8 +117,15 @@ async def test_rows_of_keys_no_job_uses_are_pruned_at_many_tenants(
     # admission costs what it cost before the tenants came: the listing is driven by the
     # pending jobs (within 2x, as tests/flow/test_admission_cost.py measures it), and
     # the waiting tenant's job is admitted
-    after, listed = work()
-    assert listed == ["mail|waiting"] and after <= 2 * before + 50, (before, after)
+    # (VACUUM cannot remove the cancelled jobs' index entries while another session of
+    # the database holds an older snapshot, a test beside this one in the suite: the
+    # listing then reads them; it is measured again until none is held)
+    async def as_before() -> bool:
+        after, listed = work()
+        assert listed == ["mail|waiting"]
+        return after <= 2 * before + 50
+
+    await wait_for(as_before, 30, f"the listing's cost back within twice {before} + 50")
     assert len((await store.jobs_admit("mail|waiting", 10)).admitted) == 1
 
 
