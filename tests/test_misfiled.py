@@ -50,3 +50,5 @@ def test_no_key_to_give_and_no_limit_leave_the_job_as_it_is() -> None:
     assert misfiled_key(ctx_with(None, in_use=True), claimed({"tenant": 1}, "x")) is None
     unknown = dataclasses.replace(claimed({"tenant": 1}, "x"), kind="not-mine")
     assert misfiled_key(ctx, unknown) is None
+    failing = kiln.Concurrency(max=1, key=lambda args: args["ids"][3])  # IndexError here
+    assert misfiled_key(ctx_with(failing, in_use=True), claimed({"ids": []}, "x")) is None

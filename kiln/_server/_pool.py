@@ -399,8 +399,9 @@ class Pool:
     async def _rekeyed(self, row: JobRow) -> JobResult | None:
         """A job claimed under a key its kind's declaration no longer gives: its key is
         set to the right one while this server holds it, and it is handed back without
-        using its attempt (it runs at its next claim, under that key's limit). None: the
-        job runs (its key is right, or the rekey failed: the adopter's walk is left)."""
+        using its attempt (it runs at its next claim, under that key's limit; a rekey
+        that failed is tried again then; one no longer this server's is not run either). None:
+        the job runs (its key is right)."""
         assert self._misfiled is not None
         wrong = self._misfiled(row)
         if wrong is None:
@@ -410,15 +411,15 @@ class Pool:
         try:
             changed = await self._store.jobs_rekey({row.id: key}, {key: limit},
                                                    running_on=server_id)
-        except Exception:
+        except Exception:  # not run under the wrong key: handed back, tried again
             log.warning("job %s: could not give it the concurrency key %r its kind's"
-                        " declaration gives it (it keeps %r)", row.id, key, row.conc_key,
-                        exc_info=True)
-            return None
-        if not changed:  # no longer this server's: nothing to hand back
-            return None
-        log.info("job %s was claimed under concurrency key %r; its kind's declaration gives"
-                 " %r now: handed back under that key", row.id, row.conc_key, key)
+                        " declaration gives it (it keeps %r): handed back", row.id, key,
+                        row.conc_key, exc_info=True)
+        else:  # not changed: no longer this server's (fenced), so its hand-back is a no-op
+            if changed:
+                log.info("job %s was claimed under concurrency key %r; its kind's"
+                         " declaration gives %r now: handed back under that key",
+                         row.id, row.conc_key, key)
         self._events.emit(JobFinished(job=row, outcome=Outcome.HANDED_BACK, duration=0.0))
         return JobResult(job_id=row.id, server_id=server_id, attempt=row.attempt,
                          outcome=Outcome.HANDED_BACK, claimed_at=row.attempted_at)

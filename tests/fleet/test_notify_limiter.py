@@ -362,3 +362,29 @@ async def test_quiet_inserts_behind_a_notifying_one_are_woken(postgres_url: str)
     finally:
         await producer.close()
         await listener.close()
+
+
+async def test_the_owed_timer_moves_earlier_when_the_notifying_insert_ends(
+    postgres_url: str,
+) -> None:
+    """A quiet insert that lands behind a notifying one in flight is owed a wake-up that
+    is due when that insert counts as stuck (STUCK windows after it started); once it
+    ends, the wake-up is due at its window's end, and the store's timer moves there
+    (it stayed armed for the stuck deadline: about 100 ms late at the default window)."""
+    window = 0.5
+    store = await _opened(postgres_url, notify_window=window)
+    limiter = store._limiter  # type: ignore[attr-defined]
+    assert isinstance(limiter, NotifyLimiter)
+    loop = asyncio.get_running_loop()
+    try:
+        assert not limiter.quiet("mail")  # a notifying insert starts: in flight
+        await store.job_insert_many([NewJob(kind="k", args={}, queue="mail")])  # quiet
+        armed = store._owed  # type: ignore[attr-defined]
+        assert armed is not None and armed.when() - loop.time() > window * (STUCK - 2)
+        limiter.notified("mail")  # it ended: what landed behind it is due soon
+        store._owe()  # type: ignore[attr-defined]  # as _notifying does
+        moved = store._owed  # type: ignore[attr-defined]
+        assert moved is not None and moved.when() - loop.time() <= window * (1 + GRACE)
+        assert armed.cancelled()
+    finally:
+        await store.close()

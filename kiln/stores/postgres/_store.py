@@ -321,13 +321,23 @@ class PostgresStore(PlanStore[Step, list[Rows]]):
                 self._owe()  # what landed while it was in flight
 
     def _owe(self) -> None:
-        """A quiet insert's queue is owed its wake-up when the window ends."""
+        """A quiet insert's queue is owed its wake-up when the window ends: the timer is
+        armed for the earliest owed wake-up, and moved earlier when one comes due before
+        it (a notifying insert in flight ended: what landed behind it is due at its
+        window's end, not when it would have counted as stuck)."""
         limiter = self._limiter
-        if limiter is None or self._owed is not None:
+        if limiter is None:
             return
         delay = limiter.delay()
-        if delay is not None:
-            self._owed = asyncio.get_running_loop().call_later(delay, self._pay)
+        if delay is None:
+            return
+        loop = asyncio.get_running_loop()
+        armed = self._owed
+        if armed is not None:
+            if armed.when() <= loop.time() + delay:
+                return
+            armed.cancel()
+        self._owed = loop.call_later(delay, self._pay)
 
     def _pay(self) -> None:
         self._owed = None
