@@ -24,6 +24,8 @@ from tests.support.waits import wait_for
 # heartbeat 0.5 s: a worker starved of CPU for ~0.6 s on a loaded 2-core machine
 # would otherwise fence itself and fire alerts the test says must stay quiet
 FAST = fast(heartbeat_interval=0.5, dead_after=7.0, shutdown_timeout=0.3)
+# for servers whose timing the test does not show (staging's): fenced only after 3 s
+STEADY = fast(heartbeat_interval=1.0, dead_after=9.0, leader_ttl=3.0, shutdown_timeout=0.3)
 DEAD_SERVER = "ops-test-dead-server"
 
 
