@@ -23,6 +23,7 @@ longest range that reads them. Pure; no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -110,6 +111,44 @@ def finished_bounds(rolled_to: int | None, now: float, start: float, bucket: flo
     if rolled_to is None or bucket % MINUTE or start < now - KEEP[MINUTE] + MINUTE:
         return first, first
     return first, max(first, rolled_to)
+
+
+FAR = 1e11  # unix seconds past any finish: the open end of a read up to now
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FinishedRead:
+    """One read of a finished count: the rollup's minute rows (``rolled``) or the jobs
+    themselves, of ``states``, finished in [start, end) (unix seconds)."""
+
+    rolled: bool
+    states: list[str]
+    start: float
+    end: float
+
+
+def finished_reads(states: Iterable[str], since: float, bucket: float, aligned: bool,
+                   rolled_to: int | None, now: float) -> tuple[int, list[FinishedRead]]:
+    """(the current bucket, the reads whose rows together count the jobs in ``states``
+    finished in the last ``since`` seconds; none when there is nothing to count).
+    ``aligned``: buckets on the epoch's multiples of ``bucket`` and the span whole
+    buckets (the series); otherwise exactly ``since`` seconds back from ``now``
+    (throughput). The rollup serves completed and failed jobs within finished_bounds;
+    the head before it, the tail after it and every other state are read directly."""
+    current = int(now // bucket)
+    start = (current - int(since // bucket) + 1) * bucket if aligned else now - since
+    lo, hi = finished_bounds(rolled_to, now, start, bucket)
+    rolled = [s for s in states if s in STATES]
+    other = [s for s in states if s not in STATES]
+    reads: list[FinishedRead] = []
+    if rolled and lo < hi:
+        reads += [FinishedRead(True, rolled, lo, hi), FinishedRead(False, rolled, start, lo),
+                  FinishedRead(False, rolled, hi, FAR)]
+    elif rolled:
+        reads.append(FinishedRead(False, rolled, start, FAR))
+    if other:
+        reads.append(FinishedRead(False, other, start, FAR))
+    return current, reads if since > 0 else []
 
 
 # the finished counts' rows, as every store's read of them answers (kiln.stores.*._finished):

@@ -13,7 +13,6 @@ from kiln.stores.mysql._rollup import FINISHED_S, MARK, NOW_S, at
 
 Row = tuple[str, int, str, int]  # (queue, bucket, state, jobs)
 
-FAR = 100_000_000_000  # unix seconds past any finish: an open end
 FINISHED = ("completed", "failed", "cancelled")
 
 
@@ -27,34 +26,25 @@ def finished(states: tuple[str, ...], since: float, bucket: float, aligned: bool
     ``since`` seconds, as kiln.stores.postgres._finished.finished."""
     out = yield one(f"SELECT ({MARK}), {NOW_S}")
     mark, now = out[0].rows[0][0], float(out[0].rows[0][1])
-    current = int(now // bucket)
-    start = (current - int(since // bucket) + 1) * bucket if aligned else now - since
-    lo, hi = _rollup.finished_bounds(None if mark is None else int(mark), now, start, bucket)
-    rolled = [s for s in states if s in _rollup.STATES]
-    other = [s for s in states if s not in _rollup.STATES]
-    group = "queue" if by_queue else "''"
-    parts: list[tuple[str, list[object]]] = []
-
-    def direct(which: list[str], a: float, b: float) -> None:
-        parts.append((
-            f"SELECT {group}, %s - FLOOR({FINISHED_S} / %s), state, COUNT(*) FROM kiln_jobs"
-            f" WHERE state IN ({_in(which)}) AND finished_at >= {at('%s')}"
-            f" AND finished_at < {at('%s')} GROUP BY 1, 2, 3",
-            [current, bucket, *which, int(a * 1_000_000), int(b * 1_000_000)]))
-
-    if rolled and lo < hi:
-        parts.append((
-            f"SELECT {group}, %s - FLOOR(slot / %s), state, SUM(jobs) FROM kiln_timings"
-            f" WHERE width = %s AND slot >= %s AND slot < %s AND state IN ({_in(rolled)})"
-            " GROUP BY 1, 2, 3", [current, bucket, _rollup.MINUTE, lo, hi, *rolled]))
-        direct(rolled, start, lo)
-        direct(rolled, hi, FAR)
-    elif rolled:
-        direct(rolled, start, FAR)
-    if other:
-        direct(other, start, FAR)
-    if not parts or since <= 0:
+    current, reads = _rollup.finished_reads(states, since, bucket, aligned,
+                                            None if mark is None else int(mark), now)
+    if not reads:
         return []
+    group = "queue" if by_queue else "''"
+
+    def part(r: _rollup.FinishedRead) -> tuple[str, list[object]]:
+        if r.rolled:
+            return (f"SELECT {group}, %s - FLOOR(slot / %s), state, SUM(jobs) FROM kiln_timings"
+                    f" WHERE width = %s AND slot >= %s AND slot < %s"
+                    f" AND state IN ({_in(r.states)}) GROUP BY 1, 2, 3",
+                    [current, bucket, _rollup.MINUTE, r.start, r.end, *r.states])
+        return (f"SELECT {group}, %s - FLOOR({FINISHED_S} / %s), state, COUNT(*) FROM kiln_jobs"
+                f" WHERE state IN ({_in(r.states)}) AND finished_at >= {at('%s')}"
+                f" AND finished_at < {at('%s')} GROUP BY 1, 2, 3",
+                [current, bucket, *r.states, int(r.start * 1_000_000),
+                 int(r.end * 1_000_000)])
+
+    parts = [part(r) for r in reads]
     out = yield one(" UNION ALL ".join(p[0] for p in parts),
                     *(a for p in parts for a in p[1]))
     return _rollup.merged(out[0].rows)

@@ -23,7 +23,6 @@ DIRECT = ("SELECT {group}, %s - floor(date_part('epoch', finished_at) / %s)::big
           " count(*) FROM kiln_jobs WHERE state = ANY(%s::text[])"
           " AND finished_at >= to_timestamp(%s) AND finished_at < to_timestamp(%s)"
           " GROUP BY 1, 2, 3")
-FAR = 1e11  # unix seconds past any finish: an open end for DIRECT
 FINISHED = ("completed", "failed", "cancelled")
 
 
@@ -36,24 +35,13 @@ def finished(states: tuple[str, ...], since: float, bucket: float, aligned: bool
     Without ``by_queue`` the queue is "" and the jobs' reads need only the index
     (an index-only scan where the visibility map allows)."""
     mark = (yield one(MARK_READ))[0][0]
-    now = float(mark[1])
-    current = int(now // bucket)
-    start = (current - int(since // bucket) + 1) * bucket if aligned else now - since
-    lo, hi = _rollup.finished_bounds(None if mark[0] is None else int(mark[0]), now,
-                                     start, bucket)
-    rolled = [s for s in states if s in _rollup.STATES]
-    other = [s for s in states if s not in _rollup.STATES]
-    parts: list[tuple[str, tuple[object, ...]]] = []
-    if rolled and lo < hi:
-        parts.append((ROLLED, (current, bucket, _rollup.MINUTE, lo, hi, rolled)))
-        parts.append((DIRECT, (current, bucket, rolled, start, lo)))
-        parts.append((DIRECT, (current, bucket, rolled, hi, FAR)))
-    elif rolled:
-        parts.append((DIRECT, (current, bucket, rolled, start, FAR)))
-    if other:
-        parts.append((DIRECT, (current, bucket, other, start, FAR)))
-    if not parts or since <= 0:
+    current, reads = _rollup.finished_reads(
+        states, since, bucket, aligned, None if mark[0] is None else int(mark[0]),
+        float(mark[1]))
+    if not reads:
         return []
+    parts = [(ROLLED, (current, bucket, _rollup.MINUTE, r.start, r.end, r.states)) if r.rolled
+             else (DIRECT, (current, bucket, r.states, r.start, r.end)) for r in reads]
     group = "queue" if by_queue else "''"
     sql = " UNION ALL ".join(p[0].format(group=group) for p in parts)
     # planned for its bounds every time, as the charts' read (kiln.stores.postgres._rollup)

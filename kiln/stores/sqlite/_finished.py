@@ -15,7 +15,6 @@ from kiln.stores.sqlite._rollup import rolled_to
 
 Row = tuple[str, int, str, int]  # (queue, bucket, state, jobs)
 
-FAR = 1e11  # unix seconds past any finish: an open end
 FINISHED = ("completed", "failed", "cancelled")
 
 
@@ -27,34 +26,24 @@ def finished(conn: sqlite3.Connection, states: tuple[str, ...], since: float, bu
              aligned: bool, by_queue: bool = False) -> list[Row]:
     """(queue, bucket, state, jobs) of the jobs in ``states`` finished in the last
     ``since`` seconds, as kiln.stores.postgres._finished.finished."""
-    now = time.time()
-    current = int(now // bucket)
-    start = (current - int(since // bucket) + 1) * bucket if aligned else now - since
-    lo, hi = _rollup.finished_bounds(rolled_to(conn), now, start, bucket)
-    rolled = [s for s in states if s in _rollup.STATES]
-    other = [s for s in states if s not in _rollup.STATES]
-    group = "queue" if by_queue else "''"
-    parts: list[tuple[str, list[object]]] = []
-
-    def direct(which: list[str], a: float, b: float) -> None:
-        parts.append((
-            f"SELECT {group}, ? - CAST(finished_at / ? AS INTEGER), state, COUNT(*)"
-            f" FROM kiln_jobs WHERE state IN ({_in(which)}) AND finished_at >= ?"
-            " AND finished_at < ? GROUP BY 1, 2, 3", [current, bucket, *which, a, b]))
-
-    if rolled and lo < hi:
-        parts.append((
-            f"SELECT {group}, ? - CAST(slot / ? AS INTEGER), state, SUM(jobs) FROM kiln_timings"
-            f" WHERE width = ? AND slot >= ? AND slot < ? AND state IN ({_in(rolled)})"
-            " GROUP BY 1, 2, 3", [current, bucket, _rollup.MINUTE, lo, hi, *rolled]))
-        direct(rolled, start, lo)
-        direct(rolled, hi, FAR)
-    elif rolled:
-        direct(rolled, start, FAR)
-    if other:
-        direct(other, start, FAR)
-    if not parts or since <= 0:
+    current, reads = _rollup.finished_reads(states, since, bucket, aligned, rolled_to(conn),
+                                            time.time())
+    if not reads:
         return []
+    group = "queue" if by_queue else "''"
+
+    def part(r: _rollup.FinishedRead) -> tuple[str, list[object]]:
+        if r.rolled:
+            return (f"SELECT {group}, ? - CAST(slot / ? AS INTEGER), state, SUM(jobs)"
+                    f" FROM kiln_timings WHERE width = ? AND slot >= ? AND slot < ?"
+                    f" AND state IN ({_in(r.states)}) GROUP BY 1, 2, 3",
+                    [current, bucket, _rollup.MINUTE, r.start, r.end, *r.states])
+        return (f"SELECT {group}, ? - CAST(finished_at / ? AS INTEGER), state, COUNT(*)"
+                f" FROM kiln_jobs WHERE state IN ({_in(r.states)}) AND finished_at >= ?"
+                " AND finished_at < ? GROUP BY 1, 2, 3",
+                [current, bucket, *r.states, r.start, r.end])
+
+    parts = [part(r) for r in reads]
     rows = conn.execute(" UNION ALL ".join(p[0] for p in parts),
                         [a for p in parts for a in p[1]]).fetchall()
     return _rollup.merged(rows)
