@@ -11,7 +11,10 @@ fails says so in the section instead of failing anything.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import asyncio
+import inspect
+import time
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -64,3 +67,37 @@ def pytest_runtest_makereport(
     report = outcome.get_result()
     if report.failed and "Timeout (>" in str(report.longrepr):
         report.sections.append(("PostgreSQL at the timeout", postgres_state()))
+
+
+REAP_FOR = 10.0  # seconds a test's leftover tasks are cancelled again and again
+
+
+async def _reap(tasks: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
+    """Cancel ``tasks`` every 0.1 s until they end, at most REAP_FOR; those left."""
+    deadline = time.monotonic() + REAP_FOR
+    pending = tasks
+    while pending and time.monotonic() < deadline:
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=0.1)
+    return pending
+
+
+@pytest.fixture(autouse=True)
+def _leftover_tasks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An async test's tasks still running after its fixtures ended (a task a stop left
+    behind, a cancellation Python 3.11's wait_for dropped) are cancelled again and again
+    before pytest-asyncio closes the loop, which cancels them once and then waits without
+    a bound: the 120 s timeouts at teardown that CI showed. A task that outlives that is
+    named in the report."""
+    if not inspect.iscoroutinefunction(getattr(request.node, "function", None)):
+        yield
+        return
+    runner = request.getfixturevalue("_function_scoped_runner")
+    yield
+    loop = runner.get_loop()
+    left = {t for t in asyncio.all_tasks(loop) if not t.done()}
+    if left:
+        stuck = loop.run_until_complete(_reap(left))
+        assert not stuck, f"tasks still running {REAP_FOR:.0f}s after the test: " + ", ".join(
+            sorted(t.get_name() for t in stuck))
