@@ -130,10 +130,10 @@ class FleetReads:
     ) -> list[StateCount]:
         """Jobs by queue and state; with ``states``, only those (each counted through its
         index: cheap for the live states however many finished jobs the table keeps).
-        With ``cap`` (the dashboard and kilnotel pass 100), PostgreSQL
-        counts each queue and state exactly up to ``cap`` jobs and estimates beyond,
-        marking those ``estimated``: the read then costs the same with ten million jobs
-        as with a thousand. MariaDB and SQLite always count exactly."""
+        With ``cap`` (the dashboard and kilnotel pass 100), each queue and state is
+        counted exactly up to ``cap`` jobs and estimated beyond from a bounded sample,
+        marked ``estimated``: the read then costs the same with ten million jobs as
+        with a thousand, on every store."""
         return await self._store.job_counts(states, cap=cap)
 
     async def counts_by_kind(self) -> list[tuple[str, JobState, int]]:
@@ -141,8 +141,9 @@ class FleetReads:
         return await self._store.job_counts_by_kind()
 
     async def kind_counts(self, cap: int = KIND_COUNT_CAP) -> list[KindCount]:
-        """Jobs by kind and state, exact up to ``cap`` jobs of a state and estimated
-        (marked) above it on PostgreSQL, so it costs the same with millions of jobs."""
+        """Jobs by kind and state, exact up to ``cap`` jobs of a state (PostgreSQL) or
+        100 of a kind and state (MariaDB, SQLite) and estimated (marked) above, so it
+        costs the same with millions of jobs."""
         return await self._store.job_kind_counts(cap)
 
     async def unhandled(

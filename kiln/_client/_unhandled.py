@@ -33,7 +33,7 @@ async def unhandled(store: Store, dead_after: float = DEAD_AFTER,
                     cap: int | None = None) -> list[Unhandled]:
     """By queue then kind. A server is live while its heartbeat is younger than
     ``dead_after`` (your ServerConfig.dead_after). ``cap``: as Client.counts (jobs
-    above it estimated on PostgreSQL)."""
+    above it estimated)."""
     handled = {
         (queue, kind)
         for server in await store.server_list()

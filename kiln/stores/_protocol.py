@@ -312,7 +312,8 @@ class Store(Protocol):
         completed and cancelled ones the table keeps. With ``cap`` a store may count each
         queue and state exactly up to ``cap`` jobs only and estimate above it (marked
         ``estimated``), so the read costs what the cap allows, not what the table holds
-        (PostgreSQL does; MariaDB and SQLite count exactly whatever the cap)."""
+        (every store does: PostgreSQL from a sample of pages, MariaDB and SQLite from a
+        sample of ids, kiln.stores._sample)."""
     async def queue_oldest_available(self) -> dict[str, float]: ...
     async def queue_scheduled_due(self) -> dict[str, int]:
         """Per queue, the scheduled jobs whose run_at has come by the database clock and
@@ -325,12 +326,14 @@ class Store(Protocol):
         """Jobs by kind and state, for the dashboard: as ``job_counts_by_kind``, but a
         store may count each state exactly up to ``cap`` jobs only and estimate its
         kinds above it (marked ``estimated``), so the read costs what the cap allows
-        (PostgreSQL does; MariaDB and SQLite count exactly whatever the cap)."""
+        (PostgreSQL per state; MariaDB and SQLite per kind and state, up to
+        kiln.stores._capped.PAIR_CAP)."""
     async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
         """(queue, kind, jobs) of the available jobs, for every pair that has some (one
         GROUP BY; a read as costly as job_counts, made as rarely). With ``cap``, as
         job_counts: PostgreSQL counts each pair exactly up to ``cap`` and estimates
-        above it (never below ``cap + 1``); MariaDB and SQLite count exactly."""
+        above it (never below ``cap + 1``); MariaDB and SQLite each kind's jobs up to
+        ``cap``, spreading a kind above it over its queues by their estimates."""
     async def job_error_groups(
         self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
     ) -> list[tuple[str, int, int]]:

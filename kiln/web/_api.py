@@ -199,7 +199,7 @@ async def kinds(request: Request) -> Response:
         "kinds": [{
             "kind": k.kind,
             "states": _counts_json(k.states),
-            # states counted by kind from a sample (over KIND_COUNT_CAP jobs, PostgreSQL)
+            # states counted by kind from a sample (over the store's cap: kiln.stores._capped)
             "estimated": [s.value for s, n in k.states.items() if isinstance(n, Estimate)],
             "declaration": k.options,
             "servers": k.servers,

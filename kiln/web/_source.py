@@ -2,7 +2,7 @@
 
 Owns opening (and closing) the client, and the short-lived caches that keep the
 expensive aggregates cheap with a million jobs: the per-state counts (capped: exact up
-to COUNT_CAP jobs of a queue and state, estimated above it on PostgreSQL),
+to COUNT_CAP jobs of a queue and state, estimated above it from a bounded sample),
 the throughput of the last hour, the series the charts draw and the running jobs per
 queue and server are fetched at most once per ``ttl`` seconds, by
 one request at a time; others get the previous value meanwhile. Never writes SQL.
@@ -116,7 +116,7 @@ class Estimate(int):
 @dataclasses.dataclass(frozen=True, slots=True)
 class Counts:
     """Jobs by queue and state, from one cached read: exact up to COUNT_CAP jobs of a
-    queue and state, estimated above it (on PostgreSQL), so it costs the same with ten
+    queue and state, estimated above it (every store), so it costs the same with ten
     million jobs as with a thousand; an estimated figure is an ``Estimate``."""
 
     rows: tuple[StateCount, ...]

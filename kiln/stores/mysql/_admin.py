@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._model._idset import sums_sql
-from kiln._model._job import JobFilter, JobRow, JobState, KindCount, StateCount
+from kiln._model._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -24,6 +24,7 @@ from kiln.stores._filters import (
     page,
 )
 from kiln.stores._rows import BRIEF_BYTES, CUT, brief_cols, dumps, loads, uncut
+from kiln.stores.mysql import _counts
 from kiln.stores.mysql._columns import COLUMNS, JOB_COLS, NOW, row_to_job
 from kiln.stores.mysql._concurrency import keys_back_stmt
 from kiln.stores.mysql._finished import (
@@ -312,7 +313,9 @@ def state_counts(
 ) -> Plan[list[StateCount]]:
     """Every state's counts, or ``states``' only: a range of kiln_jobs_claim (state,
     queue, ...) per state asked for, so the live states never read the finished jobs.
-    Exact whatever ``cap`` (no estimate here: PostgreSQL's is kiln.stores.postgres._counts)."""
+    With ``cap``: exact up to it a queue and state, estimated above (_counts)."""
+    if cap is not None:
+        return (yield from _counts.state_counts(states, cap))
     where = ""
     if states is not None:
         names = sorted({JobState(s).value for s in states})
@@ -343,13 +346,13 @@ def counts_by_kind() -> Plan[list[tuple[str, JobState, int]]]:
     return [(r[0], JobState(r[1]), int(r[2])) for r in out[0].rows]
 
 
-def kind_counts(cap: int) -> Plan[list[KindCount]]:
-    """Exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)."""
-    return [KindCount(kind, state, n) for kind, state, n in (yield from counts_by_kind())]
+# exact up to ``cap`` a kind and state, estimated above (_counts)
+kind_counts = _counts.kind_counts
 
 
 def available_by_kind(cap: int | None = None) -> Plan[list[tuple[str, str, int]]]:
-    # exact whatever ``cap`` (an estimate above it is PostgreSQL's alone)
+    if cap is not None:  # exact up to cap a kind, estimated above (_counts)
+        return (yield from _counts.available_by_kind(cap))
     out = yield one("SELECT queue, kind, COUNT(*) FROM kiln_jobs WHERE state = 'available'"
                     " GROUP BY queue, kind")
     return [(str(r[0]), str(r[1]), int(r[2])) for r in out[0].rows]

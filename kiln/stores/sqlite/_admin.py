@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln._model._idset import sums_sql
-from kiln._model._job import JobFilter, JobRow, JobState, KindCount, StateCount
+from kiln._model._job import JobFilter, JobRow, JobState, StateCount
 from kiln.stores._filters import (
     DELETABLE,
     MAKE_DUE,
@@ -326,11 +326,6 @@ def scheduled_due(conn: sqlite3.Connection) -> dict[str, int]:
 def counts_by_kind(conn: sqlite3.Connection) -> list[tuple[str, JobState, int]]:
     rows = conn.execute("SELECT kind, state, COUNT(*) FROM kiln_jobs GROUP BY kind, state")
     return [(r[0], JobState(r[1]), int(r[2])) for r in rows.fetchall()]
-
-
-def kind_counts(conn: sqlite3.Connection) -> list[KindCount]:
-    """Exact (an estimate above a cap is PostgreSQL's alone)."""
-    return [KindCount(kind, state, n) for kind, state, n in counts_by_kind(conn)]
 
 
 def available_by_kind(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:

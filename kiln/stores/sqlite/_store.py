@@ -59,6 +59,7 @@ from kiln.stores.sqlite import (
     _cluster,
     _concurrency,
     _controls,
+    _counts,
     _jobs,
     _kinds,
     _rates,
@@ -364,8 +365,10 @@ class SQLiteStore(Unnotified):
     async def job_counts(
         self, states: Sequence[JobState] | None = None, *, cap: int | None = None
     ) -> list[StateCount]:
-        # exact whatever the cap: one file's table, counted through its indexes
-        return await self._run("job_counts", lambda c: _admin.state_counts(c, states))
+        if cap is None:
+            return await self._run("job_counts", lambda c: _admin.state_counts(c, states))
+        # exact up to cap a queue and state, estimated above (_counts)
+        return await self._run("job_counts", lambda c: _counts.state_counts(c, states, cap))
 
     async def queue_oldest_available(self) -> dict[str, float]:
         return await self._run("queue_oldest_available", _admin.oldest_available)
@@ -380,11 +383,14 @@ class SQLiteStore(Unnotified):
         return await self._run("job_counts_by_kind", _admin.counts_by_kind)
 
     async def job_kind_counts(self, cap: int) -> list[KindCount]:
-        return await self._run("job_kind_counts", _admin.kind_counts)
+        return await self._run("job_kind_counts", lambda c: _counts.kind_counts(c, cap))
 
     async def jobs_available_by_kind(self, cap: int | None = None) -> list[tuple[str, str, int]]:
-        # exact whatever the cap, as job_counts
-        return await self._run("jobs_available_by_kind", _admin.available_by_kind)
+        if cap is None:
+            return await self._run("jobs_available_by_kind", _admin.available_by_kind)
+        # exact up to cap a kind, estimated above (_counts)
+        return await self._run("jobs_available_by_kind",
+                               lambda c: _counts.available_by_kind(c, cap))
 
     async def job_error_groups(
         self, filter: JobFilter, limit: int, scan: int = ERROR_GROUP_SCAN
