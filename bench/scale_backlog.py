@@ -49,7 +49,7 @@ import httpx
 import kiln
 from bench import drain_costs
 from bench.backlog_stores import LEAD, Target
-from kiln._model._job import JobResult, JobState, Outcome
+from kiln._model._job import KIND_COUNT_CAP, JobResult, JobState, Outcome
 from kiln.stores import store_from_url
 from kiln.web import create_app
 
@@ -251,7 +251,8 @@ def maintenance_calls(store: Any) -> dict[str, tuple[Callable[[], Awaitable[Any]
         "concurrency_sweep": (lambda: store.concurrency_sweep(60.0), 60.0),
         "queue_oldest_available": (store.queue_oldest_available, 15.0),
         "queue_scheduled_due": (store.queue_scheduled_due, 15.0),
-        "job_counts_by_kind": (store.job_counts_by_kind, 60.0),
+        # the Kinds page's read (capped; job_counts_by_kind, exact, before 2026-12-07)
+        "job_kind_counts": (lambda: store.job_kind_counts(KIND_COUNT_CAP), 60.0),
         # kilnotel's kiln_jobs_unhandled: Client.unhandled every counts_ttl, capped
         "jobs_available_by_kind": (lambda: store.jobs_available_by_kind(COUNT_CAP), 5.0),
     }
