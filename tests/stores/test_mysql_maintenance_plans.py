@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kiln.stores import store_from_url
-from kiln.stores.mysql._admin import OLDEST
+from kiln.stores.mysql._admin import OLDEST, scheduled_due
 from kiln.stores.mysql._columns import NOW
 from tests.plugins.databases import mysql_connect
 
@@ -28,11 +28,11 @@ JOBS = 40_000  # available, and as many scheduled
 AT = "'2030-01-01 00:00:00'"  # "now", the same for both statements
 
 
-def reads(cur: Any, sql: str) -> tuple[int, list[tuple[Any, ...]]]:
-    """Index entries and rows ``sql`` read (the session's Handler_read_* counters), and
-    its rows, sorted."""
+def reads(cur: Any, sql: str, at: str = AT) -> tuple[int, list[tuple[Any, ...]]]:
+    """Index entries and rows ``sql`` read (the session's Handler_read_* counters) at
+    ``at`` for its "now", and its rows, sorted."""
     cur.execute("FLUSH STATUS")
-    cur.execute(sql.replace(NOW, AT))
+    cur.execute(sql.replace(NOW, at))
     rows = sorted(cur.fetchall())
     cur.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
     return sum(int(v) for _, v in cur.fetchall()), rows
@@ -66,5 +66,31 @@ async def test_the_oldest_ages_are_a_descent_per_group(mysql_url: str) -> None:
         assert got == want and len(got) == 20
         ages = await store.queue_oldest_available()
         assert sorted(ages) == sorted(f"q{n}" for n in range(20))
+    finally:
+        await store.close()
+
+
+async def test_the_due_counts_read_only_the_due_jobs(mysql_url: str) -> None:
+    """queue_scheduled_due (every 15 s) reads the due end of kiln_jobs_due (state,
+    run_at) and each due job's row for its queue: what it counts, not the scheduled
+    backlog (its 85 ms at 3,000,000 jobs were the tens of thousands of jobs the bench
+    let fall due with no releaser running). A guard: no plan reads the others."""
+    store = store_from_url(mysql_url)
+    await store.open()
+    await store.migrate()
+    try:
+        with mysql_connect(mysql_url) as conn, conn.cursor() as cur:
+            cur.execute(  # 40,000 scheduled, 70 of them due
+                "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata,"
+                " run_at, max_attempts, errors, created_at) SELECT CONCAT('q', seq % 7),"
+                " 'k', 'scheduled', '{}', '{}', '{}', IF(seq <= 70, UTC_TIMESTAMP(6)"
+                " - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) + INTERVAL 1 DAY), 3, '[]',"
+                f" UTC_TIMESTAMP(6) FROM seq_1_to_{JOBS}")
+            cur.execute("ANALYZE TABLE kiln_jobs")
+            cur.fetchall()
+            due_reads, rows = reads(cur, next(scheduled_due()).stmts[0].sql, NOW)
+        assert due_reads < 200, due_reads
+        assert rows == [(f"q{n}", 10) for n in range(7)]
+        assert await store.queue_scheduled_due() == {f"q{n}": 10 for n in range(7)}
     finally:
         await store.close()
