@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from kiln.stores import Store
-from kiln.stores.sqlite._cluster import RESCUE, STRANDED
+from kiln.stores.sqlite._cluster import AWAITING_QUEUES, RESCUE, STRANDED, stranded
 from kiln.stores.sqlite._jobs import MET
 from kiln.stores.sqlite._sizes import SPAN
 
@@ -39,9 +40,11 @@ BACKLOG = 60_000  # available and scheduled jobs, which none of these reads retu
 
 
 def steps(
-    conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()
+    conn: sqlite3.Connection, sql: str | Callable[[], Sequence[Any]],
+    params: tuple[object, ...] = (),
 ) -> tuple[int, list[tuple[object, ...]]]:
-    """Hundreds of VM instructions ``sql`` ran, and its rows in the order it gave them."""
+    """Hundreds of VM instructions ``sql`` (or a read of several statements) ran, and
+    its rows in the order it gave them."""
     count = 0
 
     def tick() -> int:
@@ -51,7 +54,8 @@ def steps(
 
     conn.set_progress_handler(tick, 100)
     try:
-        rows = [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        got = sql() if callable(sql) else conn.execute(sql, params).fetchall()
+        rows = [tuple(r) for r in got]
     finally:
         conn.set_progress_handler(None, 0)
     return count, rows
@@ -119,15 +123,18 @@ async def test_stranded_jobs_read_only_the_awaiting_jobs(
             " WHEN 1 THEN (SELECT MIN(id) FROM kiln_jobs WHERE state = 'available')"
             " ELSE -1 END FROM kiln_jobs WHERE state = 'awaiting'")
         conn.execute("ANALYZE")
-        shown = plan(conn, STRANDED, (100,))
-        new_steps, got = steps(conn, STRANDED, (100,))
+        shown = plan(conn, AWAITING_QUEUES) + plan(conn, STRANDED, ("q1", 100))
+        new_steps, got = steps(conn, lambda: stranded(conn, 100))
         old_steps, want = steps(conn, OLD_STRANDED, (100,))
-        all_new = steps(conn, STRANDED, (1000,))[1]
+        all_new = steps(conn, lambda: stranded(conn, 1000))[1]
         all_old = steps(conn, OLD_STRANDED, (1000,))[1]
-    assert "SCAN j" not in shown, shown
+        # each queue's walk stops at its limit: 10 of 400 stranded read far fewer
+        few_steps, few = steps(conn, lambda: stranded(conn, 10))
+    assert not [d for d in shown if d.startswith(("SCAN j", "SCAN kiln_jobs"))], shown
     assert new_steps * 5 < old_steps, (new_steps, old_steps)
-    assert got == want and len(got) == 100
+    assert got == want and len(got) == 100  # the same jobs, lowest ids first
     assert all_new == all_old and len(all_new) == 400
+    assert few == want[:10] and few_steps * 4 < new_steps, (few_steps, new_steps)
     assert sum((await store.jobs_release_stranded(1000)).values()) == 400
 
 
