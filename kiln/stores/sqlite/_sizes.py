@@ -14,7 +14,11 @@ import sqlite3
 
 from kiln.stores._protocol import TableSize
 
-SPAN = "SELECT COALESCE(MAX(id) - MIN(id) + 1, 0) FROM kiln_jobs"
+# one subquery for each end: SQLite reads MIN or MAX from an index's end only when it is
+# the query's one aggregate; MAX(id) - MIN(id) in one SELECT read every row (0.85 s at
+# 10,000,000 jobs; tests/stores/test_sqlite_maintenance_plans.py)
+SPAN = ("SELECT COALESCE((SELECT MAX(id) FROM kiln_jobs) - (SELECT MIN(id) FROM kiln_jobs)"
+        " + 1, 0)")
 
 
 def sizes(conn: sqlite3.Connection) -> list[TableSize]:
