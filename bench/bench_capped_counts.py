@@ -58,7 +58,7 @@ def _errors(exact: dict[Any, int], capped: list[tuple[Any, int, bool]]) -> dict[
 
 async def run(url: str, rounds: int, cap: int = CAP) -> dict[str, Any]:
     postgres = url.startswith("postgres")
-    store = store_from_url(url, **({} if url.startswith("sqlite") else {"max_conns": 1}))
+    store = store_from_url(url, **({} if url.startswith("sqlite") else {"max_conns": 2}))
     await store.open()
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True) if postgres else None
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from kiln._model._job import JobState, KindCount, StateCount
 from kiln.stores import _capped
-from kiln.stores._sample import BOUNDS, Sample, sample_of, sample_sql
+from kiln.stores._sample import BOUNDS, EMPTY, Sample, sample_of, sample_sql
 from kiln.stores.mysql._plan import Plan, Stmt, one, step
 
 
@@ -45,9 +45,10 @@ def _counted(index: str, col: str, states: Sequence[str],
 def sample(cols: Sequence[str]) -> Plan[Sample]:
     lo, hi = (yield one(BOUNDS))[0].rows[0]
     if lo is None:
-        return sample_of(None, None, [])
-    rows = (yield step(Stmt(sample_sql(int(lo), int(hi), cols)), last=True))[0].rows
-    return sample_of(int(lo), int(hi), rows)
+        return EMPTY
+    jobs, tops = sample_sql(int(lo), int(hi), cols)
+    got = yield step(Stmt(jobs), Stmt(tops), last=True)
+    return sample_of(got[0].rows, {int(r[0]): r[1] for r in got[1].rows})
 
 
 def state_counts(states: Sequence[JobState] | None, cap: int) -> Plan[list[StateCount]]:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from kiln._model._job import JobState, KindCount, StateCount
 from kiln.stores import _capped
-from kiln.stores._sample import BOUNDS, Sample, grouped, sample_of, strata, stratum_sql
+from kiln.stores._sample import BOUNDS, EMPTY, Sample, sample_of, strata, stratum_sql
 
 ALL_STATES = tuple(s.value for s in JobState)
 
@@ -46,10 +46,14 @@ def _counted(conn: sqlite3.Connection, index: str, col: str, states: Sequence[st
 def sample(conn: sqlite3.Connection, cols: Sequence[str]) -> Sample:
     lo, hi = conn.execute(BOUNDS).fetchone()
     if lo is None:
-        return sample_of(None, None, [])
-    sql = stratum_sql(cols, "?")
-    return sample_of(lo, hi, [row for s, bounds in enumerate(strata(lo, hi))
-                              for row in grouped(s, conn.execute(sql, bounds).fetchall())])
+        return EMPTY
+    jobs, top = stratum_sql(cols)
+    rows: list[tuple[object, ...]] = []
+    tops: dict[int, int | None] = {}
+    for s, bounds in enumerate(strata(lo, hi)):
+        rows += [(s, *r) for r in conn.execute(jobs, bounds).fetchall()]
+        tops[s] = conn.execute(top, bounds).fetchone()[0]
+    return sample_of(rows, tops)
 
 
 def state_counts(conn: sqlite3.Connection, states: Sequence[JobState] | None,
