@@ -1,5 +1,6 @@
 """What ``Client.rate_backlog`` (the store's ``rate_keys_backlog``, kilnotel's per-key
-gauges every ``counts_ttl``) costs with a large rate-limited backlog, on PostgreSQL.
+gauges every ``counts_ttl``) costs with a large rate-limited backlog, on PostgreSQL
+(default), MariaDB or SQLite (``--store``; no ``--other`` there).
 
 Builds, in a database of its own, ``--jobs`` pending jobs (due: their run_at is past)
 spread over ``--keys`` rate keys, most of them on a few hot keys (key ``t{n}`` gets
@@ -14,6 +15,7 @@ medians in ms, the load average, the keys and counts each returned and how far t
 capped read's estimates were from the exact counts.
 
     python -m bench.bench_rate_keys_backlog --jobs 1000000 --keys 1000 --rounds 5
+    python -m bench.bench_rate_keys_backlog --store sqlite --jobs 1000000 --keys 1000
 """
 
 from __future__ import annotations
@@ -62,8 +64,53 @@ def build(url: str, jobs: int, keys: int, other: int, clustered: bool) -> float:
     return time.perf_counter() - began
 
 
+def build_other(url: str, jobs: int, keys: int, clustered: bool) -> float:
+    """The same backlog on MariaDB (seq_1_to_N) or SQLite (rows from Python)."""
+    import sqlite3
+    from urllib.parse import urlsplit
+
+    from tests.plugins.databases import mysql_connect
+
+    began = time.perf_counter()
+    if url.startswith("sqlite"):
+        def key(g: int) -> str:
+            return f"t{int((keys + 1) ** (((g * 2654435761) % 1000003) / 1000003.0)) - 1}"
+
+        rows = sorted(range(1, jobs + 1), key=key) if clustered else range(1, jobs + 1)
+        now = time.time()
+        with sqlite3.connect(urlsplit(url).path[1:]) as conn:
+            conn.executemany("INSERT INTO kiln_rate_limits (key, rate, per, burst, tokens,"
+                             " updated_at) VALUES (?, 10, 1, 0, 0, ?)",
+                             [(f"t{k}", now) for k in range(keys)])
+            conn.executemany(
+                "INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts,"
+                " created_at, rate_key) VALUES (?, ?, 'pending', ?, ?, 3, ?, ?)",
+                ((f"q{g % 20}", f"k{g % 100}", f'{{"n": {g}}}', now - 3600 + g / 1000,
+                  now - 3600, key(g)) for g in rows))
+            conn.execute("ANALYZE")
+        return time.perf_counter() - began
+    u = "((seq * 2654435761) % 1000003) / 1000003.0"
+    key_sql = f"CONCAT('t', FLOOR(POW({keys + 1}, {u})) - 1)"
+    with mysql_connect(url) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO kiln_rate_limits (`key`, rate, per, burst, tokens, updated_at)"
+                    f" SELECT CONCAT('t', seq), 10, 1, 0, 0, UTC_TIMESTAMP(6)"
+                    f" FROM seq_0_to_{keys - 1}")
+        order = f" ORDER BY {key_sql}" if clustered else ""
+        for lo in range(1, jobs + 1, 250_000):
+            hi = min(lo + 249_999, jobs)
+            cur.execute(
+                "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, run_at,"
+                " max_attempts, errors, created_at, rate_key) SELECT CONCAT('q', seq % 20),"
+                " CONCAT('k', seq % 100), 'pending', JSON_OBJECT('n', seq), '{}', '{}',"
+                " UTC_TIMESTAMP(6) - INTERVAL 1 HOUR + INTERVAL seq MICROSECOND, 3, '[]',"
+                f" UTC_TIMESTAMP(6), {key_sql} FROM seq_{lo}_to_{hi}{order}")
+        cur.execute("ANALYZE TABLE kiln_jobs")
+    return time.perf_counter() - began
+
+
 async def measure(url: str, rounds: int) -> dict[str, Any]:
-    store = store_from_url(url, max_conns=2)
+    options: dict[str, Any] = {} if url.startswith("sqlite") else {"max_conns": 2}
+    store = store_from_url(url, **options)
     await store.open()
     new: list[float] = []
     old: list[float] = []
@@ -98,7 +145,22 @@ def main() -> None:
     parser.add_argument("--clustered", action="store_true",
                         help="each key's jobs side by side in the table (the sample's worst"
                         " case), not interleaved")
+    parser.add_argument("--store", choices=("postgresql", "mariadb", "sqlite"),
+                        default="postgresql")
     a = parser.parse_args()
+    if a.store != "postgresql":
+        from kiln.testing import migrated_url
+
+        base = None if a.store == "sqlite" else "mysql://root@127.0.0.1:3306/test"
+        with migrated_url(base) as url:
+            got: dict[str, Any] = {
+                "store": a.store, "jobs": a.jobs, "keys": a.keys, "clustered": a.clustered,
+                "load_before": round(os.getloadavg()[0], 1),
+                "build_s": round(build_other(url, a.jobs, a.keys, a.clustered), 1)}
+            got.update(asyncio.run(measure(url, a.rounds)))
+            got["load_after"] = round(os.getloadavg()[0], 1)
+            print(json.dumps(got), flush=True)
+        return
     url = fresh_database("kiln_rate_backlog")
     try:
         app = kiln.App(url)

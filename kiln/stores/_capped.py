@@ -102,3 +102,22 @@ def available_by_kind(
             n = sample.estimate(key)
             out[key] = n if sample.whole else max(seen.get(key, 0), n)
     return sorted((q, k, n) for (q, k), n in out.items() if n)
+
+
+def rate_backlog(counted: Mapping[str, int], cap: int, sample: Sample | None,
+                 limit: int) -> list[tuple[str, int]]:
+    """The ``limit`` rate keys with the most due pending jobs, most first, then by key:
+    ``counted`` key -> due jobs counted up to ``cap + 1``; ``sample`` keyed (key,) over
+    the due pending jobs. A key past the cap is estimated, never below ``cap + 1``."""
+    folded = _fold({(k, ""): n for k, n in counted.items() if n}, cap,
+                   None if sample is None else Sample(
+                       {(k[0], ""): n for k, n in sample.jobs.items()}, sample.whole))
+    ranked = sorted(((k, n) for (k, _), (n, _) in folded.items()), key=lambda kv: (-kv[1], kv[0]))
+    return ranked[:limit]
+
+
+def due_pending(sample: Sample) -> Sample:
+    """A sample read with (rate_key, state, due), keyed (rate_key,) over its due
+    pending jobs (``due``: the store's ``run_at <= now`` as 1 or 0)."""
+    return Sample({(k,): n for (k, state, due), n in sample.jobs.items()
+                   if state == "pending" and due in ("1", "True")}, sample.whole)

@@ -1,5 +1,5 @@
-"""MariaDB and SQLite: the capped counts cost what the cap allows, not what the table
-holds, and their estimates are close.
+"""MariaDB and SQLite: the capped counts (and the rate keys furthest behind) cost what
+the cap allows, not what the table holds, and their estimates are close.
 
 ``job_counts(cap=)``, ``job_kind_counts(cap)`` and ``jobs_available_by_kind(cap)`` are
 what kilnotel reads every 5 s and the dashboard every few seconds. Counted exactly
@@ -30,9 +30,11 @@ from kiln.stores._capped import PAIR_CAP
 from kiln.stores._sample import BOUNDS, PER_STRATUM, STRATA, grid
 from kiln.stores.mysql import _admin as mysql_admin
 from kiln.stores.mysql import _counts as mysql_counts
+from kiln.stores.mysql import _rates as mysql_rates
 from kiln.stores.mysql._plan import Counter, run_sync
 from kiln.stores.sqlite import _admin as sqlite_admin
 from kiln.stores.sqlite import _counts as sqlite_counts
+from kiln.stores.sqlite import _rates as sqlite_rates
 from kiln.testing import migrated_url
 from tests.plugins.databases import mysql_connect
 
@@ -223,3 +225,103 @@ def test_an_empty_table_counts_nothing(tmp_path: Path, cap: int) -> None:
         assert sqlite_counts.kind_counts(conn, cap) == []
         assert sqlite_counts.available_by_kind(conn, cap) == []
         assert sqlite_counts.sample(conn, ("queue", "state")).whole
+
+
+# pending jobs of 50 rate keys, due; key r7 also has 30 jobs not due yet (not counted)
+SQLITE_PENDING = (
+    "WITH RECURSIVE s(g) AS (SELECT {lo} UNION ALL SELECT g + 1 FROM s WHERE g < {hi})"
+    " INSERT INTO kiln_jobs (queue, kind, state, args, run_at, max_attempts, created_at,"
+    " rate_key) SELECT 'q', 'k', 'pending', '{{}}', CASE WHEN g < 30 THEN 4e9 ELSE 0 END,"
+    " 3, 0, 'r' || CASE WHEN g < 30 THEN 7 ELSE g % 50 END FROM s"
+)
+MYSQL_PENDING = (
+    "INSERT INTO kiln_jobs (queue, kind, state, args, params, metadata, run_at,"
+    " max_attempts, errors, created_at, rate_key) SELECT 'q', 'k', 'pending', '{{}}', '{{}}',"
+    " '{{}}', IF(seq < 30, UTC_TIMESTAMP(6) + INTERVAL 1 DAY, UTC_TIMESTAMP(6)), 3, '[]',"
+    " UTC_TIMESTAMP(6), CONCAT('r', IF(seq < 30, 7, seq % 50)) FROM seq_{lo}_to_{hi}"
+)
+
+
+def rate_check(capped: Callable[[], Any], exact: Callable[[], Any]) -> None:
+    """The same 20 keys; each past the cap marked by its figure (never below cap + 1)
+    and within 15% of the exact count."""
+    got, want = capped(), dict((k, n) for k, _, n in exact())
+    assert len(got) == 20 and {k for k, _, _ in got} <= set(want)
+    for key, _, n in got:
+        assert n > CAP and abs(n - want[key]) <= 0.15 * want[key], (key, n, want[key])
+
+
+def test_sqlite_rate_backlog_is_bounded_and_close(tmp_path: Path) -> None:
+    with sqlite_file(tmp_path) as conn:
+        conn.execute(SQLITE_PENDING.format(lo=0, hi=SMALL - 1))
+        conn.commit()
+        reads: Reads = {"capped": lambda: sqlite_counts.rate_keys_backlog(conn, 20, CAP),
+                        "exact": lambda: sqlite_rates.rate_keys_backlog(conn, 20)}
+        rate_check(reads["capped"], lambda: sqlite_rates.rate_keys_backlog(conn, 100))
+
+        def work(name: str) -> int:
+            count = 0
+
+            def tick() -> int:
+                nonlocal count
+                count += 1
+                return 0
+
+            conn.set_progress_handler(tick, 100)
+            try:
+                reads[name]()
+            finally:
+                conn.set_progress_handler(None, 0)
+            return count
+
+        def grow() -> None:
+            conn.execute(SQLITE_PENDING.format(lo=SMALL, hi=BIG - 1))
+            conn.commit()
+
+        def read_bounds() -> tuple[int, int]:
+            lo, hi = conn.execute(BOUNDS).fetchone()
+            return int(lo), int(hi)
+
+        bounded(work, grow, lambda: len(grid(*read_bounds())))
+        rate_check(reads["capped"], lambda: sqlite_rates.rate_keys_backlog(conn, 100))
+
+
+def test_mysql_rate_backlog_is_bounded_and_close(mysql_url: str) -> None:
+    import asyncio
+
+    async def migrated() -> None:
+        store = store_from_url(mysql_url)
+        await store.open()
+        await store.migrate()
+        await store.close()
+
+    asyncio.run(migrated())
+    with mysql_connect(mysql_url) as conn, conn.cursor() as cur:
+        cur.execute(MYSQL_PENDING.format(lo=0, hi=SMALL - 1))
+
+        def run(plan: Any) -> Any:
+            return run_sync(conn, plan, Counter())
+
+        reads: Reads = {"capped": lambda: run(mysql_counts.rate_keys_backlog(20, CAP)),
+                        "exact": lambda: run(mysql_rates.rate_keys_backlog(20))}
+        rate_check(reads["capped"], lambda: run(mysql_rates.rate_keys_backlog(100)))
+
+        def handler_reads() -> int:
+            cur.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+            return sum(int(v) for _, v in cur.fetchall())
+
+        def work(name: str) -> int:
+            start = handler_reads()
+            reads[name]()
+            return handler_reads() - start
+
+        def grow() -> None:
+            cur.execute(MYSQL_PENDING.format(lo=SMALL, hi=BIG - 1))
+
+        def read_bounds() -> tuple[int, int]:
+            cur.execute(BOUNDS)
+            lo, hi = cur.fetchone()
+            return int(lo), int(hi)
+
+        bounded(work, grow, lambda: len(grid(*read_bounds())))
+        rate_check(reads["capped"], lambda: run(mysql_rates.rate_keys_backlog(100)))

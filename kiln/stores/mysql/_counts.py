@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln._model._job import JobState, KindCount, StateCount
+from kiln._model._job import JobState, KindCount, RateLimit, StateCount
 from kiln.stores import _capped
 from kiln.stores._sample import BOUNDS, EMPTY, Sample, sample_of, sample_sql
-from kiln.stores.mysql._plan import Plan, Stmt, one, step
+from kiln.stores.mysql._columns import NOW
+from kiln.stores.mysql._plan import Plan, Stmt, marks, one, step
 
 
 def _pairs(index: str, col: str, states: Sequence[str]) -> str:
@@ -29,14 +30,16 @@ def _pairs(index: str, col: str, states: Sequence[str]) -> str:
             f" WHERE state IN ({names}) GROUP BY state, {col}")
 
 
-def _counted(index: str, col: str, states: Sequence[str],
-             cap: int) -> Plan[dict[tuple[str, str], int]]:
-    """(value, state) -> jobs, counted through ``index`` up to ``cap + 1``."""
-    pairs = (yield one(_pairs(index, col, states)))[0].rows
+def _counted(index: str, col: str, states: Sequence[str], cap: int,
+             extra: str = "") -> Plan[dict[tuple[str, str], int]]:
+    """(value, state) -> jobs (and ``extra``, a condition), counted through ``index`` up
+    to ``cap + 1``."""
+    pairs = [r for r in (yield one(_pairs(index, col, states)))[0].rows if r[0] is not None]
     if not pairs:
         return {}
     parts = [f"SELECT %s, %s, COUNT(*) FROM (SELECT 1 FROM kiln_jobs FORCE INDEX ({index})"
-             f" WHERE state = %s AND {col} = %s LIMIT %s) AS c{i}" for i in range(len(pairs))]
+             f" WHERE state = %s AND {col} = %s{extra} LIMIT %s) AS c{i}"
+             for i in range(len(pairs))]
     params = [p for v, s in pairs for p in (v, s, s, v, cap + 1)]
     rows = (yield one(" UNION ALL ".join(parts), *params))[0].rows
     return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
@@ -86,3 +89,23 @@ def available_by_kind(cap: int) -> Plan[list[tuple[str, str, int]]]:
         return _capped.available_by_kind(counted, cap, None)
     return _capped.available_by_kind(
         counted, cap, _capped.available((yield from sample(_capped.AVAILABLE_COLS))))
+
+
+_LIMITS = "SELECT `key`, rate, per, burst FROM kiln_rate_limits WHERE `key` IN ({})"
+
+
+def rate_keys_backlog(limit: int, cap: int) -> Plan[list[tuple[str, RateLimit | None, int]]]:
+    """The ``limit`` keys with the most due pending jobs, each counted exactly up to
+    ``cap`` through kiln_jobs_pending (state, rate_key, run_at, id) and estimated above."""
+    counted = {k: n for (k, _), n in (yield from _counted(
+        "kiln_jobs_pending", "rate_key", ["pending"], cap, f" AND run_at <= {NOW}")).items()}
+    due = None
+    if any(n > cap for n in counted.values()):
+        due = _capped.due_pending((yield from sample(("rate_key", "state", f"run_at <= {NOW}"))))
+    top = _capped.rate_backlog(counted, cap, due, limit)
+    if not top:
+        return []
+    keys = [k for k, _ in top]
+    rows = (yield one(_LIMITS.format(marks(len(keys))), *keys))[0].rows
+    limits = {str(r[0]): RateLimit(rate=r[1], per=r[2], burst=r[3]) for r in rows}
+    return [(k, limits.get(k), n) for k, n in top]

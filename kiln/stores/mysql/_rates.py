@@ -16,6 +16,7 @@ from kiln._model._job import Admission, AdmitResult, RateLimit
 from kiln.stores._admission import MICRO, Decision, most
 from kiln.stores._admission import plan as admission_plan
 from kiln.stores._rows import epoch
+from kiln.stores.mysql import _counts
 from kiln.stores.mysql._columns import NOW, rate_limit_stmt
 from kiln.stores.mysql._plan import Plan, Stmt, marks, one, step
 
@@ -240,7 +241,8 @@ BACKLOG = (
 def rate_keys_backlog(
     limit: int, cap: int | None = None
 ) -> Plan[list[tuple[str, RateLimit | None, int]]]:
-    # exact whatever the cap, as the counts (kiln.stores.mysql._admin)
+    if cap is not None:  # each key exact up to cap, estimated above (_counts)
+        return (yield from _counts.rate_keys_backlog(limit, cap))
     out = yield one(BACKLOG, limit)
     return [(r[0], None if r[2] is None else RateLimit(rate=r[2], per=r[3], burst=r[4]),
              int(r[1])) for r in out[0].rows]

@@ -13,9 +13,10 @@ the ids (kiln.stores._sample), by the rule of kiln.stores._capped.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 
-from kiln._model._job import JobState, KindCount, StateCount
+from kiln._model._job import JobState, KindCount, RateLimit, StateCount
 from kiln.stores import _capped
 from kiln.stores._sample import BOUNDS, EMPTY, Sample, sample_of, strata, stratum_sql
 
@@ -23,14 +24,15 @@ ALL_STATES = tuple(s.value for s in JobState)
 
 
 def _values(conn: sqlite3.Connection, index: str, col: str, state: str) -> list[str]:
-    """The distinct ``col`` of ``state``'s jobs, one descent of ``index`` each."""
-    head = f"SELECT {col} FROM kiln_jobs INDEXED BY {index} WHERE state = ?"
+    """The distinct ``col`` of ``state``'s jobs, one descent of ``index`` each (the
+    state a literal, a JobState value: a partial index's predicate must be seen)."""
+    head = (f"SELECT {col} FROM kiln_jobs INDEXED BY {index}"
+            f" WHERE state = '{JobState(state).value}' AND {col} IS NOT NULL")
     out: list[str] = []
-    row = conn.execute(f"{head} ORDER BY {col} LIMIT 1", (state,)).fetchone()
+    row = conn.execute(f"{head} ORDER BY {col} LIMIT 1").fetchone()
     while row is not None:
         out.append(row[0])
-        row = conn.execute(f"{head} AND {col} > ? ORDER BY {col} LIMIT 1",
-                           (state, row[0])).fetchone()
+        row = conn.execute(f"{head} AND {col} > ? ORDER BY {col} LIMIT 1", (row[0],)).fetchone()
     return out
 
 
@@ -83,3 +85,27 @@ def available_by_kind(conn: sqlite3.Connection, cap: int) -> list[tuple[str, str
         return _capped.available_by_kind(counted, cap, None)
     return _capped.available_by_kind(
         counted, cap, _capped.available(sample(conn, _capped.AVAILABLE_COLS)))
+
+
+# each rate key's due pending jobs, through kiln_jobs_pending (rate_key, run_at, id;
+# partial: pending jobs only), up to the cap
+_DUE = ("SELECT COUNT(*) FROM (SELECT 1 FROM kiln_jobs INDEXED BY kiln_jobs_pending"
+        " WHERE state = 'pending' AND rate_key = ? AND run_at <= ? LIMIT ?)")
+_LIMITS = "SELECT key, rate, per, burst FROM kiln_rate_limits WHERE key IN ({})"
+
+
+def rate_keys_backlog(conn: sqlite3.Connection, limit: int,
+                      cap: int) -> list[tuple[str, RateLimit | None, int]]:
+    """The ``limit`` keys with the most due pending jobs, each counted exactly up to
+    ``cap`` and estimated above (one descent a key, then at most ``cap + 1`` entries)."""
+    now = time.time()
+    counted = {k: int(conn.execute(_DUE, (k, now, cap + 1)).fetchone()[0])
+               for k in _values(conn, "kiln_jobs_pending", "rate_key", "pending")}
+    due = None
+    if any(n > cap for n in counted.values()):
+        due = _capped.due_pending(sample(conn, ("rate_key", "state", f"run_at <= {now!r}")))
+    top = _capped.rate_backlog(counted, cap, due, limit)
+    keys = [k for k, _ in top]
+    limits = {r[0]: RateLimit(rate=r[1], per=r[2], burst=r[3]) for r in conn.execute(
+        _LIMITS.format(", ".join("?" * len(keys))), keys).fetchall()}
+    return [(k, limits.get(k), n) for k, n in top]

@@ -552,9 +552,12 @@ class SQLiteStore(Unnotified):
     async def rate_keys_backlog(
         self, limit: int, *, cap: int | None = None
     ) -> list[tuple[str, RateLimit | None, int]]:
-        # exact whatever the cap, as job_counts
+        if cap is None:
+            return await self._run("rate_keys_backlog",
+                                   lambda c: _rates.rate_keys_backlog(c, limit))
+        # each key exact up to cap, estimated above (_counts)
         return await self._run("rate_keys_backlog",
-                               lambda c: _rates.rate_keys_backlog(c, limit))
+                               lambda c: _counts.rate_keys_backlog(c, limit, cap))
 
     # recurring jobs ----------------------------------------------------------------
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
