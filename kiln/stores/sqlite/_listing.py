@@ -30,7 +30,7 @@ import sqlite3
 from typing import Any
 
 from kiln._model._job import JobFilter
-from kiln.stores._filters import keyset
+from kiln.stores._filters import keyset, ranged
 
 INDEXES = {"queue": "kiln_jobs_state_queue", "kind": "kiln_jobs_state_kind"}
 
@@ -47,8 +47,8 @@ def page_rows(
 ) -> list[Any] | None:
     """The rows of the page of ``f`` (newest first below ``before_id``, oldest first
     above ``after_id``) merged from its index ranges; ``where`` is ``f`` compiled.
-    None: not a filter the ranges serve (see ``ranged``), or more than MAX_RANGES
-    ranges."""
+    None: not a filter the ranges serve (kiln.stores._filters.ranged), or more than
+    MAX_RANGES ranges."""
     if not ranged(f) or limit < 0:
         return None
     began = not conn.in_transaction
@@ -67,21 +67,6 @@ def page_rows(
     finally:
         if began:
             conn.execute("COMMIT")
-
-
-def ranged(f: JobFilter) -> bool:
-    """Whether the index ranges serve ``f``: it names states, a queue or a kind, and
-    nothing else but id bounds, which the indexes hold too. A condition checked on the
-    rows (error text, tags, metadata, args, times) may match few of a range's jobs, and
-    the merge would then read whole ranges row by row, in index order: slower than the
-    primary key's walk (1.4 s against 92 ms for an args filter at 2,000,000 jobs), so
-    those filters keep the single statement (the dashboard bounds them by an id window,
-    kiln.web._jobs.scan_window). Ids: their primary key lookups are cheaper."""
-    times = (f.finished_before, f.created_after, f.created_before)
-    if f.error or f.last_error is not None or f.ids or f.tags or f.metadata or f.args \
-            or any(t is not None for t in times):
-        return False
-    return bool(f.states) or f.queue is not None or f.kind is not None
 
 
 def _ranges(conn: sqlite3.Connection, f: JobFilter) -> list[Range] | None:
