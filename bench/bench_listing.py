@@ -9,6 +9,7 @@ Bench code, so it runs the old statement itself. Build the table with
 
     python -m bench.bench_listing sqlite:////tmp/kiln_backlog-XXXX/backlog.db [--rounds 5]
 
+A ``mysql://`` URL (a kept MariaDB backlog) times the listings only, with EXPLAIN.
 ``--running N`` first turns N scheduled jobs, spread over the ids, into running ones
 (the Servers page's read then has something to find). Prints one JSON object.
 """
@@ -69,6 +70,45 @@ def timed(fn: Callable[[], list[Any]], rounds: int) -> tuple[float, list[int]]:
     return round(statistics.median(times), 2), ids
 
 
+def mariadb(url: str, rounds: int) -> dict[str, Any]:
+    """The same listings on MariaDB: the old statement against the store's own
+    (kiln.stores.mysql._admin.list_jobs' first statement), each with its EXPLAIN."""
+    import pymysql
+
+    from kiln.stores.mysql import _admin as my
+
+    parts = urlsplit(url)
+    conn = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
+                           user=parts.username, database=parts.path[1:])
+    out: dict[str, Any] = {}
+    with conn.cursor() as cur:
+        cur.execute("SELECT MAX(id) FROM kiln_jobs")
+        top = int(cur.fetchone()[0]) + 1
+        cases = listings(top)
+        cases["kind none"] = (JobFilter(kind="none"), 51, None)
+        cases["available + kind k42"] = (JobFilter(states=AVAILABLE, kind="k42"), 51, None)
+        for name, (f, limit, before) in cases.items():
+            sql, params = page(f, my.FILTER_SQL, my.BRIEF_COLS, before, None)
+            new = next(my.list_jobs(f, limit, before, brief=True)).stmts[0]
+            row: dict[str, Any] = {}
+            for which, (q, p) in (("old", (sql, [*params, limit])),
+                                  ("new", (new.sql, list(new.params)))):
+                cur.execute("EXPLAIN " + q, p)
+                row[f"{which}_plan"] = [f"{r[3]} {r[5]}" for r in cur.fetchall()][:2]
+                row[f"{which}_ms"], row[f"{which}_ids"] = timed(
+                    functools.partial(_fetch, cur, q, p), rounds)
+            row["rows"] = len(row["new_ids"])
+            row["same"] = row.pop("new_ids") == row.pop("old_ids")
+            out[name] = row
+    conn.close()
+    return out
+
+
+def _fetch(cur: Any, sql: str, params: list[Any]) -> list[Any]:
+    cur.execute(sql, params)
+    return [{"id": r[0]} for r in cur.fetchall()]
+
+
 def _rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
     return conn.execute(sql, params).fetchall()
 
@@ -109,6 +149,9 @@ def main() -> None:
     parser.add_argument("--running", type=int, default=0)
     parser.add_argument("--no-pages", action="store_true")
     a = parser.parse_args()
+    if a.url.startswith("mysql"):
+        print(json.dumps({"mariadb": mariadb(a.url, a.rounds)}, indent=1))
+        return
     conn = connect(urlsplit(a.url).path[1:])
     if a.running:
         ids = conn.execute("SELECT id FROM kiln_jobs WHERE state = 'scheduled'"
