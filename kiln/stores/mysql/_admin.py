@@ -33,6 +33,7 @@ from kiln.stores.mysql._finished import (
 from kiln.stores.mysql._finished import finished_series as finished_series
 from kiln.stores.mysql._finished import throughput as throughput
 from kiln.stores.mysql._jobs import lock_dependents, release_dependents
+from kiln.stores.mysql._listing import kind_page
 from kiln.stores.mysql._plan import Plan, Stmt, marks, micros, one, step, to_db
 from kiln.stores.mysql._rollup import timings as timings
 
@@ -168,6 +169,10 @@ def list_ids(f: JobFilter, limit: int, before_id: int | None) -> Plan[list[int]]
 def _listed(
     f: JobFilter, limit: int, before_id: int | None, after_id: int | None, cols: str
 ) -> Plan[list[Any]]:
+    merged = kind_page(f, FILTER_SQL, cols, limit, before_id, after_id)
+    if merged is not None:  # a kind's ranges, one a state (see _listing)
+        out = yield one(merged[0], *merged[1])
+        return list(out[0].rows)
     sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
     out = yield one(sql, *params, limit)
     return list(out[0].rows)

@@ -33,6 +33,7 @@ from kiln.stores.sqlite._finished import (
 from kiln.stores.sqlite._finished import finished_series as finished_series
 from kiln.stores.sqlite._finished import throughput as throughput
 from kiln.stores.sqlite._jobs import NOT_HELD, release_dependents, row_to_job
+from kiln.stores.sqlite._listing import page_rows
 from kiln.stores.sqlite._rollup import timings as timings
 
 # the error messages only, not the JSON around them (keys, timestamps, tracebacks)
@@ -152,6 +153,9 @@ def _listed(
     conn: sqlite3.Connection, f: JobFilter, limit: int, before_id: int | None,
     after_id: int | None, cols: str,
 ) -> list[Any]:
+    merged = page_rows(conn, f, where(f), cols, limit, before_id, after_id)
+    if merged is not None:  # read through the index ranges (see _listing)
+        return merged
     sql, params = page(f, FILTER_SQL, cols, before_id, after_id)
     return conn.execute(sql, [*params, limit]).fetchall()
 
