@@ -90,7 +90,8 @@ class FleetReads:
         keys with the most pending jobs due now, most first: the keys behind their rate.
         With ``cap`` (kilnotel passes 100), PostgreSQL counts each key exactly up to
         ``cap`` jobs and estimates beyond, so the read costs the same with a million
-        rate-limited jobs waiting as with a thousand. MariaDB and SQLite count exactly."""
+        rate-limited jobs waiting as with a thousand; MariaDB and SQLite alike, from their
+        sample of ids."""
         return await self._store.rate_keys_backlog(limit, cap=cap)
 
     async def concurrency_in_use(self) -> dict[str, int]:

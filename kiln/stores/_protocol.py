@@ -469,7 +469,7 @@ class Store(Protocol):
         One grouped read of the pending jobs (what kilnotel's per-key gauges show).
         With ``cap`` a store may count each key exactly up to ``cap`` jobs only and
         estimate above it, so the read costs what the keys and the cap allow, not what
-        the backlog holds (PostgreSQL does; MariaDB and SQLite count exactly)."""
+        the backlog holds (every store does: kiln.stores._capped)."""
 
     # recurring jobs
     async def cron_enqueue(self, name: str, slot: datetime, job: NewJob) -> int | None:
