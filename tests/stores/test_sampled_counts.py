@@ -15,11 +15,12 @@ at or under the cap are exact, the others marked and within 15% of the exact cou
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import pytest
@@ -37,6 +38,7 @@ from kiln.stores.sqlite import _counts as sqlite_counts
 from kiln.stores.sqlite import _rates as sqlite_rates
 from kiln.testing import migrated_url
 from tests.plugins.databases import mysql_connect
+from tests.stores.sqlite_steps import counted
 
 SMALL, BIG = 60_000, 240_000
 CAP, KIND_CAP = 100, 1000  # the kinds' counts are capped at 100 a pair (_capped.PAIR_CAP)
@@ -99,34 +101,105 @@ def check(capped: Reads, exact: Reads, size: int) -> None:
     assert size > STRATA * PER_STRATUM  # the sample reads part of the table, not all
 
 
-def bounded(work: Callable[[str], int], grow: Callable[[], None],
-            strata: Callable[[], int]) -> None:
-    """The capped reads' work after the table grew fourfold stays within 1.5 times what
-    it was, per stratum of the sample (between STRATA / 2 and STRATA + 1 of them, by
-    the span of ids: MariaDB's bulk inserts leave gaps), while the exact reads' grows
-    at least threefold; on a small table they can cost more than the exact reads."""
-    before = {name: work(name) for name in ("capped", "exact")}
-    cut = strata()
-    grow()
-    after = {name: work(name) for name in ("capped", "exact")}
-    assert STRATA // 2 <= strata() <= STRATA + 1
+class Table(Protocol):
+    """A migrated table of one store: how it grows, what a read costs it, its strata."""
+
+    def fill(self, sql: str) -> None: ...
+    def work(self, read: Callable[[], Any]) -> int: ...
+    def strata(self) -> int: ...
+
+
+class SQLiteTable:
+    """SQLite: a read's work in hundreds of VM instructions."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def fill(self, sql: str) -> None:
+        self.conn.execute(sql)
+        self.conn.commit()
+
+    def work(self, read: Callable[[], Any]) -> int:
+        return counted(self.conn, read)[0]
+
+    def strata(self) -> int:
+        lo, hi = self.conn.execute(BOUNDS).fetchone()
+        return len(grid(int(lo), int(hi)))
+
+
+class MySQLTable:
+    """MariaDB: a read's work in rows read (the session's Handler_read counters); the
+    store's plans run on this one connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.cur = conn, conn.cursor()
+
+    def run(self, plan: Any) -> Any:
+        return run_sync(self.conn, plan, Counter())
+
+    def fill(self, sql: str) -> None:
+        self.cur.execute(sql)
+
+    def _reads(self) -> int:
+        self.cur.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+        return sum(int(v) for _, v in self.cur.fetchall())
+
+    def work(self, read: Callable[[], Any]) -> int:
+        start = self._reads()
+        read()
+        return self._reads() - start
+
+    def strata(self) -> int:
+        self.cur.execute(BOUNDS)
+        lo, hi = self.cur.fetchone()
+        return len(grid(int(lo), int(hi)))
+
+
+def bounded(table: Table, capped: Callable[[], Any], exact: Callable[[], Any],
+            grow: str) -> None:
+    """The capped reads' work after the table grew fourfold (``grow``) stays within 1.5
+    times what it was, per stratum of the sample (between STRATA / 2 and STRATA + 1 of
+    them, by the span of ids: MariaDB's bulk inserts leave gaps), while the exact reads'
+    grows at least threefold; on a small table they can cost more than the exact reads."""
+    before = {"capped": table.work(capped), "exact": table.work(exact)}
+    cut = table.strata()
+    table.fill(grow)
+    after = {"capped": table.work(capped), "exact": table.work(exact)}
+    assert STRATA // 2 <= table.strata() <= STRATA + 1
     assert after["exact"] >= 3 * before["exact"], (before, after)
-    assert after["capped"] * 2 * cut <= before["capped"] * 3 * strata(), (before, after)
+    assert after["capped"] * 2 * cut <= before["capped"] * 3 * table.strata(), (before, after)
     assert after["capped"] < after["exact"], (before, after)
 
 
+def every(reads: Reads) -> Callable[[], list[Any]]:
+    return lambda: [read() for read in reads.values()]
+
+
 @contextlib.contextmanager
-def sqlite_file(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def sqlite_table(tmp_path: Path) -> Iterator[SQLiteTable]:
     with migrated_url(directory=tmp_path) as url, contextlib.closing(
             sqlite3.connect(urlsplit(url).path[1:])) as conn:
-        yield conn
+        yield SQLiteTable(conn)
+
+
+@contextlib.contextmanager
+def mysql_table(url: str) -> Iterator[MySQLTable]:
+    async def migrated() -> None:
+        store = store_from_url(url)
+        await store.open()
+        await store.migrate()
+        await store.close()
+
+    asyncio.run(migrated())
+    with mysql_connect(url) as conn:
+        yield MySQLTable(conn)
 
 
 def test_sqlite_capped_counts_are_bounded_and_close(tmp_path: Path) -> None:
-    with sqlite_file(tmp_path) as conn:
-        conn.execute(SQLITE_FILL.format(lo=0, hi=SMALL - 1))
-        conn.execute(SQLITE_FEW)
-        conn.commit()
+    with sqlite_table(tmp_path) as table:
+        table.fill(SQLITE_FILL.format(lo=0, hi=SMALL - 1))
+        table.fill(SQLITE_FEW)
+        conn = table.conn
         capped: Reads = {
             "counts": lambda: sqlite_counts.state_counts(conn, LIVE, CAP),
             "kinds": lambda: sqlite_counts.kind_counts(conn, KIND_CAP),
@@ -138,52 +211,15 @@ def test_sqlite_capped_counts_are_bounded_and_close(tmp_path: Path) -> None:
             "by_kind": lambda: sqlite_admin.available_by_kind(conn),
         }
         check(capped, exact, SMALL)
-
-        def work(name: str) -> int:
-            count = 0
-
-            def tick() -> int:
-                nonlocal count
-                count += 1
-                return 0
-
-            conn.set_progress_handler(tick, 100)
-            try:
-                for read in (capped if name == "capped" else exact).values():
-                    read()
-            finally:
-                conn.set_progress_handler(None, 0)
-            return count
-
-        def grow() -> None:
-            conn.execute(SQLITE_FILL.format(lo=SMALL, hi=BIG - 1))
-            conn.commit()
-
-        def read_bounds() -> tuple[int, int]:
-            lo, hi = conn.execute(BOUNDS).fetchone()
-            return int(lo), int(hi)
-
-        bounded(work, grow, lambda: len(grid(*read_bounds())))
+        bounded(table, every(capped), every(exact), SQLITE_FILL.format(lo=SMALL, hi=BIG - 1))
         check(capped, exact, BIG)
 
 
 def test_mysql_capped_counts_are_bounded_and_close(mysql_url: str) -> None:
-    import asyncio
-
-    async def migrated() -> None:
-        store = store_from_url(mysql_url)
-        await store.open()
-        await store.migrate()
-        await store.close()
-
-    asyncio.run(migrated())
-    with mysql_connect(mysql_url) as conn, conn.cursor() as cur:
-        cur.execute(MYSQL_FILL.format(lo=0, hi=SMALL - 1))
-        cur.execute(MYSQL_FEW)
-
-        def run(plan: Any) -> Any:
-            return run_sync(conn, plan, Counter())
-
+    with mysql_table(mysql_url) as table:
+        table.fill(MYSQL_FILL.format(lo=0, hi=SMALL - 1))
+        table.fill(MYSQL_FEW)
+        run = table.run
         capped: Reads = {
             "counts": lambda: run(mysql_counts.state_counts(LIVE, CAP)),
             "kinds": lambda: run(mysql_counts.kind_counts(KIND_CAP)),
@@ -195,32 +231,14 @@ def test_mysql_capped_counts_are_bounded_and_close(mysql_url: str) -> None:
             "by_kind": lambda: run(mysql_admin.available_by_kind()),
         }
         check(capped, exact, SMALL)
-
-        def handler_reads() -> int:
-            cur.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
-            return sum(int(v) for _, v in cur.fetchall())
-
-        def work(name: str) -> int:
-            start = handler_reads()
-            for read in (capped if name == "capped" else exact).values():
-                read()
-            return handler_reads() - start
-
-        def grow() -> None:
-            cur.execute(MYSQL_FILL.format(lo=SMALL, hi=BIG - 1))
-
-        def read_bounds() -> tuple[int, int]:
-            cur.execute(BOUNDS)
-            lo, hi = cur.fetchone()
-            return int(lo), int(hi)
-
-        bounded(work, grow, lambda: len(grid(*read_bounds())))
+        bounded(table, every(capped), every(exact), MYSQL_FILL.format(lo=SMALL, hi=BIG - 1))
         check(capped, exact, BIG)
 
 
 @pytest.mark.parametrize("cap", [1, CAP])
 def test_an_empty_table_counts_nothing(tmp_path: Path, cap: int) -> None:
-    with sqlite_file(tmp_path) as conn:
+    with sqlite_table(tmp_path) as table:
+        conn = table.conn
         assert sqlite_counts.state_counts(conn, None, cap) == []
         assert sqlite_counts.kind_counts(conn, cap) == []
         assert sqlite_counts.available_by_kind(conn, cap) == []
@@ -252,76 +270,31 @@ def rate_check(capped: Callable[[], Any], exact: Callable[[], Any]) -> None:
 
 
 def test_sqlite_rate_backlog_is_bounded_and_close(tmp_path: Path) -> None:
-    with sqlite_file(tmp_path) as conn:
-        conn.execute(SQLITE_PENDING.format(lo=0, hi=SMALL - 1))
-        conn.commit()
-        reads: Reads = {"capped": lambda: sqlite_counts.rate_keys_backlog(conn, 20, CAP),
-                        "exact": lambda: sqlite_rates.rate_keys_backlog(conn, 20)}
-        rate_check(reads["capped"], lambda: sqlite_rates.rate_keys_backlog(conn, 100))
+    with sqlite_table(tmp_path) as table:
+        table.fill(SQLITE_PENDING.format(lo=0, hi=SMALL - 1))
+        conn = table.conn
 
-        def work(name: str) -> int:
-            count = 0
+        def capped() -> Any:
+            return sqlite_counts.rate_keys_backlog(conn, 20, CAP)
 
-            def tick() -> int:
-                nonlocal count
-                count += 1
-                return 0
+        def exact() -> Any:
+            return sqlite_rates.rate_keys_backlog(conn, 100)
 
-            conn.set_progress_handler(tick, 100)
-            try:
-                reads[name]()
-            finally:
-                conn.set_progress_handler(None, 0)
-            return count
-
-        def grow() -> None:
-            conn.execute(SQLITE_PENDING.format(lo=SMALL, hi=BIG - 1))
-            conn.commit()
-
-        def read_bounds() -> tuple[int, int]:
-            lo, hi = conn.execute(BOUNDS).fetchone()
-            return int(lo), int(hi)
-
-        bounded(work, grow, lambda: len(grid(*read_bounds())))
-        rate_check(reads["capped"], lambda: sqlite_rates.rate_keys_backlog(conn, 100))
+        rate_check(capped, exact)
+        bounded(table, capped, exact, SQLITE_PENDING.format(lo=SMALL, hi=BIG - 1))
+        rate_check(capped, exact)
 
 
 def test_mysql_rate_backlog_is_bounded_and_close(mysql_url: str) -> None:
-    import asyncio
+    with mysql_table(mysql_url) as table:
+        table.fill(MYSQL_PENDING.format(lo=0, hi=SMALL - 1))
 
-    async def migrated() -> None:
-        store = store_from_url(mysql_url)
-        await store.open()
-        await store.migrate()
-        await store.close()
+        def capped() -> Any:
+            return table.run(mysql_counts.rate_keys_backlog(20, CAP))
 
-    asyncio.run(migrated())
-    with mysql_connect(mysql_url) as conn, conn.cursor() as cur:
-        cur.execute(MYSQL_PENDING.format(lo=0, hi=SMALL - 1))
+        def exact() -> Any:
+            return table.run(mysql_rates.rate_keys_backlog(100))
 
-        def run(plan: Any) -> Any:
-            return run_sync(conn, plan, Counter())
-
-        reads: Reads = {"capped": lambda: run(mysql_counts.rate_keys_backlog(20, CAP)),
-                        "exact": lambda: run(mysql_rates.rate_keys_backlog(20))}
-        rate_check(reads["capped"], lambda: run(mysql_rates.rate_keys_backlog(100)))
-
-        def handler_reads() -> int:
-            cur.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
-            return sum(int(v) for _, v in cur.fetchall())
-
-        def work(name: str) -> int:
-            start = handler_reads()
-            reads[name]()
-            return handler_reads() - start
-
-        def grow() -> None:
-            cur.execute(MYSQL_PENDING.format(lo=SMALL, hi=BIG - 1))
-
-        def read_bounds() -> tuple[int, int]:
-            cur.execute(BOUNDS)
-            lo, hi = cur.fetchone()
-            return int(lo), int(hi)
-
-        bounded(work, grow, lambda: len(grid(*read_bounds())))
-        rate_check(reads["capped"], lambda: run(mysql_rates.rate_keys_backlog(100)))
+        rate_check(capped, exact)
+        bounded(table, capped, exact, MYSQL_PENDING.format(lo=SMALL, hi=BIG - 1))
+        rate_check(capped, exact)

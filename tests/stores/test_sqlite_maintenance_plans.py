@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
@@ -24,6 +23,7 @@ from kiln.stores import Store
 from kiln.stores.sqlite._cluster import AWAITING_QUEUES, RESCUE, STRANDED, stranded
 from kiln.stores.sqlite._jobs import MET
 from kiln.stores.sqlite._sizes import SPAN
+from tests.stores.sqlite_steps import steps
 
 OLD_RESCUE = (
     "SELECT j.* FROM kiln_jobs j LEFT JOIN kiln_servers s ON s.id = j.server_id"
@@ -37,28 +37,6 @@ OLD_STRANDED = (
 OLD_SPAN = "SELECT COALESCE(MAX(id) - MIN(id) + 1, 0) FROM kiln_jobs"
 
 BACKLOG = 60_000  # available and scheduled jobs, which none of these reads returns
-
-
-def steps(
-    conn: sqlite3.Connection, sql: str | Callable[[], Sequence[Any]],
-    params: tuple[object, ...] = (),
-) -> tuple[int, list[tuple[object, ...]]]:
-    """Hundreds of VM instructions ``sql`` (or a read of several statements) ran, and
-    its rows in the order it gave them."""
-    count = 0
-
-    def tick() -> int:
-        nonlocal count
-        count += 1
-        return 0
-
-    conn.set_progress_handler(tick, 100)
-    try:
-        got = sql() if callable(sql) else conn.execute(sql, params).fetchall()
-        rows = [tuple(r) for r in got]
-    finally:
-        conn.set_progress_handler(None, 0)
-    return count, rows
 
 
 def plan(conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()) -> list[str]:
